@@ -1,0 +1,181 @@
+package movement
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+// FieldError is one problem with one field of one movement. Msg never
+// contains the field's value.
+type FieldError struct {
+	Field string `json:"field"`
+	Msg   string `json:"error"`
+}
+
+func (e FieldError) Error() string {
+	if e.Field == "" {
+		return e.Msg
+	}
+	return e.Field + ": " + e.Msg
+}
+
+// Errors is every problem found in one movement, sorted by field.
+type Errors []FieldError
+
+func (es Errors) Error() string {
+	parts := make([]string, len(es))
+	for i, e := range es {
+		parts[i] = e.Error()
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (es *Errors) add(field, format string, args ...any) {
+	*es = append(*es, FieldError{Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+// field describes how one JSON member is decoded.
+type field struct {
+	set func(m *Movement, v string)
+	num bool // a JSON number is accepted as well as a string
+}
+
+var fields = map[string]field{
+	"movement_id":  {set: func(m *Movement, v string) { m.MovementID = v }},
+	"store_id":     {set: func(m *Movement, v string) { m.StoreID = v }},
+	"type":         {set: func(m *Movement, v string) { m.Type = v }},
+	"ndc":          {set: func(m *Movement, v string) { m.NDC = v }},
+	"quantity":     {set: func(m *Movement, v string) { m.Quantity = v }, num: true},
+	"unit":         {set: func(m *Movement, v string) { m.Unit = v }},
+	"occurred_at":  {set: func(m *Movement, v string) { m.OccurredAt = v }},
+	"schedule":     {set: func(m *Movement, v string) { m.Schedule = v }},
+	"lot":          {set: func(m *Movement, v string) { m.Lot = v }},
+	"expires":      {set: func(m *Movement, v string) { m.Expires = v }},
+	"rx_ref":       {set: func(m *Movement, v string) { m.RxRef = v }},
+	"dea_form_222": {set: func(m *Movement, v string) { m.DEAForm222 = v }},
+	"note":         {set: func(m *Movement, v string) { m.Note = v }},
+}
+
+// Decode parses one movement from a JSON object. It is strict: unknown
+// fields, repeated fields, values of the wrong JSON type and trailing data
+// are errors. Every problem is reported at once. Decode does not validate
+// the values; see Validate.
+func Decode(data []byte) (*Movement, Errors) {
+	var es Errors
+	m := new(Movement)
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		es.add("", "not valid JSON: %s", syntaxProblem(err))
+		return nil, es
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		es.add("", "must be a JSON object")
+		return nil, es
+	}
+	seen := make(map[string]bool)
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			es.add("", "not valid JSON: %s", syntaxProblem(err))
+			return nil, es
+		}
+		name, _ := tok.(string)
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			es.add("", "not valid JSON: %s", syntaxProblem(err))
+			return nil, es
+		}
+		f, known := fields[name]
+		switch {
+		case !known:
+			es.add(safeName(name), "unknown field")
+			continue
+		case seen[name]:
+			es.add(name, "appears more than once")
+			continue
+		}
+		seen[name] = true
+		v, ok := stringValue(raw, f.num)
+		if !ok {
+			if f.num {
+				es.add(name, "must be a number or a string")
+			} else {
+				es.add(name, "must be a string")
+			}
+			continue
+		}
+		f.set(m, v)
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		es.add("", "not valid JSON: %s", syntaxProblem(err))
+		return nil, es
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		es.add("", "unexpected data after the object")
+	}
+	if len(es) > 0 {
+		sortErrors(es)
+		return nil, es
+	}
+	return m, nil
+}
+
+func stringValue(raw json.RawMessage, num bool) (string, bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return "", false
+	}
+	switch {
+	case raw[0] == '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", false
+		}
+		return s, true
+	case num && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9'):
+		return string(raw), true
+	}
+	return "", false
+}
+
+// safeName keeps an unknown field's name readable in an error without
+// echoing arbitrarily long or binary input.
+func safeName(name string) string {
+	const max = 64
+	var b strings.Builder
+	for i, r := range name {
+		if i >= max {
+			b.WriteString("…")
+			break
+		}
+		if r < 0x20 || r == 0x7f {
+			r = '?'
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// syntaxProblem describes a JSON syntax error by position only: the
+// standard library's messages quote the offending input.
+func syntaxProblem(err error) string {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("syntax error at byte %d", se.Offset)
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return "unexpected end of input"
+	}
+	return "malformed input"
+}
+
+func sortErrors(es Errors) {
+	sort.SliceStable(es, func(i, j int) bool { return es[i].Field < es[j].Field })
+}
