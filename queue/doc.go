@@ -1,0 +1,33 @@
+// Package queue is the agent's durable local store: one bbolt file holding
+// every movement the agent has acknowledged, its state, the due index the
+// sender reads, the quarantine, and the audit journal.
+//
+// Durability: Enqueue returns only after the transaction that holds the
+// movements has been committed and fsynced (bbolt with NoSync off). A
+// movement for which Enqueue returned no error survives a crash or power
+// loss. Concurrent Enqueue calls are committed together by a single writer
+// goroutine (group commit): one transaction and one fsync for many
+// submissions, each acknowledged only after its group committed. A
+// submission is all-or-nothing: if any movement in it is rejected, none is
+// stored.
+//
+// States: every key is in exactly one state, pending, synced, quarantined or
+// purged, and moves between them only through the methods of Queue, each of
+// which is one transaction across every bucket involved. Counters per state
+// and class are kept in the same transactions, so Stats never scans.
+//
+// Ownership: all writes go through the writer goroutine; reads use bbolt
+// read transactions and may run concurrently. The set of movements leased to
+// the sender lives in memory only: after a restart every pending movement is
+// due again, which is safe because delivery is keyed.
+//
+// Buckets (schema version 1):
+//
+//	meta        schema version, store id, counters, next sequence
+//	pending     seq (8 bytes, big endian) → pending record
+//	due         next attempt time (8) + seq (8) → nothing
+//	keys        key (16) → state, seq, digest, central sequence, time, class
+//	synced_at   time (8) + key (16) → nothing (pruning index)
+//	quarantine  key (16) → quarantined record with its failure context
+//	journal     sequence (8) → audit event (JSON)
+package queue

@@ -1,0 +1,450 @@
+package queue
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	stdsync "sync"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+)
+
+// State is where a key is in its life.
+type State uint8
+
+// States. Every key is in exactly one.
+const (
+	Pending State = iota + 1
+	Synced
+	Quarantined
+	Purged
+)
+
+// States lists every state, in counter order.
+var States = []State{Pending, Synced, Quarantined, Purged}
+
+func (s State) String() string {
+	switch s {
+	case Pending:
+		return "pending"
+	case Synced:
+		return "synced"
+	case Quarantined:
+		return "quarantined"
+	case Purged:
+		return "purged"
+	}
+	return fmt.Sprintf("state(%d)", uint8(s))
+}
+
+// Errors returned by the queue.
+var (
+	// ErrClosed is returned by operations on a closed queue.
+	ErrClosed = errors.New("queue: closed")
+	// ErrReadOnly is returned by writes to a queue opened read-only.
+	ErrReadOnly = errors.New("queue: opened read-only")
+	// ErrLocked is returned by Open when another process holds the file.
+	ErrLocked = errors.New("queue: data file is locked by another process (is the agent running?)")
+	// ErrDiskFull is returned when a commit failed for lack of space. Nothing
+	// of that commit was stored; earlier commits are intact.
+	ErrDiskFull = errors.New("queue: disk full")
+	// ErrStoreMismatch is returned by Open when the file belongs to another store.
+	ErrStoreMismatch = errors.New("queue: data file belongs to another store")
+	// ErrNotFound is returned for a key the queue does not hold.
+	ErrNotFound = errors.New("queue: key not found")
+)
+
+// ConflictError reports a movement whose movement_id is already held with
+// different content. Nothing of its submission was stored.
+type ConflictError struct {
+	Index int      // position in the submission
+	Key   [16]byte // the key both share
+	State State    // the state of the existing movement
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("queue: movement %d (key %s) conflicts with a %s movement of the same movement_id and different content", e.Index, hexKey(e.Key), e.State)
+}
+
+// PurgedError reports a movement whose key an operator purged: it cannot
+// be submitted again.
+type PurgedError struct {
+	Index int
+	Key   [16]byte
+}
+
+func (e *PurgedError) Error() string {
+	return fmt.Sprintf("queue: movement %d (key %s) was purged by an operator and cannot be submitted again", e.Index, hexKey(e.Key))
+}
+
+func hexKey(k [16]byte) string { return hex.EncodeToString(k[:]) }
+
+// Migration upgrades the file from schema version From to From+1 inside the
+// opening transaction.
+type Migration struct {
+	From uint64
+	Up   func(tx *bolt.Tx) error
+}
+
+// SchemaVersion is the schema this package writes.
+const SchemaVersion = 1
+
+// Options configure Open.
+type Options struct {
+	// Path of the bbolt file. Required.
+	Path string
+	// StoreID is recorded in a new file and checked against an existing one.
+	// Required unless ReadOnly.
+	StoreID string
+	// LockTimeout bounds the wait for the file lock. Default 1 s; a
+	// non-positive value is replaced by the default, never "wait forever".
+	LockTimeout time.Duration
+	// ReadOnly opens the file with a shared lock and no writer.
+	ReadOnly bool
+	// Clock is used for times the queue stamps itself. Default time.Now.
+	Clock func() time.Time
+	// MaxAhead is how far in the future a due time may legitimately be: the
+	// largest retry delay. A due time further ahead can only come from a wall
+	// clock that jumped backwards, and is treated as due now. Default 30 s.
+	MaxAhead time.Duration
+	// MaxGroup caps the submissions committed in one transaction. Default 1024.
+	MaxGroup int
+	// Migrations upgrade files written with an older schema, one version
+	// at a time, inside the opening transaction.
+	Migrations []Migration
+}
+
+// Queue is an open data file. Its methods are safe for concurrent use.
+type Queue struct {
+	db       *bolt.DB
+	opts     Options
+	readOnly bool
+
+	ops      chan *op
+	stop     chan struct{}
+	done     chan struct{}
+	closeMu  stdsync.RWMutex // held for reading while submitting, for writing by Close
+	closed   bool
+	closeErr error
+
+	commits atomic.Uint64 // write transactions committed
+
+	leaseMu stdsync.Mutex
+	leased  map[uint64]struct{}
+	spread  spreadWindow // guarded by leaseMu
+}
+
+// spreadWindow extends MaxAhead while a spread redrive is under way.
+type spreadWindow struct {
+	until  time.Time
+	length time.Duration
+}
+
+var (
+	bucketMeta       = []byte("meta")
+	bucketPending    = []byte("pending")
+	bucketDue        = []byte("due")
+	bucketKeys       = []byte("keys")
+	bucketSyncedAt   = []byte("synced_at")
+	bucketQuarantine = []byte("quarantine")
+	bucketJournal    = []byte("journal")
+
+	allBuckets = [][]byte{bucketMeta, bucketPending, bucketDue, bucketKeys, bucketSyncedAt, bucketQuarantine, bucketJournal}
+
+	metaSchema       = []byte("schema_version")
+	metaStore        = []byte("store_id")
+	metaCreated      = []byte("created_at")
+	metaNextSeq      = []byte("next_seq")
+	metaSyncedTotal  = []byte("synced_total")
+	metaSpreadUntil  = []byte("spread_until")
+	metaSpreadLength = []byte("spread_length")
+)
+
+// Open opens or creates the data file.
+func Open(opts Options) (*Queue, error) {
+	if opts.Path == "" {
+		return nil, errors.New("queue: open: no path given")
+	}
+	if opts.StoreID == "" && !opts.ReadOnly {
+		return nil, errors.New("queue: open: no store id given")
+	}
+	if opts.LockTimeout <= 0 {
+		opts.LockTimeout = time.Second
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	if opts.MaxAhead <= 0 {
+		opts.MaxAhead = 30 * time.Second
+	}
+	if opts.MaxGroup <= 0 {
+		opts.MaxGroup = 1024
+	}
+	if opts.ReadOnly {
+		if _, err := os.Stat(opts.Path); err != nil {
+			return nil, fmt.Errorf("queue: open %s: %w", opts.Path, err)
+		}
+	} else if err := os.MkdirAll(filepath.Dir(opts.Path), 0o750); err != nil {
+		return nil, fmt.Errorf("queue: open: create data directory: %w", err)
+	}
+	db, err := bolt.Open(opts.Path, 0o600, &bolt.Options{
+		Timeout:      opts.LockTimeout,
+		ReadOnly:     opts.ReadOnly,
+		FreelistType: bolt.FreelistMapType,
+	})
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return nil, fmt.Errorf("queue: open %s: %w", opts.Path, ErrLocked)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("queue: open %s: %w", opts.Path, classify(err))
+	}
+	q := &Queue{db: db, opts: opts, readOnly: opts.ReadOnly, leased: make(map[uint64]struct{})}
+	if opts.ReadOnly {
+		err = db.View(func(tx *bolt.Tx) error { return q.checkMeta(tx) })
+	} else {
+		err = db.Update(func(tx *bolt.Tx) error { return q.init(tx) })
+	}
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("queue: open %s: %w", opts.Path, err)
+	}
+	if !opts.ReadOnly {
+		q.ops = make(chan *op, 4*opts.MaxGroup)
+		q.stop = make(chan struct{})
+		q.done = make(chan struct{})
+		go q.writer()
+	}
+	return q, nil
+}
+
+func (q *Queue) init(tx *bolt.Tx) error {
+	for _, name := range allBuckets {
+		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+			return err
+		}
+	}
+	meta := tx.Bucket(bucketMeta)
+	if meta.Get(metaSchema) == nil {
+		if err := meta.Put(metaSchema, u64(SchemaVersion)); err != nil {
+			return err
+		}
+		if err := meta.Put(metaStore, []byte(q.opts.StoreID)); err != nil {
+			return err
+		}
+		if err := meta.Put(metaCreated, u64(uint64(q.opts.Clock().UnixNano()))); err != nil {
+			return err
+		}
+	}
+	if s := string(meta.Get(metaStore)); s != q.opts.StoreID {
+		return fmt.Errorf("%w: the file is for store %s, the agent is configured for %s", ErrStoreMismatch, s, q.opts.StoreID)
+	}
+	v := getU64(meta, metaSchema)
+	if v > SchemaVersion {
+		return fmt.Errorf("queue: the file has schema version %d, newer than this agent's %d: upgrade the agent", v, SchemaVersion)
+	}
+	for ; v < SchemaVersion; v++ {
+		m, ok := findMigration(q.opts.Migrations, v)
+		if !ok {
+			return fmt.Errorf("queue: no migration from schema version %d", v)
+		}
+		if err := m.Up(tx); err != nil {
+			return fmt.Errorf("queue: migrate schema %d to %d: %w", v, v+1, err)
+		}
+		if err := meta.Put(metaSchema, u64(v+1)); err != nil {
+			return err
+		}
+	}
+	q.spread = spreadWindow{until: time.Unix(0, int64(getU64(meta, metaSpreadUntil))), length: time.Duration(getU64(meta, metaSpreadLength))}
+	return nil
+}
+
+func (q *Queue) checkMeta(tx *bolt.Tx) error {
+	meta := tx.Bucket(bucketMeta)
+	if meta == nil {
+		return errors.New("queue: not an agent data file (no meta bucket)")
+	}
+	if v := getU64(meta, metaSchema); v > SchemaVersion {
+		return fmt.Errorf("queue: the file has schema version %d, newer than this agent's %d: upgrade the agent", v, SchemaVersion)
+	}
+	if q.opts.StoreID != "" {
+		if s := string(meta.Get(metaStore)); s != q.opts.StoreID {
+			return fmt.Errorf("%w: the file is for store %s, not %s", ErrStoreMismatch, s, q.opts.StoreID)
+		}
+	}
+	return nil
+}
+
+func findMigration(ms []Migration, from uint64) (Migration, bool) {
+	for _, m := range ms {
+		if m.From == from {
+			return m, true
+		}
+	}
+	return Migration{}, false
+}
+
+// Path is the data file's path.
+func (q *Queue) Path() string { return q.opts.Path }
+
+// StoreID is the store the file belongs to.
+func (q *Queue) StoreID() string {
+	var s string
+	q.db.View(func(tx *bolt.Tx) error {
+		s = string(tx.Bucket(bucketMeta).Get(metaStore))
+		return nil
+	})
+	return s
+}
+
+// DB exposes the underlying database for read-only inspection in tests and
+// tools that check invariants. Callers must not write through it.
+func (q *Queue) DB() *bolt.DB { return q.db }
+
+// Close finishes the submissions already accepted, stops the writer and
+// closes the file. It is safe to call more than once.
+func (q *Queue) Close() error {
+	q.closeMu.Lock()
+	if q.closed {
+		q.closeMu.Unlock()
+		return q.closeErr
+	}
+	q.closed = true
+	q.closeMu.Unlock()
+	if !q.readOnly {
+		close(q.stop)
+		<-q.done
+	}
+	q.closeErr = q.db.Close()
+	return q.closeErr
+}
+
+// op is one unit of work for the writer. fn runs inside the group's write
+// transaction. It must return a non-nil error only before it has written
+// anything (a rejection, which leaves the rest of the group unaffected),
+// except for errors wrapped by fatal, which abort the whole group.
+type op struct {
+	fn     func(tx *bolt.Tx) error
+	after  func() // runs after a successful commit, in the writer
+	err    error
+	result chan struct{}
+}
+
+type fatalError struct{ err error }
+
+func (f fatalError) Error() string { return f.err.Error() }
+func (f fatalError) Unwrap() error { return f.err }
+
+func fatal(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fatalError{err}
+}
+
+// do submits fn to the writer and waits for its group to commit.
+func (q *Queue) do(fn func(tx *bolt.Tx) error, after func()) error {
+	if q.readOnly {
+		return ErrReadOnly
+	}
+	o := &op{fn: fn, after: after, result: make(chan struct{})}
+	q.closeMu.RLock()
+	if q.closed {
+		q.closeMu.RUnlock()
+		return ErrClosed
+	}
+	q.ops <- o
+	q.closeMu.RUnlock()
+	<-o.result
+	return o.err
+}
+
+// writer owns every write transaction: it takes all submissions waiting,
+// up to MaxGroup, commits them in one transaction (one fsync), then answers
+// each. Submissions that arrive during a commit form the next group.
+func (q *Queue) writer() {
+	defer close(q.done)
+	group := make([]*op, 0, q.opts.MaxGroup)
+	for {
+		group = group[:0]
+		select {
+		case o := <-q.ops:
+			group = append(group, o)
+		case <-q.stop:
+			// Close holds no submitter out any more; drain what was queued.
+			for {
+				select {
+				case o := <-q.ops:
+					q.commit([]*op{o})
+				default:
+					return
+				}
+			}
+		}
+	fill:
+		for len(group) < q.opts.MaxGroup {
+			select {
+			case o := <-q.ops:
+				group = append(group, o)
+			default:
+				break fill
+			}
+		}
+		q.commit(group)
+	}
+}
+
+func (q *Queue) commit(group []*op) {
+	err := q.db.Update(func(tx *bolt.Tx) error {
+		for _, o := range group {
+			if err := o.fn(tx); err != nil {
+				var f fatalError
+				if errors.As(err, &f) {
+					return f.err
+				}
+				o.err = err
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		q.commits.Add(1)
+	}
+	for _, o := range group {
+		if err != nil {
+			o.err = classify(err)
+		} else if o.err == nil && o.after != nil {
+			o.after()
+		}
+		close(o.result)
+	}
+}
+
+// Commits is the number of write transactions committed since Open; with
+// group commit it grows more slowly than the number of submissions.
+func (q *Queue) Commits() uint64 { return q.commits.Load() }
+
+// classify maps storage errors to the package's sentinels.
+func classify(err error) error {
+	if isDiskFull(err) {
+		return fmt.Errorf("%w: %v", ErrDiskFull, err)
+	}
+	return err
+}
+
+func getU64(b *bolt.Bucket, k []byte) uint64 {
+	v := b.Get(k)
+	if len(v) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(v)
+}
+
+func addU64(b *bolt.Bucket, k []byte, delta int64) error {
+	return b.Put(k, u64(uint64(int64(getU64(b, k))+delta)))
+}

@@ -1,0 +1,529 @@
+package queue
+
+import (
+	"errors"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/rxedge/agent/movement"
+)
+
+// Lease returns up to max pending movements that are due at now, in due
+// order (FIFO among movements due at the same time), and marks them leased
+// so that later calls do not return them again until they are released by
+// MarkSynced, Retry, Quarantine or Release. Leases live in memory only.
+//
+// A due time more than MaxAhead (plus the window of a spread redrive under
+// way) after now cannot have been scheduled by this clock: the wall clock
+// jumped backwards. Such movements are treated as due, so a clock change
+// never freezes retries.
+func (q *Queue) Lease(now time.Time, max int) ([]*Record, error) {
+	q.leaseMu.Lock()
+	defer q.leaseMu.Unlock()
+	ahead := q.opts.MaxAhead
+	if now.Before(q.spread.until) {
+		ahead += q.spread.length
+	}
+	farAhead := now.Add(ahead)
+	var out []*Record
+	err := q.db.View(func(tx *bolt.Tx) error {
+		pending := tx.Bucket(bucketPending)
+		take := func(seq uint64) error {
+			if _, ok := q.leased[seq]; ok {
+				return nil
+			}
+			v := pending.Get(u64(seq))
+			if v == nil {
+				return errors.New("queue: due index names a missing pending record")
+			}
+			r, err := unmarshalRecord(v)
+			if err != nil {
+				return err
+			}
+			out = append(out, r)
+			return nil
+		}
+		c := tx.Bucket(bucketDue).Cursor()
+		for k, _ := c.First(); k != nil && len(out) < max; k, _ = c.Next() {
+			t, seq := parseDueKey(k)
+			if t.After(now) {
+				break
+			}
+			if err := take(seq); err != nil {
+				return err
+			}
+		}
+		for k, _ := c.Last(); k != nil && len(out) < max; k, _ = c.Prev() {
+			t, seq := parseDueKey(k)
+			if !t.After(farAhead) {
+				break
+			}
+			if err := take(seq); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range out {
+		q.leased[r.Seq] = struct{}{}
+	}
+	return out, nil
+}
+
+// NextDue is the earliest due time of a pending movement that is not
+// leased, or the zero time when there is none. A due time that Lease would
+// pull in (see Lease) is reported as now.
+func (q *Queue) NextDue(now time.Time) (time.Time, error) {
+	q.leaseMu.Lock()
+	defer q.leaseMu.Unlock()
+	var next time.Time
+	err := q.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketDue).Cursor()
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			t, seq := parseDueKey(k)
+			if _, ok := q.leased[seq]; ok {
+				continue
+			}
+			next = t
+			break
+		}
+		return nil
+	})
+	ahead := q.opts.MaxAhead
+	if now.Before(q.spread.until) {
+		ahead += q.spread.length
+	}
+	if next.After(now.Add(ahead)) {
+		next = now
+	}
+	return next, err
+}
+
+// Leased is the number of movements currently leased.
+func (q *Queue) Leased() int {
+	q.leaseMu.Lock()
+	defer q.leaseMu.Unlock()
+	return len(q.leased)
+}
+
+// Release gives leased movements back unchanged: they are due again at
+// their existing due time. Nothing is written; no attempt is charged.
+func (q *Queue) Release(seqs ...uint64) {
+	q.leaseMu.Lock()
+	defer q.leaseMu.Unlock()
+	for _, s := range seqs {
+		delete(q.leased, s)
+	}
+}
+
+func (q *Queue) releaseAfter(seqs []uint64) func() {
+	return func() { q.Release(seqs...) }
+}
+
+// Ack says that central stored a movement.
+type Ack struct {
+	Seq       uint64
+	StreamSeq uint64 // the central stream sequence of the stored message
+}
+
+// MarkSynced moves acknowledged movements from pending to synced in one
+// transaction and releases their leases. The payload is dropped; the key is
+// kept, with its central sequence, as a record for the dedupe horizon.
+// Sequences that are no longer pending are skipped.
+func (q *Queue) MarkSynced(acks []Ack) error {
+	seqs := make([]uint64, len(acks))
+	for i, a := range acks {
+		seqs[i] = a.Seq
+	}
+	return q.do(func(tx *bolt.Tx) error {
+		now := q.opts.Clock()
+		b := buckets(tx)
+		var moved [2]int64
+		for _, a := range acks {
+			r, err := b.takePending(a.Seq)
+			if err != nil {
+				return fatal(err)
+			}
+			if r == nil {
+				continue
+			}
+			e := keyEntry{State: Synced, Class: r.Class, Seq: r.Seq, StreamSeq: a.StreamSeq, At: now, Digest: r.Digest}
+			if err := b.keys.Put(r.Key[:], e.marshal()); err != nil {
+				return fatal(err)
+			}
+			if err := b.syncedAt.Put(syncedKey(now, r.Key), nil); err != nil {
+				return fatal(err)
+			}
+			moved[r.Class]++
+		}
+		var total int64
+		for c, n := range moved {
+			if n == 0 {
+				continue
+			}
+			total += n
+			if err := b.count(Pending, movement.Class(c), -n); err != nil {
+				return fatal(err)
+			}
+			if err := b.count(Synced, movement.Class(c), n); err != nil {
+				return fatal(err)
+			}
+		}
+		return fatal(addU64(b.meta, metaSyncedTotal, total))
+	}, q.releaseAfter(seqs))
+}
+
+// Failure is one movement-specific failed attempt.
+type Failure struct {
+	Kind string // the outcome kind, e.g. "transient:timeout" or "permanent:too_large"
+	Text string // the error text; never payload data
+}
+
+// RetryAt schedules the next attempt of a leased movement.
+type RetryAt struct {
+	Seq     uint64
+	Failure Failure
+	Delay   time.Duration // the delay chosen; the movement is due at now+Delay
+}
+
+// Retry charges one attempt to each movement, records the failure, and
+// makes it due again after its delay, in one transaction; it releases the
+// leases. Sequences that are no longer pending are skipped.
+func (q *Queue) Retry(retries []RetryAt) error {
+	seqs := make([]uint64, len(retries))
+	for i, r := range retries {
+		seqs[i] = r.Seq
+	}
+	return q.do(func(tx *bolt.Tx) error {
+		now := q.opts.Clock()
+		b := buckets(tx)
+		for _, rt := range retries {
+			v := b.pending.Get(u64(rt.Seq))
+			if v == nil {
+				continue
+			}
+			r, err := unmarshalRecord(v)
+			if err != nil {
+				return fatal(err)
+			}
+			if err := b.due.Delete(dueKey(r.NextAt, r.Seq)); err != nil {
+				return fatal(err)
+			}
+			r.recordFailure(now, rt.Failure, rt.Delay)
+			r.NextAt = now.Add(rt.Delay)
+			if err := b.due.Put(dueKey(r.NextAt, r.Seq), nil); err != nil {
+				return fatal(err)
+			}
+			if err := b.pending.Put(u64(r.Seq), r.marshal()); err != nil {
+				return fatal(err)
+			}
+		}
+		return nil
+	}, q.releaseAfter(seqs))
+}
+
+func (r *Record) recordFailure(now time.Time, f Failure, delay time.Duration) {
+	r.Attempts++
+	if r.FirstFailure.IsZero() {
+		r.FirstFailure = now
+	}
+	r.LastFailure = now
+	r.LastErrKind = f.Kind
+	r.LastErrText = f.Text
+	if delay > 0 {
+		if len(r.Delays) == maxDelaysKept {
+			r.Delays = r.Delays[1:]
+		}
+		r.Delays = append(r.Delays, delay)
+	}
+}
+
+// QuarantineAt moves one leased movement to the quarantine.
+type QuarantineAt struct {
+	Seq          uint64
+	Failure      Failure // the failure that decided it
+	Reason       string  // "permanent:<kind>" or "exhausted:<kind>"
+	Charge       bool    // whether this failure is an attempt (false when already charged)
+	ConnState    string
+	AgentVersion string
+}
+
+// Quarantine moves movements from pending to the quarantine with their
+// failure context, journals it, and releases the leases — one transaction.
+// Sequences that are no longer pending are skipped.
+func (q *Queue) Quarantine(items []QuarantineAt) error {
+	seqs := make([]uint64, len(items))
+	for i, it := range items {
+		seqs[i] = it.Seq
+	}
+	return q.do(func(tx *bolt.Tx) error {
+		now := q.opts.Clock()
+		b := buckets(tx)
+		byReason := make(map[string][]string)
+		var order []string
+		for _, it := range items {
+			r, err := b.takePending(it.Seq)
+			if err != nil {
+				return fatal(err)
+			}
+			if r == nil {
+				continue
+			}
+			if it.Charge {
+				r.recordFailure(now, it.Failure, 0)
+			} else {
+				r.LastFailure, r.LastErrKind, r.LastErrText = now, it.Failure.Kind, it.Failure.Text
+				if r.FirstFailure.IsZero() {
+					r.FirstFailure = now
+				}
+			}
+			r.NextAt = time.Time{}
+			r.Quarantine = &QuarantineInfo{At: now, Reason: it.Reason, ConnState: it.ConnState, AgentVersion: it.AgentVersion}
+			if err := b.quarantine.Put(r.Key[:], r.marshal()); err != nil {
+				return fatal(err)
+			}
+			if err := b.setState(r, Quarantined, now); err != nil {
+				return fatal(err)
+			}
+			if byReason[it.Reason] == nil {
+				order = append(order, it.Reason)
+			}
+			byReason[it.Reason] = append(byReason[it.Reason], r.KeyString())
+		}
+		for _, reason := range order {
+			ev := Event{At: now, Action: ActionQuarantine, Actor: ActorAgent, Reason: reason, Keys: byReason[reason]}
+			if err := appendEvents(tx, ev); err != nil {
+				return fatal(err)
+			}
+		}
+		return nil
+	}, q.releaseAfter(seqs))
+}
+
+// Redrive is an operator's request to send quarantined movements again.
+type Redrive struct {
+	Keys   [][16]byte
+	Actor  string // who asked, e.g. "local:alice" or "remote:<operator key>"
+	Reason string // why; required
+	// Spread gives each movement a due time uniform over [now, now+Spread)
+	// so that a large redrive does not stampede central. Rand returns a
+	// number in [0, 1); it is required when Spread > 0.
+	Spread time.Duration
+	Rand   func() float64
+	// Detail is recorded in the journal with the event.
+	Detail map[string]string
+}
+
+// Redriven is one movement put back to pending.
+type Redriven struct {
+	Key   [16]byte
+	DueAt time.Time
+}
+
+// RedriveResult says what a redrive did.
+type RedriveResult struct {
+	Redriven []Redriven
+	NotFound [][16]byte // not quarantined (never, no longer, or purged)
+}
+
+// ErrNoReason is returned by operator actions given no reason.
+var ErrNoReason = errors.New("queue: a reason is required for operator actions")
+
+// Redrive moves quarantined movements back to pending with their attempts
+// reset, and journals who did it and why — one transaction.
+func (q *Queue) Redrive(rq Redrive) (RedriveResult, error) {
+	var res RedriveResult
+	if rq.Reason == "" {
+		return res, ErrNoReason
+	}
+	if rq.Spread > 0 && rq.Rand == nil {
+		return res, errors.New("queue: redrive: spread needs a random source")
+	}
+	var window spreadWindow
+	err := q.do(func(tx *bolt.Tx) error {
+		now := q.opts.Clock()
+		res = RedriveResult{}
+		b := buckets(tx)
+		var keys []string
+		for _, k := range rq.Keys {
+			v := b.quarantine.Get(k[:])
+			if v == nil {
+				res.NotFound = append(res.NotFound, k)
+				continue
+			}
+			r, err := unmarshalRecord(v)
+			if err != nil {
+				return fatal(err)
+			}
+			if err := b.quarantine.Delete(k[:]); err != nil {
+				return fatal(err)
+			}
+			r.Quarantine = nil
+			r.Attempts = 0
+			r.FirstFailure, r.LastFailure = time.Time{}, time.Time{}
+			r.LastErrKind, r.LastErrText, r.Delays = "", "", nil
+			r.NextAt = now
+			if rq.Spread > 0 {
+				r.NextAt = now.Add(time.Duration(rq.Rand() * float64(rq.Spread)))
+			}
+			if err := b.pending.Put(u64(r.Seq), r.marshal()); err != nil {
+				return fatal(err)
+			}
+			if err := b.due.Put(dueKey(r.NextAt, r.Seq), nil); err != nil {
+				return fatal(err)
+			}
+			if err := b.setState(r, Pending, now); err != nil {
+				return fatal(err)
+			}
+			res.Redriven = append(res.Redriven, Redriven{Key: k, DueAt: r.NextAt})
+			keys = append(keys, r.KeyString())
+		}
+		if len(keys) == 0 {
+			return nil
+		}
+		if rq.Spread > 0 {
+			window = spreadWindow{until: now.Add(rq.Spread), length: rq.Spread}
+			if window.until.Before(q.currentSpread().until) {
+				window = q.currentSpread()
+			}
+			if err := b.meta.Put(metaSpreadUntil, u64(uint64(window.until.UnixNano()))); err != nil {
+				return fatal(err)
+			}
+			if err := b.meta.Put(metaSpreadLength, u64(uint64(window.length))); err != nil {
+				return fatal(err)
+			}
+		}
+		ev := Event{At: now, Action: ActionRedrive, Actor: rq.Actor, Reason: rq.Reason, Keys: keys, Detail: rq.Detail}
+		return fatal(appendEvents(tx, ev))
+	}, func() {
+		if window.length > 0 {
+			q.leaseMu.Lock()
+			q.spread = window
+			q.leaseMu.Unlock()
+		}
+	})
+	return res, err
+}
+
+func (q *Queue) currentSpread() spreadWindow {
+	q.leaseMu.Lock()
+	defer q.leaseMu.Unlock()
+	return q.spread
+}
+
+// Purge is an operator's request to drop quarantined movements for good.
+type Purge struct {
+	Keys   [][16]byte
+	Actor  string
+	Reason string // required
+	Detail map[string]string
+}
+
+// PurgeResult says what a purge did.
+type PurgeResult struct {
+	Purged   [][16]byte
+	NotFound [][16]byte
+}
+
+// Purge removes quarantined movements and marks their keys purged, so the
+// same movement can never come back (not by redrive, not by submitting it
+// again), and journals it — one transaction. Callers export the movements
+// first (see package dlq).
+func (q *Queue) Purge(rq Purge) (PurgeResult, error) {
+	var res PurgeResult
+	if rq.Reason == "" {
+		return res, ErrNoReason
+	}
+	err := q.do(func(tx *bolt.Tx) error {
+		now := q.opts.Clock()
+		res = PurgeResult{}
+		b := buckets(tx)
+		var keys []string
+		for _, k := range rq.Keys {
+			v := b.quarantine.Get(k[:])
+			if v == nil {
+				res.NotFound = append(res.NotFound, k)
+				continue
+			}
+			r, err := unmarshalRecord(v)
+			if err != nil {
+				return fatal(err)
+			}
+			if err := b.quarantine.Delete(k[:]); err != nil {
+				return fatal(err)
+			}
+			if err := b.setState(r, Purged, now); err != nil {
+				return fatal(err)
+			}
+			res.Purged = append(res.Purged, k)
+			keys = append(keys, r.KeyString())
+		}
+		if len(keys) == 0 {
+			return nil
+		}
+		ev := Event{At: now, Action: ActionPurge, Actor: rq.Actor, Reason: rq.Reason, Keys: keys, Detail: rq.Detail}
+		return fatal(appendEvents(tx, ev))
+	}, nil)
+	return res, err
+}
+
+// txBuckets are the buckets of one transaction.
+type txBuckets struct {
+	meta, pending, due, keys, syncedAt, quarantine *bolt.Bucket
+}
+
+func buckets(tx *bolt.Tx) txBuckets {
+	return txBuckets{
+		meta:       tx.Bucket(bucketMeta),
+		pending:    tx.Bucket(bucketPending),
+		due:        tx.Bucket(bucketDue),
+		keys:       tx.Bucket(bucketKeys),
+		syncedAt:   tx.Bucket(bucketSyncedAt),
+		quarantine: tx.Bucket(bucketQuarantine),
+	}
+}
+
+// takePending deletes a pending record and its due entry and returns it,
+// or nil when seq is not pending.
+func (b txBuckets) takePending(seq uint64) (*Record, error) {
+	v := b.pending.Get(u64(seq))
+	if v == nil {
+		return nil, nil
+	}
+	r, err := unmarshalRecord(v)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.due.Delete(dueKey(r.NextAt, r.Seq)); err != nil {
+		return nil, err
+	}
+	return r, b.pending.Delete(u64(seq))
+}
+
+// setState moves r's key to state s and adjusts the counters.
+func (b txBuckets) setState(r *Record, s State, now time.Time) error {
+	v := b.keys.Get(r.Key[:])
+	if v == nil {
+		return errors.New("queue: key record missing for a held movement")
+	}
+	e, err := unmarshalKeyEntry(v)
+	if err != nil {
+		return err
+	}
+	if err := b.count(e.State, e.Class, -1); err != nil {
+		return err
+	}
+	if err := b.count(s, e.Class, 1); err != nil {
+		return err
+	}
+	e.State, e.At = s, now
+	return b.keys.Put(r.Key[:], e.marshal())
+}
+
+func (b txBuckets) count(s State, c movement.Class, delta int64) error {
+	return addU64(b.meta, counterKey(s, c), delta)
+}
