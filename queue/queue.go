@@ -99,8 +99,8 @@ const SchemaVersion = 1
 type Options struct {
 	// Path of the bbolt file. Required.
 	Path string
-	// StoreID is recorded in a new file and checked against an existing one.
-	// Required unless ReadOnly.
+	// StoreID is recorded in a new file and, when set, checked against an
+	// existing one. Required to create a file.
 	StoreID string
 	// LockTimeout bounds the wait for the file lock. Default 1 s; a
 	// non-positive value is replaced by the default, never "wait forever".
@@ -162,6 +162,7 @@ var (
 	metaCreated      = []byte("created_at")
 	metaNextSeq      = []byte("next_seq")
 	metaSyncedTotal  = []byte("synced_total")
+	metaQuarTotal    = []byte("quarantined_total")
 	metaSpreadUntil  = []byte("spread_until")
 	metaSpreadLength = []byte("spread_length")
 )
@@ -170,9 +171,6 @@ var (
 func Open(opts Options) (*Queue, error) {
 	if opts.Path == "" {
 		return nil, errors.New("queue: open: no path given")
-	}
-	if opts.StoreID == "" && !opts.ReadOnly {
-		return nil, errors.New("queue: open: no store id given")
 	}
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = time.Second
@@ -231,6 +229,9 @@ func (q *Queue) init(tx *bolt.Tx) error {
 	}
 	meta := tx.Bucket(bucketMeta)
 	if meta.Get(metaSchema) == nil {
+		if q.opts.StoreID == "" {
+			return errors.New("a new data file needs a store id")
+		}
 		if err := meta.Put(metaSchema, u64(SchemaVersion)); err != nil {
 			return err
 		}
@@ -241,7 +242,7 @@ func (q *Queue) init(tx *bolt.Tx) error {
 			return err
 		}
 	}
-	if s := string(meta.Get(metaStore)); s != q.opts.StoreID {
+	if s := string(meta.Get(metaStore)); q.opts.StoreID != "" && s != q.opts.StoreID {
 		return fmt.Errorf("%w: the file is for store %s, the agent is configured for %s", ErrStoreMismatch, s, q.opts.StoreID)
 	}
 	v := getU64(meta, metaSchema)

@@ -265,6 +265,7 @@ func (q *Queue) Quarantine(items []QuarantineAt) error {
 		b := buckets(tx)
 		byReason := make(map[string][]string)
 		var order []string
+		var moved int64
 		for _, it := range items {
 			r, err := b.takePending(it.Seq)
 			if err != nil {
@@ -293,6 +294,10 @@ func (q *Queue) Quarantine(items []QuarantineAt) error {
 				order = append(order, it.Reason)
 			}
 			byReason[it.Reason] = append(byReason[it.Reason], r.KeyString())
+			moved++
+		}
+		if err := addU64(b.meta, metaQuarTotal, moved); err != nil {
+			return fatal(err)
 		}
 		for _, reason := range order {
 			ev := Event{At: now, Action: ActionQuarantine, Actor: ActorAgent, Reason: reason, Keys: byReason[reason]}

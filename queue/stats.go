@@ -19,11 +19,14 @@ type Stats struct {
 	Path          string
 	SchemaVersion uint64
 	// Counts[state][class]; state and class as in States and movement.Classes.
-	Counts        map[State]map[movement.Class]uint64
-	SyncedTotal   uint64    // movements ever synced, including pruned keys
-	OldestPending time.Time // enqueue time of the oldest pending movement; zero when none
-	NextSeq       uint64    // the sequence the next new movement gets
-	FileSize      int64
+	Counts      map[State]map[movement.Class]uint64
+	SyncedTotal uint64 // movements ever synced, including pruned keys
+	// QuarantinedTotal counts every move to the quarantine, including
+	// movements since redriven or purged.
+	QuarantinedTotal uint64
+	OldestPending    time.Time // enqueue time of the oldest pending movement; zero when none
+	NextSeq          uint64    // the sequence the next new movement gets
+	FileSize         int64
 }
 
 // Count is the number of keys in state s, all classes.
@@ -49,6 +52,7 @@ func (q *Queue) Stats() (Stats, error) {
 			}
 		}
 		s.SyncedTotal = getU64(meta, metaSyncedTotal)
+		s.QuarantinedTotal = getU64(meta, metaQuarTotal)
 		s.NextSeq = getU64(meta, metaNextSeq) + 1
 		if _, v := tx.Bucket(bucketPending).Cursor().First(); v != nil {
 			r, err := unmarshalRecord(v)

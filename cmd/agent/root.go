@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/rxedge/agent/config"
+	"github.com/rxedge/agent/control"
+	"github.com/rxedge/agent/dlq"
+	"github.com/rxedge/agent/queue"
+)
+
+type streams struct {
+	in       io.Reader
+	out, err io.Writer
+}
+
+func newRoot(s *streams) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "agent",
+		Short: "RxEdge edge agent: durable local queue of pharmacy inventory movements, synced exactly once to central",
+		Long: `RxEdge edge agent.
+
+The agent stores every inventory movement it acknowledges in a local data file
+(fsynced before it answers), then delivers it exactly once to central storage
+(a NATS JetStream stream), pausing while offline. Movements that cannot be
+delivered wait in a local quarantine for an operator.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usageError("%v (see `%s --help`)", err, c.CommandPath())
+	})
+	root.AddCommand(
+		newRunCmd(s),
+		newEnqueueCmd(s),
+		newStatusCmd(s),
+		newDLQCmd(s),
+		newAuditCmd(s),
+		newVersionCmd(s),
+	)
+	return root
+}
+
+// location are the flags that say which agent a command talks to.
+type location struct {
+	configPath string
+	dataDir    string
+}
+
+func (l *location) register(fs *pflag.FlagSet) {
+	fs.StringVar(&l.configPath, "config", "", "agent configuration file (default "+defaultConfigPath()+" when it exists)")
+	fs.StringVar(&l.dataDir, "data-dir", "", "the agent's data directory (default: data_dir of the configuration; env RXEDGE_DATA_DIR)")
+}
+
+// defaultConfigPath is where the installed service reads its configuration.
+func defaultConfigPath() string {
+	if runtime.GOOS == "windows" {
+		pd := os.Getenv("ProgramData")
+		if pd == "" {
+			pd = `C:\ProgramData`
+		}
+		return filepath.Join(pd, "RxEdge", "agent.yaml")
+	}
+	return "/etc/rxedge/agent.yaml"
+}
+
+// loadConfig reads the configuration: the file given by --config, or the
+// default file when it exists, then RXEDGE_* variables and --data-dir. It
+// says which file it read ("" for none).
+func (l *location) loadConfig() (config.Config, string, error) {
+	var c config.Config
+	path := l.configPath
+	if path == "" {
+		if _, err := os.Stat(defaultConfigPath()); err == nil {
+			path = defaultConfigPath()
+		}
+	}
+	if path != "" {
+		var err error
+		if c, err = config.LoadFile(path); err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return c, path, fmt.Errorf("configuration file %s does not exist: copy configs/agent.example.yaml there and edit it, or pass --config", path)
+			}
+			return c, path, err
+		}
+	}
+	if err := c.ApplyEnv(os.LookupEnv); err != nil {
+		return c, path, err
+	}
+	if l.dataDir != "" {
+		c.DataDir = l.dataDir
+	}
+	return c, path, nil
+}
+
+// resolveDataDir finds the data directory of the agent a command talks to.
+func (l *location) resolveDataDir() (string, error) {
+	if l.dataDir != "" {
+		return filepath.Abs(l.dataDir)
+	}
+	c, _, err := l.loadConfig()
+	if err != nil {
+		return "", err
+	}
+	if c.DataDir == "" {
+		return "", usageError("which agent? pass --data-dir DIR or --config FILE (or set RXEDGE_DATA_DIR)")
+	}
+	return filepath.Abs(c.DataDir)
+}
+
+// openMode says how a command that finds the agent stopped opens the file.
+type openMode int
+
+const (
+	readOnly openMode = iota
+	readWrite
+)
+
+// agentConn is the local API of one agent: over its control socket when it
+// runs, or in-process over its data file when it does not.
+type agentConn struct {
+	*control.Client
+	running bool
+	dataDir string
+	q       *queue.Queue // set when the file was opened here
+}
+
+func (a *agentConn) Close() error {
+	if a.q != nil {
+		return a.q.Close()
+	}
+	return nil
+}
+
+// connect reaches the agent of dataDir. storeID is needed only to create a
+// new data file (enqueue before the agent ever ran).
+func connect(ctx context.Context, dataDir string, mode openMode, storeID string) (*agentConn, error) {
+	c := control.Dial(config.SocketPath(dataDir))
+	if err := c.Ping(ctx); err == nil {
+		return &agentConn{Client: c, running: true, dataDir: dataDir}, nil
+	}
+	path := config.DataFile(dataDir)
+	if _, err := os.Stat(path); err != nil {
+		if mode == readOnly || storeID == "" {
+			return nil, fmt.Errorf("no agent data file at %s: check --data-dir / --config (has the agent ever run here?)", path)
+		}
+	}
+	q, err := queue.Open(queue.Options{Path: path, StoreID: storeID, ReadOnly: mode == readOnly})
+	if errors.Is(err, queue.ErrLocked) {
+		return nil, fmt.Errorf("the data file %s is locked by another process, but no agent answers on its control socket: is another `agent` command running? try again in a moment", path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	svc := dlq.New(q)
+	srv := control.New(control.Options{Queue: q, StoreID: q.StoreID(), Routes: func(mux *http.ServeMux) { dlq.Register(mux, svc) }})
+	return &agentConn{Client: control.InProcess(srv.ControlHandler()), dataDir: dataDir, q: q}, nil
+}

@@ -1,0 +1,131 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestExampleConfigLoadsAndDocumentsEverySetting(t *testing.T) {
+	path := filepath.Join("..", "configs", "agent.example.yaml")
+	c, err := LoadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := os.ReadFile(path)
+	text := string(raw)
+	for _, p := range Paths() {
+		leaf := p[strings.LastIndex(p, ".")+1:]
+		if !strings.Contains(text, leaf+":") {
+			t.Errorf("setting %s is not in %s", p, path)
+		}
+	}
+	// The example names a token file that does not exist here.
+	c.Ingest.TokenFile = ""
+	o, err := c.Validate()
+	if err != nil {
+		t.Fatalf("example does not validate: %v", err)
+	}
+	if o.StoreID != "S0042" || o.Controlled.MaxAttempts != 7 || o.Ordinary.MaxAttempts != 5 || o.MaxInFlight != 256 {
+		t.Fatalf("options = %+v", o)
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	var c Config
+	c.StoreID, c.DataDir = "S1", t.TempDir()
+	o, err := c.Validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.IngestListen != DefaultIngestListen || o.MaxRequestBytes != 4<<20 || o.MaxMovementBytes != 64<<10 ||
+		o.AttemptTimeout != 5*time.Second || o.BatchSize != 1000 || o.SyncedHorizon != 30*24*time.Hour ||
+		o.JournalRetention != 730*24*time.Hour || o.Controlled.MaxDelay != 30*time.Second || o.LogLevel != "info" {
+		t.Fatalf("defaults = %+v", o)
+	}
+}
+
+func TestValidateReportsEveryProblemByField(t *testing.T) {
+	var c Config
+	c.StoreID = "S 42"
+	c.Ingest.Listen = "0.0.0.0:8717"
+	c.Ingest.Token = "short"
+	c.NATS.Servers = []string{"http://x", "nats://user:secret@host:4222"}
+	c.NATS.User = "u"
+	c.NATS.CredsFile = "/nonexistent/agent.creds"
+	c.Sync.MaxInFlight = -1
+	c.Sync.BatchSize = 5000
+	c.Retry.Controlled.MaxAttempts = -2
+	c.Control.OperatorKeys = []string{"not-a-key"}
+	c.Log.Level = "loud"
+	_, err := c.Validate()
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	msg := err.Error()
+	for _, field := range []string{"store_id:", "data_dir:", "ingest.token:", "nats.servers:", "nats:", "nats.user:",
+		"nats.creds_file:", "sync.max_in_flight:", "sync.batch_size:", "retry.controlled.max_attempts", "control.operator_keys:", "log.level:"} {
+		if !strings.Contains(msg, field) {
+			t.Errorf("error does not name %s:\n%s", field, msg)
+		}
+	}
+	if strings.Contains(msg, "secret") {
+		t.Errorf("error echoes a password:\n%s", msg)
+	}
+	// Listening beyond loopback needs a token; with one it is allowed.
+	c = Config{StoreID: "S1", DataDir: t.TempDir()}
+	c.Ingest.Listen = "0.0.0.0:8717"
+	if _, err := c.Validate(); err == nil || !strings.Contains(err.Error(), "ingest.listen") {
+		t.Errorf("non-loopback listen without a token: %v", err)
+	}
+	c.Ingest.Token = strings.Repeat("t", 32)
+	if _, err := c.Validate(); err != nil {
+		t.Errorf("non-loopback listen with a token: %v", err)
+	}
+}
+
+func TestEnvironmentOverridesFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "agent.yaml")
+	os.WriteFile(path, []byte("store_id: S1\ndata_dir: /x\nnats:\n  servers: [nats://a:4222]\nretry:\n  controlled:\n    max_attempts: 9\n"), 0o600)
+	c, err := LoadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{
+		"RXEDGE_STORE_ID":                     "S2",
+		"RXEDGE_NATS_SERVERS":                 "nats://b:4222, nats://c:4222",
+		"RXEDGE_SYNC_RESUME_JITTER":           "5s",
+		"RXEDGE_RETRY_ORDINARY_MAX_ATTEMPTS":  "3",
+		"RXEDGE_INGEST_MAX_REQUEST_BYTES":     "1000000",
+		"RXEDGE_RETRY_CONTROLLED_MAX_ATTEMPT": "ignored: no such setting",
+	}
+	if err := c.ApplyEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
+		t.Fatal(err)
+	}
+	if c.StoreID != "S2" || strings.Join(c.NATS.Servers, " ") != "nats://b:4222 nats://c:4222" || c.Sync.ResumeJitter != 5*time.Second ||
+		c.Retry.Ordinary.MaxAttempts != 3 || c.Retry.Controlled.MaxAttempts != 9 || c.Ingest.MaxRequestBytes != 1000000 || c.DataDir != "/x" {
+		t.Fatalf("after env: %+v", c)
+	}
+	bad := map[string]string{"RXEDGE_SYNC_RESUME_JITTER": "soon", "RXEDGE_SYNC_MAX_IN_FLIGHT": "many"}
+	err = c.ApplyEnv(func(k string) (string, bool) { v, ok := bad[k]; return v, ok })
+	if err == nil || !strings.Contains(err.Error(), "RXEDGE_SYNC_RESUME_JITTER") || !strings.Contains(err.Error(), "RXEDGE_SYNC_MAX_IN_FLIGHT") {
+		t.Fatalf("bad env values: %v", err)
+	}
+}
+
+func TestLoadFileIsStrict(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "agent.yaml")
+	os.WriteFile(path, []byte("store_id: S1\nstoreid: typo\nsync:\n  max_in_flight: lots\n"), 0o600)
+	_, err := LoadFile(path)
+	if err == nil || !strings.Contains(err.Error(), "storeid") || !strings.Contains(err.Error(), "line 4") {
+		t.Fatalf("strict load: %v", err)
+	}
+	os.WriteFile(path, nil, 0o600)
+	if _, err := LoadFile(path); err != nil {
+		t.Fatalf("empty file: %v", err)
+	}
+}

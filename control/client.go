@@ -1,0 +1,170 @@
+package control
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os/user"
+	"time"
+
+	"github.com/rxedge/agent/status"
+)
+
+// Client calls the local API, over the control socket or in-process.
+type Client struct {
+	http  *http.Client
+	base  string
+	actor string
+}
+
+// ActorHeader carries who runs a CLI command, for the audit journal.
+const ActorHeader = "Rx-Actor"
+
+// Dial returns a client for the agent listening on the control socket at
+// path. It does not connect; see Ping.
+func Dial(path string) *Client {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", path)
+		},
+		MaxIdleConns:    4,
+		IdleConnTimeout: 30 * time.Second,
+	}
+	return &Client{http: &http.Client{Transport: tr}, base: "http://agent", actor: LocalActor()}
+}
+
+// InProcess returns a client that calls h directly: the CLI uses it over a
+// data file it opened itself when the agent is not running.
+func InProcess(h http.Handler) *Client {
+	return &Client{http: &http.Client{Transport: handlerTransport{h}}, base: "http://local", actor: LocalActor()}
+}
+
+// LocalActor names the operating-system user running this process, as
+// recorded in the audit journal.
+func LocalActor() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return "local:" + u.Username
+	}
+	return "local:unknown"
+}
+
+type handlerTransport struct{ h http.Handler }
+
+func (t handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	rec := httptest.NewRecorder()
+	t.h.ServeHTTP(rec, r)
+	return rec.Result(), nil
+}
+
+// Ping reports whether an agent answers.
+func (c *Client) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	return c.Do(ctx, http.MethodGet, "/healthz", nil, nil)
+}
+
+// APIError is a refusal from the agent.
+type APIError struct {
+	Code int
+	Body ErrorBody
+}
+
+func (e *APIError) Error() string { return e.Body.Error }
+
+// Do sends a request with an optional JSON body and decodes a JSON answer
+// into out (unless out is nil). A non-2xx answer is an *APIError.
+func (c *Client) Do(ctx context.Context, method, path string, body any, out any) error {
+	var rd io.Reader
+	if b, ok := body.([]byte); ok {
+		rd = bytes.NewReader(b)
+	} else if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	resp, err := c.Raw(ctx, method, path, rd, "application/json")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("control: decoding the answer to %s %s: %w", method, path, err)
+	}
+	return nil
+}
+
+// Raw sends a request and returns the answer for streaming; a non-2xx
+// answer is returned as an *APIError.
+func (c *Client) Raw(ctx context.Context, method, path string, body io.Reader, contentType string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", contentType)
+	}
+	req.Header.Set(ActorHeader, c.actor)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if isNotRunning(err) {
+			return nil, errNotRunning
+		}
+		return nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		e := &APIError{Code: resp.StatusCode}
+		if err := json.NewDecoder(resp.Body).Decode(&e.Body); err != nil || e.Body.Error == "" {
+			e.Body.Error = fmt.Sprintf("%s %s: %s", method, path, resp.Status)
+		}
+		return nil, e
+	}
+	return resp, nil
+}
+
+// errNotRunning is returned when no agent answers on the socket.
+var errNotRunning = errors.New("control: the agent is not running")
+
+// IsNotRunning reports whether err means no agent answered on the socket.
+func IsNotRunning(err error) bool { return errors.Is(err, errNotRunning) }
+
+func isNotRunning(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// Status returns the agent's status document.
+func (c *Client) Status(ctx context.Context) (*status.Status, error) {
+	var s status.Status
+	if err := c.Do(ctx, http.MethodGet, "/v1/status", nil, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// SubmitEach submits NDJSON movements; each is stored or refused on its own.
+func (c *Client) SubmitEach(ctx context.Context, ndjson []byte) ([]ItemResult, error) {
+	resp, err := c.Raw(ctx, http.MethodPost, "/v1/movements?each=1", bytes.NewReader(ndjson), "application/x-ndjson")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var res []ItemResult
+	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
+		return nil, fmt.Errorf("control: decoding the submission answer: %w", err)
+	}
+	return res, nil
+}

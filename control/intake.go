@@ -1,0 +1,275 @@
+package control
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/rxedge/agent/movement"
+	"github.com/rxedge/agent/queue"
+)
+
+// ItemError is one field error of one movement of a submission.
+type ItemError struct {
+	Item  int    `json:"item"` // zero-based position in the submission
+	Line  int    `json:"line,omitempty"`
+	Field string `json:"field,omitempty"`
+	Error string `json:"error"`
+}
+
+// Accepted is the answer for one stored movement.
+type Accepted struct {
+	MovementID string `json:"movement_id"`
+	Key        string `json:"key"`
+	Duplicate  bool   `json:"duplicate"`
+}
+
+// Submission is the answer to a successful POST /v1/movements.
+type Submission struct {
+	Accepted   int        `json:"accepted"`
+	Duplicates int        `json:"duplicates"`
+	Results    []Accepted `json:"results"`
+}
+
+// ErrorBody is the answer to a refused request.
+type ErrorBody struct {
+	Error  string      `json:"error"`
+	Errors []ItemError `json:"errors,omitempty"`
+	Key    string      `json:"key,omitempty"`
+}
+
+// httpError is a refusal with its status code.
+type httpError struct {
+	code int
+	body ErrorBody
+}
+
+func (e *httpError) Error() string { return e.body.Error }
+
+func refuse(code int, format string, args ...any) *httpError {
+	return &httpError{code: code, body: ErrorBody{Error: fmt.Sprintf(format, args...)}}
+}
+
+// readItems splits a request body into movements: one JSON object, a JSON
+// array of objects, or NDJSON (Content-Type application/x-ndjson), with the
+// size limits applied. lines[i] is the body line where item i starts.
+func readItems(w http.ResponseWriter, r *http.Request, maxReq int64) (items [][]byte, lines []int, herr *httpError) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxReq))
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return nil, nil, refuse(http.StatusRequestEntityTooLarge, "request body is larger than %d bytes: send fewer movements per request", maxReq)
+	}
+	if err != nil {
+		return nil, nil, refuse(http.StatusBadRequest, "reading the request body: %v", err)
+	}
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if ct == "application/x-ndjson" || ct == "application/jsonl" {
+		items, lines = splitLines(body)
+	} else {
+		trimmed := bytes.TrimLeft(body, " \t\r\n")
+		switch {
+		case len(trimmed) == 0:
+			return nil, nil, refuse(http.StatusBadRequest, "empty request: send a movement object, an array of them, or NDJSON with Content-Type application/x-ndjson")
+		case trimmed[0] == '[':
+			items, err = splitArray(trimmed)
+			if err != nil {
+				return nil, nil, refuse(http.StatusBadRequest, "the body is not a valid JSON array of movements: %v", err)
+			}
+		default:
+			items = [][]byte{body}
+		}
+	}
+	if len(items) == 0 {
+		return nil, nil, refuse(http.StatusBadRequest, "the request holds no movements")
+	}
+	return items, lines, nil
+}
+
+// oversize lists the items larger than maxMov.
+func oversize(items [][]byte, lines []int, maxMov int64) []ItemError {
+	var big []ItemError
+	for i, it := range items {
+		if int64(len(it)) > maxMov {
+			big = append(big, ItemError{Item: i, Line: lineOf(lines, i), Error: fmt.Sprintf("movement is %d bytes, more than the limit of %d", len(it), maxMov)})
+		}
+	}
+	return big
+}
+
+func lineOf(lines []int, i int) int {
+	if i < len(lines) {
+		return lines[i]
+	}
+	return 0
+}
+
+func splitLines(body []byte) (items [][]byte, lines []int) {
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	sc.Buffer(nil, len(body)+1)
+	n := 0
+	for sc.Scan() {
+		n++
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		items = append(items, bytes.Clone(line))
+		lines = append(lines, n)
+	}
+	return items, lines
+}
+
+func splitArray(body []byte) ([][]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if _, err := dec.Token(); err != nil {
+		return nil, errors.New("malformed array")
+	}
+	var items [][]byte
+	for dec.More() {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, fmt.Errorf("item %d is malformed", len(items))
+		}
+		items = append(items, raw)
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, errors.New("the array is not closed")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("unexpected data after the array")
+	}
+	return items, nil
+}
+
+// prepare validates every item; it returns the prepared movements or every
+// field error of every item.
+func prepare(items [][]byte, lines []int, storeID string, now time.Time) ([]movement.Prepared, []ItemError) {
+	out := make([]movement.Prepared, len(items))
+	var errs []ItemError
+	for i, it := range items {
+		p, es := movement.Prepare(it, storeID, now)
+		for _, e := range es {
+			errs = append(errs, ItemError{Item: i, Line: lineOf(lines, i), Field: e.Field, Error: e.Msg})
+		}
+		out[i] = p
+	}
+	return out, errs
+}
+
+// enqueueError turns a queue error into the HTTP refusal.
+func enqueueError(err error, lines []int) *httpError {
+	var ce *queue.ConflictError
+	var pe *queue.PurgedError
+	switch {
+	case errors.As(err, &ce):
+		e := refuse(http.StatusConflict, "movement %d has the movement_id of a %s movement with different content; nothing was stored", ce.Index, ce.State)
+		e.body.Key = hexKey(ce.Key)
+		e.body.Errors = []ItemError{{Item: ce.Index, Line: lineOf(lines, ce.Index), Field: "movement_id", Error: "already used by a movement with different content"}}
+		return e
+	case errors.As(err, &pe):
+		e := refuse(http.StatusConflict, "movement %d was purged by an operator and cannot be submitted again; nothing was stored", pe.Index)
+		e.body.Key = hexKey(pe.Key)
+		e.body.Errors = []ItemError{{Item: pe.Index, Line: lineOf(lines, pe.Index), Field: "movement_id", Error: "purged by an operator"}}
+		return e
+	case errors.Is(err, queue.ErrDiskFull):
+		return refuse(http.StatusInsufficientStorage, "the agent's disk is full: nothing was stored; free space on the data disk, then resubmit (movements already accepted are safe)")
+	case errors.Is(err, queue.ErrClosed):
+		return refuse(http.StatusServiceUnavailable, "the agent is shutting down: resubmit after it restarts")
+	case errors.Is(err, queue.ErrReadOnly):
+		return refuse(http.StatusServiceUnavailable, "the data file is open read-only")
+	}
+	return refuse(http.StatusInternalServerError, "storing the movements failed: %v", err)
+}
+
+// ItemResult is the per-movement answer of a partial submission (used by
+// `agent enqueue`): each movement is stored or refused on its own.
+type ItemResult struct {
+	Item       int         `json:"item"`
+	Line       int         `json:"line,omitempty"`
+	MovementID string      `json:"movement_id,omitempty"`
+	Key        string      `json:"key,omitempty"`
+	Status     string      `json:"status"` // accepted, duplicate, rejected
+	Errors     []ItemError `json:"errors,omitempty"`
+}
+
+// Item statuses of a partial submission.
+const (
+	StatusAccepted  = "accepted"
+	StatusDuplicate = "duplicate"
+	StatusRejected  = "rejected"
+)
+
+// submitEach stores every valid movement and refuses the others one by
+// one: invalid ones, and those that conflict with a held movement.
+func submitEach(q *queue.Queue, items [][]byte, lines []int, maxMov int64, storeID string, now time.Time) ([]ItemResult, error) {
+	res := make([]ItemResult, len(items))
+	var valid []movement.Prepared
+	var index []int // valid[j] is item index[j]
+	for i, it := range items {
+		res[i] = ItemResult{Item: i, Line: lineOf(lines, i)}
+		if int64(len(it)) > maxMov {
+			res[i].Status = StatusRejected
+			res[i].Errors = oversize(items[i:i+1], nil, maxMov)
+			res[i].Errors[0].Item, res[i].Errors[0].Line = i, res[i].Line
+			continue
+		}
+		p, es := movement.Prepare(it, storeID, now)
+		if es != nil {
+			res[i].Status = StatusRejected
+			for _, e := range es {
+				res[i].Errors = append(res[i].Errors, ItemError{Item: i, Line: lineOf(lines, i), Field: e.Field, Error: e.Msg})
+			}
+			continue
+		}
+		res[i].MovementID, res[i].Key = p.MovementID, p.KeyString()
+		valid = append(valid, p)
+		index = append(index, i)
+	}
+	for len(valid) > 0 {
+		out, err := q.Enqueue(valid)
+		if err == nil {
+			for j, r := range out {
+				res[index[j]].Status = StatusAccepted
+				if r.Duplicate {
+					res[index[j]].Status = StatusDuplicate
+				}
+			}
+			break
+		}
+		var ce *queue.ConflictError
+		var pe *queue.PurgedError
+		bad, why := -1, ""
+		switch {
+		case errors.As(err, &ce):
+			bad, why = ce.Index, "movement_id already used by a "+ce.State.String()+" movement with different content"
+		case errors.As(err, &pe):
+			bad, why = pe.Index, "purged by an operator; cannot be submitted again"
+		default:
+			return nil, err
+		}
+		i := index[bad]
+		res[i].Status = StatusRejected
+		res[i].Errors = []ItemError{{Item: i, Line: lineOf(lines, i), Field: "movement_id", Error: why}}
+		valid = append(valid[:bad], valid[bad+1:]...)
+		index = append(index[:bad], index[bad+1:]...)
+	}
+	return res, nil
+}
+
+func hexKey(k [16]byte) string { return fmt.Sprintf("%x", k[:]) }
+
+// bearer extracts a bearer token.
+func bearer(r *http.Request) string {
+	h := r.Header.Get("Authorization")
+	if t, ok := strings.CutPrefix(h, "Bearer "); ok {
+		return strings.TrimSpace(t)
+	}
+	return ""
+}

@@ -1,0 +1,336 @@
+// Package control is the agent's local API: the HTTP intake on the loopback
+// ingest listener, and the same API plus the operator's operations on the
+// control socket. The CLI talks to it through Client, over the socket when
+// the agent runs, or in-process over the data file when it does not, so
+// every command has one implementation.
+//
+// Its promises: a 2xx answer to POST /v1/movements is sent only after the
+// movements are in an fsynced commit (DESIGN P1); a refused request stores
+// nothing; no answer, log line or error text holds payload data (P6).
+package control
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"os"
+	"strconv"
+	stdsync "sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rxedge/agent/internal/disk"
+	"github.com/rxedge/agent/internal/version"
+	"github.com/rxedge/agent/metrics"
+	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/status"
+)
+
+// Options configure a Server.
+type Options struct {
+	Queue   *queue.Queue
+	StoreID string
+	// Clock is used for validation and ages. Default time.Now.
+	Clock            func() time.Time
+	MaxRequestBytes  int64
+	MaxMovementBytes int64
+	// IngestToken, when set, is required as a bearer token on the ingest
+	// listener. The control socket needs none: only administrators can
+	// reach it.
+	IngestToken string
+	// Connection reports the sender's state. Nil means the agent is not
+	// running (the CLI reading the file directly).
+	Connection func() status.Connection
+	// Running is true in the agent process.
+	Running bool
+	Metrics *metrics.Metrics
+	Logger  *slog.Logger
+	// Routes adds the operator's routes (see package dlq) to the control
+	// handler.
+	Routes func(mux *http.ServeMux)
+}
+
+// Server serves the local API.
+type Server struct {
+	opts     Options
+	started  time.Time
+	draining atomic.Bool
+	rates    *rates
+}
+
+// New returns a Server.
+func New(opts Options) *Server {
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	if opts.MaxRequestBytes <= 0 {
+		opts.MaxRequestBytes = 4 << 20
+	}
+	if opts.MaxMovementBytes <= 0 {
+		opts.MaxMovementBytes = 64 << 10
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Server{opts: opts, started: opts.Clock(), rates: newRates()}
+}
+
+// Drain makes the server refuse new submissions with 503 while in-flight
+// requests finish: the first step of a clean shutdown.
+func (s *Server) Drain() { s.draining.Store(true) }
+
+// Run samples the counters for the recent rates until ctx ends.
+func (s *Server) Run(ctx context.Context) {
+	t := time.NewTicker(10 * time.Second)
+	defer t.Stop()
+	s.sample()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.sample()
+		}
+	}
+}
+
+func (s *Server) sample() {
+	if st, err := s.opts.Queue.Stats(); err == nil {
+		s.rates.add(s.opts.Clock(), st.NextSeq-1, st.SyncedTotal, st.QuarantinedTotal)
+	}
+}
+
+// IngestHandler is the API of the loopback ingest listener: intake, status,
+// health and metrics, behind the ingest token when one is configured.
+func (s *Server) IngestHandler() http.Handler {
+	mux := http.NewServeMux()
+	s.common(mux)
+	mux.Handle("GET /metrics", s.opts.Metrics.Handler())
+	return s.auth(mux)
+}
+
+// ControlHandler is the API of the control socket: the ingest API plus the
+// operator's routes.
+func (s *Server) ControlHandler() http.Handler {
+	mux := http.NewServeMux()
+	s.common(mux)
+	mux.Handle("GET /metrics", s.opts.Metrics.Handler())
+	if s.opts.Routes != nil {
+		s.opts.Routes(mux)
+	}
+	return mux
+}
+
+func (s *Server) common(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/movements", s.postMovements)
+	mux.HandleFunc("GET /v1/status", s.getStatus)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if s.draining.Load() {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "shutting down"})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	})
+}
+
+func (s *Server) auth(next http.Handler) http.Handler {
+	if s.opts.IngestToken == "" {
+		return next
+	}
+	want := []byte(s.opts.IngestToken)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if subtle.ConstantTimeCompare([]byte(bearer(r)), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="rxedge"`)
+			writeJSON(w, http.StatusUnauthorized, ErrorBody{Error: "missing or wrong ingest token: send Authorization: Bearer <token from ingest.token_file>"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// postMovements is POST /v1/movements. By default the request is
+// all-or-nothing; with ?each=1 (used by `agent enqueue`) every movement is
+// stored or refused on its own and the answer lists each.
+func (s *Server) postMovements(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	if s.draining.Load() {
+		writeJSON(w, http.StatusServiceUnavailable, ErrorBody{Error: "the agent is shutting down: resubmit after it restarts"})
+		return
+	}
+	items, lines, herr := readItems(w, r, s.opts.MaxRequestBytes)
+	if herr != nil {
+		s.refused(w, herr, start, 0)
+		return
+	}
+	now := s.opts.Clock()
+	if each, _ := strconv.ParseBool(r.URL.Query().Get("each")); each {
+		res, err := submitEach(s.opts.Queue, items, lines, s.opts.MaxMovementBytes, s.opts.StoreID, now)
+		if err != nil {
+			s.refused(w, enqueueError(err, lines), start, len(items))
+			return
+		}
+		var acc, dup, rej int
+		for _, r := range res {
+			switch r.Status {
+			case StatusAccepted:
+				acc++
+			case StatusDuplicate:
+				dup++
+			default:
+				rej++
+			}
+		}
+		s.opts.Metrics.Ingest(time.Since(start), acc, dup, rej)
+		writeJSON(w, http.StatusOK, res)
+		return
+	}
+	if big := oversize(items, lines, s.opts.MaxMovementBytes); len(big) > 0 {
+		e := refuse(http.StatusRequestEntityTooLarge, "%d movement(s) larger than %d bytes; nothing was stored", len(big), s.opts.MaxMovementBytes)
+		e.body.Errors = big
+		s.refused(w, e, start, len(items))
+		return
+	}
+	prepared, errs := prepare(items, lines, s.opts.StoreID, now)
+	if len(errs) > 0 {
+		e := refuse(http.StatusBadRequest, "%d problem(s) in the submitted movements; nothing was stored", len(errs))
+		e.body.Errors = errs
+		s.refused(w, e, start, len(items))
+		return
+	}
+	res, err := s.opts.Queue.Enqueue(prepared)
+	if err != nil {
+		s.refused(w, enqueueError(err, lines), start, len(items))
+		return
+	}
+	out := Submission{Results: make([]Accepted, len(res))}
+	for i, r := range res {
+		out.Results[i] = Accepted{MovementID: prepared[i].MovementID, Key: hexKey(r.Key), Duplicate: r.Duplicate}
+		if r.Duplicate {
+			out.Duplicates++
+		} else {
+			out.Accepted++
+		}
+	}
+	code := http.StatusAccepted
+	if out.Accepted == 0 {
+		code = http.StatusOK
+	}
+	s.opts.Metrics.Ingest(time.Since(start), out.Accepted, out.Duplicates, 0)
+	writeJSON(w, code, out)
+}
+
+func (s *Server) refused(w http.ResponseWriter, e *httpError, start time.Time, n int) {
+	s.opts.Metrics.Ingest(time.Since(start), 0, 0, n)
+	if e.code >= 500 {
+		s.opts.Logger.Warn("INGEST_REFUSED", "code", e.code, "error", e.body.Error, "movements", n)
+	}
+	writeJSON(w, e.code, e.body)
+}
+
+func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
+	st, err := s.Status()
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, ErrorBody{Error: "reading the status: " + err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+// Status builds the status document from the queue's counters (no scan)
+// and the sender's state.
+func (s *Server) Status() (*status.Status, error) {
+	qs, err := s.opts.Queue.Stats()
+	if err != nil {
+		return nil, err
+	}
+	now := s.opts.Clock()
+	st := &status.Status{
+		StoreID:     qs.StoreID,
+		Agent:       status.Agent{Running: s.opts.Running, Version: version.Get().Version},
+		SyncedTotal: qs.SyncedTotal,
+		Leased:      s.opts.Queue.Leased(),
+		DataFile:    status.DataFile{Path: qs.Path, SizeBytes: qs.FileSize, Schema: qs.SchemaVersion},
+		GeneratedAt: now.UTC(),
+	}
+	if s.opts.Running {
+		st.Agent.PID = os.Getpid()
+		started := s.started.UTC()
+		st.Agent.StartedAt = &started
+	}
+	if free, err := disk.Free(qs.Path); err == nil {
+		st.DataFile.FreeBytes = free
+	}
+	cc := func(state queue.State) status.ClassCounts {
+		c := qs.Counts[state]
+		return status.ClassCounts{Controlled: c[1], Ordinary: c[0], Total: c[0] + c[1]}
+	}
+	st.Counts = status.Counts{Pending: cc(queue.Pending), Synced: cc(queue.Synced), Quarantined: cc(queue.Quarantined), Purged: cc(queue.Purged)}
+	if !qs.OldestPending.IsZero() {
+		t := qs.OldestPending.UTC()
+		st.OldestPendingAt = &t
+		st.OldestPendingAge = max(now.Sub(t).Seconds(), 0)
+	}
+	if s.opts.Connection != nil {
+		st.Connection = s.opts.Connection()
+	} else {
+		st.Connection.State = status.Stopped
+	}
+	st.Rates = s.rates.perMinute()
+	return st, nil
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.Encode(v)
+}
+
+// rates keeps five minutes of counter samples.
+type rates struct {
+	mu      stdsync.Mutex
+	samples []sample
+}
+
+type sample struct {
+	at                            time.Time
+	accepted, synced, quarantined uint64
+}
+
+func newRates() *rates { return &rates{} }
+
+func (r *rates) add(at time.Time, accepted, synced, quarantined uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.samples = append(r.samples, sample{at, accepted, synced, quarantined})
+	for len(r.samples) > 2 && at.Sub(r.samples[0].at) > 5*time.Minute {
+		r.samples = r.samples[1:]
+	}
+}
+
+func (r *rates) perMinute() status.Rates {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.samples) < 2 {
+		return status.Rates{}
+	}
+	a, b := r.samples[0], r.samples[len(r.samples)-1]
+	mins := b.at.Sub(a.at).Minutes()
+	if mins <= 0 {
+		return status.Rates{}
+	}
+	return status.Rates{
+		AcceptedPerMinute:    float64(b.accepted-a.accepted) / mins,
+		SyncedPerMinute:      float64(b.synced-a.synced) / mins,
+		QuarantinedPerMinute: float64(b.quarantined-a.quarantined) / mins,
+	}
+}

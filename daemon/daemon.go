@@ -1,0 +1,214 @@
+// Package daemon runs the agent: it opens the data file, serves the ingest
+// listener and the control socket, runs the sender, and shuts all of it
+// down in order. `agent run` and the system service run the same Run.
+//
+// Shutdown order, when the context ends: new submissions are refused (503)
+// and the listeners stop accepting; requests in flight finish, so every
+// movement acknowledged is committed; the sender stops, letting publishes
+// in flight finish for a short grace time or abandoning them (they are
+// keyed, so a later resend cannot duplicate them); the file is closed.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/rxedge/agent/config"
+	"github.com/rxedge/agent/control"
+	"github.com/rxedge/agent/dlq"
+	"github.com/rxedge/agent/internal/version"
+	"github.com/rxedge/agent/metrics"
+	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/status"
+)
+
+// ErrAlreadyRunning is returned when another agent holds the data file.
+var ErrAlreadyRunning = errors.New("the agent is already running for this data directory: use `agent status`, or stop the other agent (or the service) first")
+
+// Hooks let the caller add to a running agent.
+type Hooks struct {
+	// Ready is called once the agent accepts movements, with the ingest
+	// listener's address ("" when it has none).
+	Ready func(ingestAddr string)
+}
+
+// Run runs the agent until ctx ends, then shuts it down cleanly. It returns
+// nil after a clean shutdown.
+func Run(ctx context.Context, opts config.Options, log *slog.Logger, hooks Hooks) error {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(opts.DataDir, 0o750); err != nil {
+		return fmt.Errorf("create data directory: %w", err)
+	}
+	q, err := queue.Open(queue.Options{
+		Path:     config.DataFile(opts.DataDir),
+		StoreID:  opts.StoreID,
+		MaxAhead: opts.MaxRetryDelay(),
+	})
+	if errors.Is(err, queue.ErrLocked) {
+		return ErrAlreadyRunning
+	}
+	if err != nil {
+		return err
+	}
+	defer q.Close()
+
+	if err := q.Journal(queue.Event{Action: queue.ActionStart, Actor: queue.ActorAgent, Detail: summary(opts)}); err != nil {
+		return fmt.Errorf("write the start-up record to the journal: %w", err)
+	}
+	prune(q, opts, log)
+
+	m := metrics.New(q)
+	svc := dlq.New(q)
+	var conn func() status.Connection = func() status.Connection {
+		return status.Connection{State: status.Idle, Reason: "no central servers configured: set nats.servers"}
+	}
+	srv := control.New(control.Options{
+		Queue: q, StoreID: opts.StoreID,
+		MaxRequestBytes: opts.MaxRequestBytes, MaxMovementBytes: opts.MaxMovementBytes,
+		IngestToken: opts.IngestToken,
+		Connection:  func() status.Connection { return conn() },
+		Running:     true, Metrics: m, Logger: log,
+		Routes: func(mux *http.ServeMux) { dlq.Register(mux, svc) },
+	})
+
+	ctlLn, err := listenControl(config.SocketPath(opts.DataDir))
+	if err != nil {
+		return err
+	}
+	var ingestLn net.Listener
+	if opts.IngestListen != "" {
+		if ingestLn, err = net.Listen("tcp", opts.IngestListen); err != nil {
+			ctlLn.Close()
+			return fmt.Errorf("ingest.listen %s: %w", opts.IngestListen, err)
+		}
+	}
+
+	// Everything below runs until ctx ends; the first error ends the rest.
+	g, gctx := errgroup.WithContext(ctx)
+	servers := []*http.Server{{Handler: srv.ControlHandler(), ReadHeaderTimeout: 10 * time.Second}}
+	lns := []net.Listener{ctlLn}
+	if ingestLn != nil {
+		servers = append(servers, &http.Server{Handler: srv.IngestHandler(), ReadHeaderTimeout: 10 * time.Second})
+		lns = append(lns, ingestLn)
+	}
+	for i, hs := range servers {
+		hs, ln := hs, lns[i]
+		g.Go(func() error {
+			if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		})
+	}
+	g.Go(func() error { srv.Run(gctx); return nil })
+
+	addr := ""
+	if ingestLn != nil {
+		addr = ingestLn.Addr().String()
+	}
+	log.Info("STARTED", "store", opts.StoreID, "data_dir", opts.DataDir, "ingest", addr, "version", version.Get().Version)
+	if hooks.Ready != nil {
+		hooks.Ready(addr)
+	}
+
+	g.Go(func() error {
+		<-gctx.Done()
+		// Refuse new work, let requests in flight finish (their movements
+		// are committed before they are answered), then stop.
+		srv.Drain()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for _, hs := range servers {
+			hs.Shutdown(sctx)
+		}
+		return nil
+	})
+	err = g.Wait()
+	os.Remove(config.SocketPath(opts.DataDir))
+	if cerr := q.Close(); err == nil {
+		err = cerr
+	}
+	log.Info("STOPPED", "store", opts.StoreID)
+	return err
+}
+
+// listenControl listens on the control socket, readable and writable only
+// by the agent's own user (and administrators).
+func listenControl(path string) (net.Listener, error) {
+	// The data file's lock is held, so a socket file left here is stale.
+	os.Remove(path)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("control socket %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("control socket %s: %w", path, err)
+	}
+	return ln, nil
+}
+
+// prune drops synced keys and journal events past their horizons, in
+// bounded steps.
+func prune(q *queue.Queue, opts config.Options, log *slog.Logger) {
+	total := 0
+	for {
+		n, err := q.Prune(opts.SyncedHorizon, opts.JournalRetention, 10000)
+		if err != nil {
+			log.Warn("PRUNE_FAILED", "error", err.Error())
+			return
+		}
+		total += n
+		if n < 10000 {
+			break
+		}
+	}
+	if total > 0 {
+		log.Info("PRUNED", "removed", total)
+	}
+}
+
+// summary is the start-up configuration recorded in the journal (DESIGN
+// P8): settings, never secrets.
+func summary(o config.Options) map[string]string {
+	auth := "none"
+	switch {
+	case o.NATS.CredsFile != "":
+		auth = "creds_file"
+	case o.NATS.NKeySeedFile != "":
+		auth = "nkey"
+	case o.NATS.Token != "":
+		auth = "token"
+	case o.NATS.User != "":
+		auth = "user"
+	}
+	return map[string]string{
+		"version":          version.Get().Version,
+		"data_dir":         filepath.ToSlash(o.DataDir),
+		"ingest_listen":    o.IngestListen,
+		"ingest_token":     fmt.Sprint(o.IngestToken != ""),
+		"nats_servers":     strings.Join(o.NATS.Servers, ","),
+		"nats_auth":        auth,
+		"nats_tls":         fmt.Sprint(o.NATS.CAFile != "" || o.NATS.CertFile != ""),
+		"retry_controlled": policyString(o.Controlled.MaxAttempts, o.Controlled.BaseDelay, o.Controlled.MaxDelay),
+		"retry_ordinary":   policyString(o.Ordinary.MaxAttempts, o.Ordinary.BaseDelay, o.Ordinary.MaxDelay),
+		"resume_jitter":    o.ResumeJitter.String(),
+		"operator_keys":    fmt.Sprint(len(o.OperatorKeys)),
+	}
+}
+
+func policyString(n int, base, max time.Duration) string {
+	return fmt.Sprintf("%d attempts, %s..%s", n, base, max)
+}

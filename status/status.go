@@ -1,0 +1,207 @@
+// Package status is the agent's status document: what `agent status`
+// prints, what GET /v1/status and the remote rx.ctl.<store>.status answer,
+// and what the heartbeat carries. It holds counts, states, times and
+// reasons only — never movement payloads (DESIGN P6).
+package status
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// Connection states.
+const (
+	Online  = "online"
+	Offline = "offline"
+	Paused  = "paused"
+	Stopped = "stopped" // the agent is not running (status read from the file)
+	Idle    = "idle"    // running with no central servers configured
+)
+
+// Status is the whole status document.
+type Status struct {
+	StoreID    string     `json:"store_id"`
+	Agent      Agent      `json:"agent"`
+	Service    string     `json:"service,omitempty"` // system service state, when known
+	Connection Connection `json:"connection"`
+	Counts     Counts     `json:"counts"`
+	// SyncedTotal counts every movement ever synced, including keys pruned
+	// after the retention horizon.
+	SyncedTotal uint64 `json:"synced_total"`
+	Leased      int    `json:"in_flight"`
+	// OldestPendingAt is when the oldest pending movement was accepted.
+	OldestPendingAt *time.Time `json:"oldest_pending_at,omitempty"`
+	// OldestPendingAge is its age in seconds, at GeneratedAt.
+	OldestPendingAge float64   `json:"oldest_pending_age_seconds"`
+	Rates            Rates     `json:"rates"`
+	DataFile         DataFile  `json:"data_file"`
+	GeneratedAt      time.Time `json:"generated_at"`
+}
+
+// Agent describes the agent process.
+type Agent struct {
+	Running   bool       `json:"running"`
+	Version   string     `json:"version"`
+	PID       int        `json:"pid,omitempty"`
+	StartedAt *time.Time `json:"started_at,omitempty"`
+}
+
+// Connection is the sender's view of central.
+type Connection struct {
+	State         string     `json:"state"`
+	Reason        string     `json:"reason,omitempty"` // why paused or offline
+	Since         *time.Time `json:"since,omitempty"`
+	Servers       []string   `json:"servers,omitempty"`
+	ConnectedURL  string     `json:"connected_url,omitempty"`
+	LastSyncAt    *time.Time `json:"last_sync_at,omitempty"`
+	LastErrorKind string     `json:"last_error_kind,omitempty"`
+	LastErrorAt   *time.Time `json:"last_error_at,omitempty"`
+}
+
+// Counts are the movements per state and class.
+type Counts struct {
+	Pending     ClassCounts `json:"pending"`
+	Synced      ClassCounts `json:"synced"`
+	Quarantined ClassCounts `json:"quarantined"`
+	Purged      ClassCounts `json:"purged"`
+}
+
+// ClassCounts splits a count by class.
+type ClassCounts struct {
+	Controlled uint64 `json:"controlled"`
+	Ordinary   uint64 `json:"ordinary"`
+	Total      uint64 `json:"total"`
+}
+
+// Rates are recent throughput, per minute, over the last five minutes.
+type Rates struct {
+	AcceptedPerMinute    float64 `json:"accepted_per_minute"`
+	SyncedPerMinute      float64 `json:"synced_per_minute"`
+	QuarantinedPerMinute float64 `json:"quarantined_per_minute"`
+}
+
+// DataFile describes the bbolt file and its disk.
+type DataFile struct {
+	Path      string `json:"path"`
+	SizeBytes int64  `json:"size_bytes"`
+	FreeBytes uint64 `json:"free_disk_bytes"`
+	Schema    uint64 `json:"schema_version"`
+}
+
+// Problems lists what makes the store need attention: anything quarantined,
+// or a pending movement older than maxAge. `agent status` exits 3 when
+// there is any, for monitoring systems.
+func (s *Status) Problems(maxAge time.Duration) []string {
+	var p []string
+	if n := s.Counts.Quarantined.Total; n > 0 {
+		p = append(p, fmt.Sprintf("%d movement(s) quarantined: see `agent dlq list`", n))
+	}
+	if maxAge > 0 && s.OldestPendingAt != nil && s.OldestPendingAge > maxAge.Seconds() {
+		p = append(p, fmt.Sprintf("oldest pending movement is %s old (threshold %s)", round(time.Duration(s.OldestPendingAge*float64(time.Second))), maxAge))
+	}
+	if s.Connection.State == Paused {
+		p = append(p, "sync paused: "+s.Connection.Reason)
+	}
+	return p
+}
+
+// Render writes the human view of s.
+func Render(w io.Writer, s *Status, maxAge time.Duration) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Store       %s\n", s.StoreID)
+	run := "stopped"
+	if s.Agent.Running {
+		run = "running"
+		if s.Agent.PID > 0 {
+			run += fmt.Sprintf(" (pid %d", s.Agent.PID)
+			if s.Agent.StartedAt != nil {
+				run += ", up " + round(s.GeneratedAt.Sub(*s.Agent.StartedAt)).String()
+			}
+			run += ")"
+		}
+	}
+	fmt.Fprintf(&b, "Agent       %s, version %s\n", run, s.Agent.Version)
+	if s.Service != "" {
+		fmt.Fprintf(&b, "Service     %s\n", s.Service)
+	}
+	c := s.Connection
+	state := c.State
+	if c.Reason != "" {
+		state += " (" + c.Reason + ")"
+	}
+	if c.Since != nil {
+		state += " for " + round(s.GeneratedAt.Sub(*c.Since)).String()
+	}
+	fmt.Fprintf(&b, "Central     %s\n", state)
+	if len(c.Servers) > 0 {
+		fmt.Fprintf(&b, "Servers     %s", strings.Join(c.Servers, ", "))
+		if c.ConnectedURL != "" {
+			fmt.Fprintf(&b, " (connected to %s)", c.ConnectedURL)
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, "Last sync   %s\n", ago(c.LastSyncAt, s.GeneratedAt))
+	if c.LastErrorKind != "" {
+		fmt.Fprintf(&b, "Last error  %s, %s\n", c.LastErrorKind, ago(c.LastErrorAt, s.GeneratedAt))
+	}
+	b.WriteString("\n             total  controlled  ordinary\n")
+	row := func(name string, cc ClassCounts) {
+		fmt.Fprintf(&b, "%-11s %7d  %10d  %8d\n", name, cc.Total, cc.Controlled, cc.Ordinary)
+	}
+	row("Pending", s.Counts.Pending)
+	row("Synced", s.Counts.Synced)
+	row("Quarantined", s.Counts.Quarantined)
+	if s.Counts.Purged.Total > 0 {
+		row("Purged", s.Counts.Purged)
+	}
+	b.WriteString("\n")
+	if s.OldestPendingAt != nil {
+		fmt.Fprintf(&b, "Oldest pending  %s old\n", round(time.Duration(s.OldestPendingAge*float64(time.Second))))
+	} else {
+		b.WriteString("Oldest pending  none\n")
+	}
+	fmt.Fprintf(&b, "In flight       %d\n", s.Leased)
+	fmt.Fprintf(&b, "Rates           %.1f accepted/min, %.1f synced/min, %.1f quarantined/min\n",
+		s.Rates.AcceptedPerMinute, s.Rates.SyncedPerMinute, s.Rates.QuarantinedPerMinute)
+	fmt.Fprintf(&b, "Data file       %s, %s, %s free on disk\n", s.DataFile.Path, bytesHuman(uint64(max(s.DataFile.SizeBytes, 0))), bytesHuman(s.DataFile.FreeBytes))
+	if p := s.Problems(maxAge); len(p) > 0 {
+		b.WriteString("\nNeeds attention:\n")
+		for _, line := range p {
+			b.WriteString("  - " + line + "\n")
+		}
+	}
+	io.WriteString(w, b.String())
+}
+
+func ago(t *time.Time, now time.Time) string {
+	if t == nil || t.IsZero() {
+		return "never"
+	}
+	return round(now.Sub(*t)).String() + " ago"
+}
+
+func round(d time.Duration) time.Duration {
+	switch {
+	case d < 0:
+		return 0
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond)
+	default:
+		return d.Round(time.Second)
+	}
+}
+
+func bytesHuman(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
