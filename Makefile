@@ -1,0 +1,22 @@
+# Everyday targets. Release builds: scripts/release.sh (see its header).
+GO ?= go
+
+.PHONY: build test test-install release ci
+
+build:
+	$(GO) build ./...
+
+test:
+	$(GO) test -race ./...
+
+# Installs, starts, stops and uninstalls the real systemd service on this
+# machine (root and systemd as PID 1 required); see
+# installer/install_integration_test.go.
+test-install:
+	sudo env PATH="$$PATH" RXEDGE_TEST_INSTALL=1 $(GO) test -count=1 -run TestInstallIntegration -v ./installer
+
+release:
+	bash scripts/release.sh
+
+ci:
+	bash .ci/run
