@@ -30,6 +30,7 @@ import (
 	"github.com/rxedge/agent/metrics"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/status"
+	"github.com/rxedge/agent/sync"
 )
 
 // ErrAlreadyRunning is returned when another agent holds the data file.
@@ -83,6 +84,12 @@ func Run(ctx context.Context, opts config.Options, log *slog.Logger, hooks Hooks
 		Routes: func(mux *http.ServeMux) { dlq.Register(mux, svc) },
 	})
 
+	var engine *sync.Engine
+	if len(opts.NATS.Servers) > 0 {
+		engine = sync.New(q, opts, log, m, func() (*status.Status, error) { return srv.Status() })
+		conn = engine.Connection
+	}
+
 	ctlLn, err := listenControl(config.SocketPath(opts.DataDir))
 	if err != nil {
 		return err
@@ -113,6 +120,9 @@ func Run(ctx context.Context, opts config.Options, log *slog.Logger, hooks Hooks
 		})
 	}
 	g.Go(func() error { srv.Run(gctx); return nil })
+	if engine != nil {
+		g.Go(func() error { return engine.Run(gctx) })
+	}
 
 	addr := ""
 	if ingestLn != nil {

@@ -22,6 +22,7 @@ type Result struct {
 // key and sequence and is not written again.
 func (q *Queue) Enqueue(items []movement.Prepared) ([]Result, error) {
 	res := make([]Result, len(items))
+	grew := false
 	err := q.do(func(tx *bolt.Tx) error {
 		now := q.opts.Clock()
 		keys := tx.Bucket(bucketKeys)
@@ -96,6 +97,7 @@ func (q *Queue) Enqueue(items []movement.Prepared) ([]Result, error) {
 		if err := meta.Put(metaNextSeq, u64(seq)); err != nil {
 			return fatal(err)
 		}
+		grew = true
 		// Duplicates of movements that are new in this submission take
 		// their sequence now that it is assigned.
 		for i := range items {
@@ -104,7 +106,11 @@ func (q *Queue) Enqueue(items []movement.Prepared) ([]Result, error) {
 			}
 		}
 		return nil
-	}, nil)
+	}, func() {
+		if grew {
+			q.notify()
+		}
+	})
 	if err != nil {
 		return nil, err
 	}

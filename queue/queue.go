@@ -134,6 +134,7 @@ type Queue struct {
 	closeErr error
 
 	commits atomic.Uint64 // write transactions committed
+	changed chan struct{} // signalled when new work became pending
 
 	leaseMu stdsync.Mutex
 	leased  map[uint64]struct{}
@@ -202,7 +203,7 @@ func Open(opts Options) (*Queue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("queue: open %s: %w", opts.Path, classify(err))
 	}
-	q := &Queue{db: db, opts: opts, readOnly: opts.ReadOnly, leased: make(map[uint64]struct{})}
+	q := &Queue{db: db, opts: opts, readOnly: opts.ReadOnly, leased: make(map[uint64]struct{}), changed: make(chan struct{}, 1)}
 	if opts.ReadOnly {
 		err = db.View(func(tx *bolt.Tx) error { return q.checkMeta(tx) })
 	} else {
@@ -423,6 +424,17 @@ func (q *Queue) commit(group []*op) {
 			o.after()
 		}
 		close(o.result)
+	}
+}
+
+// Changed is signalled after a commit that made new movements pending
+// (an enqueue or a redrive), so the sender need not poll.
+func (q *Queue) Changed() <-chan struct{} { return q.changed }
+
+func (q *Queue) notify() {
+	select {
+	case q.changed <- struct{}{}:
+	default:
 	}
 }
 

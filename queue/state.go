@@ -103,6 +103,28 @@ func (q *Queue) NextDue(now time.Time) (time.Time, error) {
 	return next, err
 }
 
+// DueCount counts the pending movements due at now that are not leased,
+// stopping at max: the sender asks "is a backlog due?" without reading it.
+func (q *Queue) DueCount(now time.Time, max int) (int, error) {
+	q.leaseMu.Lock()
+	defer q.leaseMu.Unlock()
+	n := 0
+	err := q.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketDue).Cursor()
+		for k, _ := c.First(); k != nil && n < max; k, _ = c.Next() {
+			t, seq := parseDueKey(k)
+			if t.After(now) {
+				break
+			}
+			if _, ok := q.leased[seq]; !ok {
+				n++
+			}
+		}
+		return nil
+	})
+	return n, err
+}
+
 // Leased is the number of movements currently leased.
 func (q *Queue) Leased() int {
 	q.leaseMu.Lock()
@@ -134,46 +156,82 @@ type Ack struct {
 // transaction and releases their leases. The payload is dropped; the key is
 // kept, with its central sequence, as a record for the dedupe horizon.
 // Sequences that are no longer pending are skipped.
-func (q *Queue) MarkSynced(acks []Ack) error {
-	seqs := make([]uint64, len(acks))
-	for i, a := range acks {
-		seqs[i] = a.Seq
+func (q *Queue) MarkSynced(acks []Ack) error { return q.Settle(Settlement{Acks: acks}) }
+
+func (q *Queue) markSynced(tx *bolt.Tx, now time.Time, acks []Ack) error {
+	b := buckets(tx)
+	var moved [2]int64
+	for _, a := range acks {
+		r, err := b.takePending(a.Seq)
+		if err != nil {
+			return err
+		}
+		if r == nil {
+			continue
+		}
+		e := keyEntry{State: Synced, Class: r.Class, Seq: r.Seq, StreamSeq: a.StreamSeq, At: now, Digest: r.Digest}
+		if err := b.keys.Put(r.Key[:], e.marshal()); err != nil {
+			return err
+		}
+		if err := b.syncedAt.Put(syncedKey(now, r.Key), nil); err != nil {
+			return err
+		}
+		moved[r.Class]++
+	}
+	var total int64
+	for c, n := range moved {
+		if n == 0 {
+			continue
+		}
+		total += n
+		if err := b.count(Pending, movement.Class(c), -n); err != nil {
+			return err
+		}
+		if err := b.count(Synced, movement.Class(c), n); err != nil {
+			return err
+		}
+	}
+	return addU64(b.meta, metaSyncedTotal, total)
+}
+
+// Settlement is the outcome of a group of delivery attempts, applied in one
+// transaction: acknowledged movements become synced, failed ones are
+// scheduled again or quarantined. Every sequence named is released from its
+// lease once the transaction committed; Release names leased movements to
+// give back unchanged.
+type Settlement struct {
+	Acks        []Ack
+	Retries     []RetryAt
+	Quarantines []QuarantineAt
+	Release     []uint64
+}
+
+// Settle applies a settlement in one transaction (one fsync).
+func (q *Queue) Settle(st Settlement) error {
+	seqs := make([]uint64, 0, len(st.Acks)+len(st.Retries)+len(st.Quarantines)+len(st.Release))
+	for _, a := range st.Acks {
+		seqs = append(seqs, a.Seq)
+	}
+	for _, r := range st.Retries {
+		seqs = append(seqs, r.Seq)
+	}
+	for _, x := range st.Quarantines {
+		seqs = append(seqs, x.Seq)
+	}
+	seqs = append(seqs, st.Release...)
+	if len(st.Acks)+len(st.Retries)+len(st.Quarantines) == 0 {
+		q.Release(seqs...)
+		return nil
 	}
 	return q.do(func(tx *bolt.Tx) error {
 		now := q.opts.Clock()
-		b := buckets(tx)
-		var moved [2]int64
-		for _, a := range acks {
-			r, err := b.takePending(a.Seq)
-			if err != nil {
-				return fatal(err)
-			}
-			if r == nil {
-				continue
-			}
-			e := keyEntry{State: Synced, Class: r.Class, Seq: r.Seq, StreamSeq: a.StreamSeq, At: now, Digest: r.Digest}
-			if err := b.keys.Put(r.Key[:], e.marshal()); err != nil {
-				return fatal(err)
-			}
-			if err := b.syncedAt.Put(syncedKey(now, r.Key), nil); err != nil {
-				return fatal(err)
-			}
-			moved[r.Class]++
+		if err := q.markSynced(tx, now, st.Acks); err != nil {
+			return fatal(err)
 		}
-		var total int64
-		for c, n := range moved {
-			if n == 0 {
-				continue
-			}
-			total += n
-			if err := b.count(Pending, movement.Class(c), -n); err != nil {
-				return fatal(err)
-			}
-			if err := b.count(Synced, movement.Class(c), n); err != nil {
-				return fatal(err)
-			}
+		if err := q.retry(tx, now, st.Retries); err != nil {
+			return fatal(err)
 		}
-		return fatal(addU64(b.meta, metaSyncedTotal, total))
+		return fatal(q.quarantine(tx, now, st.Quarantines))
 	}, q.releaseAfter(seqs))
 }
 
@@ -188,42 +246,45 @@ type RetryAt struct {
 	Seq     uint64
 	Failure Failure
 	Delay   time.Duration // the delay chosen; the movement is due at now+Delay
+	// Uncharged reschedules without counting an attempt (a failure that is
+	// not the movement's fault, e.g. central still replicating its id).
+	Uncharged bool
 }
 
-// Retry charges one attempt to each movement, records the failure, and
-// makes it due again after its delay, in one transaction; it releases the
-// leases. Sequences that are no longer pending are skipped.
-func (q *Queue) Retry(retries []RetryAt) error {
-	seqs := make([]uint64, len(retries))
-	for i, r := range retries {
-		seqs[i] = r.Seq
-	}
-	return q.do(func(tx *bolt.Tx) error {
-		now := q.opts.Clock()
-		b := buckets(tx)
-		for _, rt := range retries {
-			v := b.pending.Get(u64(rt.Seq))
-			if v == nil {
-				continue
-			}
-			r, err := unmarshalRecord(v)
-			if err != nil {
-				return fatal(err)
-			}
-			if err := b.due.Delete(dueKey(r.NextAt, r.Seq)); err != nil {
-				return fatal(err)
-			}
-			r.recordFailure(now, rt.Failure, rt.Delay)
-			r.NextAt = now.Add(rt.Delay)
-			if err := b.due.Put(dueKey(r.NextAt, r.Seq), nil); err != nil {
-				return fatal(err)
-			}
-			if err := b.pending.Put(u64(r.Seq), r.marshal()); err != nil {
-				return fatal(err)
-			}
+// Retry records a failure of each movement and makes it due again after
+// its delay, in one transaction; it releases the leases. The failure is
+// charged as an attempt unless Uncharged. Sequences that are no longer
+// pending are skipped.
+func (q *Queue) Retry(retries []RetryAt) error { return q.Settle(Settlement{Retries: retries}) }
+
+func (q *Queue) retry(tx *bolt.Tx, now time.Time, retries []RetryAt) error {
+	b := buckets(tx)
+	for _, rt := range retries {
+		v := b.pending.Get(u64(rt.Seq))
+		if v == nil {
+			continue
 		}
-		return nil
-	}, q.releaseAfter(seqs))
+		r, err := unmarshalRecord(v)
+		if err != nil {
+			return err
+		}
+		if err := b.due.Delete(dueKey(r.NextAt, r.Seq)); err != nil {
+			return err
+		}
+		if rt.Uncharged {
+			r.LastErrKind, r.LastErrText = rt.Failure.Kind, rt.Failure.Text
+		} else {
+			r.recordFailure(now, rt.Failure, rt.Delay)
+		}
+		r.NextAt = now.Add(rt.Delay)
+		if err := b.due.Put(dueKey(r.NextAt, r.Seq), nil); err != nil {
+			return err
+		}
+		if err := b.pending.Put(u64(r.Seq), r.marshal()); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (r *Record) recordFailure(now time.Time, f Failure, delay time.Duration) {
@@ -256,57 +317,57 @@ type QuarantineAt struct {
 // failure context, journals it, and releases the leases — one transaction.
 // Sequences that are no longer pending are skipped.
 func (q *Queue) Quarantine(items []QuarantineAt) error {
-	seqs := make([]uint64, len(items))
-	for i, it := range items {
-		seqs[i] = it.Seq
-	}
-	return q.do(func(tx *bolt.Tx) error {
-		now := q.opts.Clock()
-		b := buckets(tx)
-		byReason := make(map[string][]string)
-		var order []string
-		var moved int64
-		for _, it := range items {
-			r, err := b.takePending(it.Seq)
-			if err != nil {
-				return fatal(err)
-			}
-			if r == nil {
-				continue
-			}
-			if it.Charge {
-				r.recordFailure(now, it.Failure, 0)
-			} else {
-				r.LastFailure, r.LastErrKind, r.LastErrText = now, it.Failure.Kind, it.Failure.Text
-				if r.FirstFailure.IsZero() {
-					r.FirstFailure = now
-				}
-			}
-			r.NextAt = time.Time{}
-			r.Quarantine = &QuarantineInfo{At: now, Reason: it.Reason, ConnState: it.ConnState, AgentVersion: it.AgentVersion}
-			if err := b.quarantine.Put(r.Key[:], r.marshal()); err != nil {
-				return fatal(err)
-			}
-			if err := b.setState(r, Quarantined, now); err != nil {
-				return fatal(err)
-			}
-			if byReason[it.Reason] == nil {
-				order = append(order, it.Reason)
-			}
-			byReason[it.Reason] = append(byReason[it.Reason], r.KeyString())
-			moved++
-		}
-		if err := addU64(b.meta, metaQuarTotal, moved); err != nil {
-			return fatal(err)
-		}
-		for _, reason := range order {
-			ev := Event{At: now, Action: ActionQuarantine, Actor: ActorAgent, Reason: reason, Keys: byReason[reason]}
-			if err := appendEvents(tx, ev); err != nil {
-				return fatal(err)
-			}
-		}
+	return q.Settle(Settlement{Quarantines: items})
+}
+
+func (q *Queue) quarantine(tx *bolt.Tx, now time.Time, items []QuarantineAt) error {
+	if len(items) == 0 {
 		return nil
-	}, q.releaseAfter(seqs))
+	}
+	b := buckets(tx)
+	byReason := make(map[string][]string)
+	var order []string
+	var moved int64
+	for _, it := range items {
+		r, err := b.takePending(it.Seq)
+		if err != nil {
+			return err
+		}
+		if r == nil {
+			continue
+		}
+		if it.Charge {
+			r.recordFailure(now, it.Failure, 0)
+		} else {
+			r.LastFailure, r.LastErrKind, r.LastErrText = now, it.Failure.Kind, it.Failure.Text
+			if r.FirstFailure.IsZero() {
+				r.FirstFailure = now
+			}
+		}
+		r.NextAt = time.Time{}
+		r.Quarantine = &QuarantineInfo{At: now, Reason: it.Reason, ConnState: it.ConnState, AgentVersion: it.AgentVersion}
+		if err := b.quarantine.Put(r.Key[:], r.marshal()); err != nil {
+			return err
+		}
+		if err := b.setState(r, Quarantined, now); err != nil {
+			return err
+		}
+		if byReason[it.Reason] == nil {
+			order = append(order, it.Reason)
+		}
+		byReason[it.Reason] = append(byReason[it.Reason], r.KeyString())
+		moved++
+	}
+	if err := addU64(b.meta, metaQuarTotal, moved); err != nil {
+		return err
+	}
+	for _, reason := range order {
+		ev := Event{At: now, Action: ActionQuarantine, Actor: ActorAgent, Reason: reason, Keys: byReason[reason]}
+		if err := appendEvents(tx, ev); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Redrive is an operator's request to send quarantined movements again.
@@ -409,6 +470,9 @@ func (q *Queue) Redrive(rq Redrive) (RedriveResult, error) {
 			q.leaseMu.Lock()
 			q.spread = window
 			q.leaseMu.Unlock()
+		}
+		if len(res.Redriven) > 0 {
+			q.notify()
 		}
 	})
 	return res, err

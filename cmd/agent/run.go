@@ -1,14 +1,18 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rxedge/agent/config"
 	"github.com/rxedge/agent/daemon"
+	"github.com/rxedge/agent/hub"
 )
 
 type runFlags struct {
@@ -17,6 +21,8 @@ type runFlags struct {
 	ingest   string
 	nats     string
 	logLevel string
+	dev      bool
+	devHub   string
 }
 
 func newRunCmd(s *streams) *cobra.Command {
@@ -31,6 +37,9 @@ flight, lets publishes in flight finish briefly, and closes the data file.
 Flags win over RXEDGE_* environment variables, which win over the file.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.dev {
+				return f.runDev(cmd.Context(), s)
+			}
 			opts, err := f.options()
 			if err != nil {
 				return err
@@ -45,6 +54,8 @@ Flags win over RXEDGE_* environment variables, which win over the file.`,
 	fs.StringVar(&f.ingest, "ingest", "", `ingest listener address host:port, or "off" (ingest.listen)`)
 	fs.StringVar(&f.nats, "nats", "", "central NATS server URLs, comma-separated (nats.servers)")
 	fs.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (log.level)")
+	fs.BoolVar(&f.dev, "dev", false, "trial mode: also run a local central (embedded hub) in this process; data under ./rxedge-dev unless --data-dir")
+	fs.StringVar(&f.devHub, "dev-hub", hub.DefaultListen, "with --dev: the embedded hub's address")
 	return cmd
 }
 
@@ -75,6 +86,55 @@ func (f *runFlags) apply(c *config.Config) {
 	if f.logLevel != "" {
 		c.Log.Level = f.logLevel
 	}
+}
+
+// runDev runs the agent and a local central in one process: the README's
+// first command. Defaults: store DEV0001, data in ./rxedge-dev.
+func (f *runFlags) runDev(ctx context.Context, s *streams) error {
+	c, _, err := f.loadConfig()
+	if err != nil {
+		return err
+	}
+	f.apply(&c)
+	if c.StoreID == "" {
+		c.StoreID = "DEV0001"
+	}
+	if c.DataDir == "" {
+		c.DataDir = "rxedge-dev"
+	}
+	if c.Sync.ResumeJitter == 0 {
+		c.Sync.ResumeJitter = time.Second
+	}
+	base, err := filepath.Abs(c.DataDir)
+	if err != nil {
+		return err
+	}
+	c.DataDir = filepath.Join(base, "agent")
+	if len(c.NATS.Servers) > 0 {
+		return usageError("--dev runs its own central: leave out --nats / nats.servers")
+	}
+	h, err := hub.Start(hub.Options{Listen: f.devHub, StoreDir: filepath.Join(base, "hub")})
+	if err != nil {
+		return fmt.Errorf("dev hub: %w", err)
+	}
+	defer h.Shutdown()
+	c.NATS.Servers = []string{h.URL()}
+	opts, err := c.Validate()
+	if err != nil {
+		return err
+	}
+	log := newLogger(s, opts.LogLevel)
+	return daemon.Run(ctx, opts, log, daemon.Hooks{Ready: func(addr string) {
+		fmt.Fprintf(s.out, `RxEdge agent (trial mode) for store %s
+  central (embedded hub):  %s
+  ingest:                  http://%s/v1/movements
+  data:                    %s
+Try:
+  curl -s -XPOST http://%s/v1/movements -d '{"movement_id":"demo-1","type":"dispense","ndc":"12345-6789-01","quantity":1,"unit":"EA","occurred_at":"%s"}'
+  agent status --data-dir %s
+Ctrl-C stops it; the data stays.
+`, opts.StoreID, h.URL(), addr, opts.DataDir, addr, time.Now().UTC().Format(time.RFC3339), opts.DataDir)
+	}})
 }
 
 func splitList(s string) []string {

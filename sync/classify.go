@@ -1,0 +1,114 @@
+package sync
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rxedge/agent/retry"
+)
+
+// JetStream API error codes the sender acts on (nats-server's
+// jetstream_errors_generated.go).
+const (
+	codeWrongLastSequence  = 10071 // subject already holds a message
+	codeStoreFailed        = 10077 // limits: per subject (already stored) or stream full
+	codeDuplicateInProcess = 10158 // same Nats-Msg-Id still being replicated
+	codeMessageTooLarge    = 10054 // over the stream's max_msg_size
+	codeStreamNotFound     = 10059
+	codeInsufficientRes    = 10023
+	codeNotEnabled         = 10039 // JetStream not enabled
+	codeNotEnabledAccount  = 10076
+	codeBatchDuplicate     = 10201 // atomic batch holds an id already stored
+	codeBatchIncomplete    = 10176
+	codeBatchNotEnabled    = 10174
+	codeBatchTooManyFlight = 10210
+)
+
+// Texts that distinguish the meanings of error code 10077. The server gives
+// them only as text; TestClassifyPinsServerTexts pins them against a real
+// server.
+const (
+	textPerSubjectLimit = "maximum messages per subject exceeded"
+	textPermission      = "permissions violation"
+)
+
+// verdict is what one failed publish means.
+type verdict struct {
+	outcome retry.Outcome
+	kind    string // e.g. "permanent:too_large"; reported, journalled and logged
+	// verify: central says the subject is already taken; read it back and
+	// compare digests.
+	verify bool
+	// singly: an atomic batch was refused because of some member; send the
+	// members one at a time.
+	singly bool
+	// soon: retry shortly without charging (central is still replicating
+	// this very id).
+	soon bool
+	// noBatch: the stream does not take atomic batches.
+	noBatch bool
+}
+
+// classify maps a publish error to a verdict, by API error code wherever
+// the server gives one.
+func classify(err error) verdict {
+	var api *jetstream.APIError
+	if errors.As(err, &api) {
+		switch api.ErrorCode {
+		case codeWrongLastSequence:
+			return verdict{outcome: retry.AlreadyStored, kind: "already_stored", verify: true}
+		case codeStoreFailed:
+			if strings.Contains(api.Description, textPerSubjectLimit) {
+				return verdict{outcome: retry.AlreadyStored, kind: "already_stored", verify: true}
+			}
+			return verdict{outcome: retry.Systemic, kind: "systemic:stream_full"}
+		case codeDuplicateInProcess:
+			return verdict{outcome: retry.ItemTransient, kind: "transient:in_process", soon: true}
+		case codeMessageTooLarge:
+			return verdict{outcome: retry.ItemPermanent, kind: "permanent:too_large"}
+		case codeStreamNotFound:
+			return verdict{outcome: retry.Systemic, kind: "systemic:stream_missing"}
+		case codeInsufficientRes:
+			return verdict{outcome: retry.Systemic, kind: "systemic:insufficient_resources"}
+		case codeNotEnabled, codeNotEnabledAccount:
+			return verdict{outcome: retry.Systemic, kind: "systemic:jetstream_disabled"}
+		case codeBatchDuplicate:
+			return verdict{outcome: retry.AlreadyStored, kind: "already_stored", singly: true}
+		case codeBatchIncomplete, codeBatchTooManyFlight:
+			return verdict{outcome: retry.ItemTransient, kind: "transient:batch_incomplete"}
+		case codeBatchNotEnabled:
+			return verdict{outcome: retry.ItemTransient, kind: "transient:batch_not_enabled", noBatch: true}
+		}
+		return verdict{outcome: retry.ItemTransient, kind: "transient:api_error"}
+	}
+	switch {
+	case errors.Is(err, nats.ErrMaxPayload):
+		return verdict{outcome: retry.ItemPermanent, kind: "permanent:too_large"}
+	case errors.Is(err, nats.ErrPermissionViolation):
+		return verdict{outcome: retry.Systemic, kind: "systemic:permission"}
+	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse):
+		return verdict{outcome: retry.Systemic, kind: "systemic:no_responders"}
+	case errors.Is(err, nats.ErrReconnectBufExceeded), errors.Is(err, nats.ErrDisconnected),
+		errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionReconnecting),
+		errors.Is(err, nats.ErrConnectionDraining), errors.Is(err, nats.ErrStaleConnection),
+		errors.Is(err, nats.ErrInvalidConnection):
+		return verdict{outcome: retry.Offline, kind: "offline"}
+	case errors.Is(err, jetstream.ErrAsyncPublishTimeout), errors.Is(err, nats.ErrTimeout),
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, jetstream.ErrTooManyStalledMsgs):
+		return verdict{outcome: retry.ItemTransient, kind: "transient:timeout"}
+	case errors.Is(err, context.Canceled):
+		return verdict{outcome: retry.Offline, kind: "offline"}
+	}
+	return verdict{outcome: retry.ItemTransient, kind: "transient:error"}
+}
+
+// isPermission reports whether an asynchronous connection error is a
+// permissions violation. nats.go gives the server's text; the subject named
+// in it is ours, never payload.
+func isPermission(err error) bool {
+	return errors.Is(err, nats.ErrPermissionViolation) || strings.Contains(strings.ToLower(err.Error()), textPermission)
+}

@@ -1,0 +1,176 @@
+package sync
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	stdsync "sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/rxedge/agent/config"
+	"github.com/rxedge/agent/internal/version"
+	"github.com/rxedge/agent/metrics"
+	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/status"
+)
+
+// Engine connects to central and runs the sender and the heartbeat.
+type Engine struct {
+	q      *queue.Queue
+	o      config.Options
+	log    *slog.Logger
+	m      *metrics.Metrics
+	status func() (*status.Status, error)
+	s      *sender
+
+	mu       stdsync.Mutex
+	handlers []func(*nats.Conn) error // run once connected, e.g. control responders
+}
+
+// New returns an engine for the queue q. statusFn builds the status
+// document for heartbeats.
+func New(q *queue.Queue, o config.Options, log *slog.Logger, m *metrics.Metrics, statusFn func() (*status.Status, error)) *Engine {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	e := &Engine{q: q, o: o, log: log, m: m, status: statusFn}
+	e.s = newSender(q, nil, SenderOptions{
+		StoreID: o.StoreID, MaxInFlight: o.MaxInFlight, AttemptTimeout: o.AttemptTimeout,
+		BatchSize: o.BatchSize, BatchThreshold: o.BatchThreshold, ResumeJitter: o.ResumeJitter,
+		SystemicAfter: o.SystemicAfter, Controlled: o.Controlled, Ordinary: o.Ordinary,
+		AgentVersion: version.Get().Version,
+	}, log, m)
+	e.s.snap.Servers = o.NATS.Servers
+	return e
+}
+
+// OnConnect registers a function to run with the connection before the
+// sender starts (control responders subscribe there).
+func (e *Engine) OnConnect(fn func(*nats.Conn) error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.handlers = append(e.handlers, fn)
+}
+
+// Connection is the sender's state for the status document.
+func (e *Engine) Connection() status.Connection { return e.s.connection() }
+
+// Run connects (retrying for ever in the background: the agent accepts
+// movements with no network at all) and delivers until ctx ends.
+func (e *Engine) Run(ctx context.Context) error {
+	opts, err := connOptions(e.o, e.s)
+	if err != nil {
+		return err
+	}
+	nc, err := nats.Connect(strings.Join(e.o.NATS.Servers, ","), opts...)
+	if err != nil {
+		return fmt.Errorf("sync: connect to central: %w", err)
+	}
+	defer nc.Close()
+	tr, err := newJSTransport(nc, e.o.MaxInFlight, e.o.AttemptTimeout)
+	if err != nil {
+		return err
+	}
+	e.s.tr = tr
+	e.mu.Lock()
+	handlers := e.handlers
+	e.mu.Unlock()
+	for _, h := range handlers {
+		if err := h(nc); err != nil {
+			return err
+		}
+	}
+	hbCtx, stopHB := context.WithCancel(ctx)
+	defer stopHB()
+	go e.heartbeat(hbCtx, nc)
+	e.s.run(ctx)
+	return nil
+}
+
+// connOptions are the nats.go options of the agent's connection: retry
+// for ever, no reconnect buffer (the bbolt queue is the only buffer), the
+// store's own inbox prefix, a short ping interval so a dead link is noticed
+// quickly, and the configured credentials and TLS.
+func connOptions(o config.Options, s *sender) ([]nats.Option, error) {
+	opts := []nats.Option{
+		nats.Name("rxedge-agent/" + o.StoreID),
+		nats.RetryOnFailedConnect(true),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(time.Second),
+		nats.ReconnectJitter(time.Second, 2*time.Second),
+		nats.ReconnectBufSize(-1),
+		nats.CustomInboxPrefix(InboxPrefix(o.StoreID)),
+		nats.PingInterval(o.NATS.PingInterval),
+		nats.MaxPingsOutstanding(2),
+		nats.Timeout(5 * time.Second),
+		nats.ConnectHandler(func(nc *nats.Conn) { s.notify(event{kind: evConnected, url: nc.ConnectedUrlRedacted()}) }),
+		nats.ReconnectHandler(func(nc *nats.Conn) { s.notify(event{kind: evConnected, url: nc.ConnectedUrlRedacted()}) }),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { s.notify(event{kind: evDisconnected, err: err}) }),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { s.notify(event{kind: evAsyncError, err: err}) }),
+	}
+	n := o.NATS
+	switch {
+	case n.User != "":
+		opts = append(opts, nats.UserInfo(n.User, n.Password))
+	case n.Token != "":
+		opts = append(opts, nats.Token(n.Token))
+	case n.NKeySeedFile != "":
+		opt, err := nats.NkeyOptionFromSeed(n.NKeySeedFile)
+		if err != nil {
+			return nil, fmt.Errorf("nats.nkey_seed_file: %w", err)
+		}
+		opts = append(opts, opt)
+	case n.CredsFile != "":
+		opts = append(opts, nats.UserCredentials(n.CredsFile))
+	}
+	if n.CAFile != "" {
+		opts = append(opts, nats.RootCAs(n.CAFile))
+	}
+	if n.CertFile != "" {
+		opts = append(opts, nats.ClientCert(n.CertFile, n.KeyFile))
+	}
+	return opts, nil
+}
+
+// InboxPrefix is the store's inbox prefix: replies to a store go to
+// _INBOX_<store>.…, which only that store may subscribe to (a plain _INBOX.>
+// grant would let one store read another's replies).
+func InboxPrefix(store string) string { return "_INBOX_" + store }
+
+// StatusSubject is where an agent publishes its heartbeat.
+func StatusSubject(store string) string { return "rx.status." + store }
+
+// heartbeat publishes the status document (counts and states, never
+// payload) every heartbeat interval.
+func (e *Engine) heartbeat(ctx context.Context, nc *nats.Conn) {
+	if e.status == nil {
+		return
+	}
+	t := time.NewTicker(e.o.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !nc.IsConnected() {
+			continue
+		}
+		st, err := e.status()
+		if err != nil {
+			continue
+		}
+		b, err := json.Marshal(st)
+		if err != nil {
+			continue
+		}
+		if err := nc.Publish(StatusSubject(e.o.StoreID), b); err != nil {
+			e.log.Debug("HEARTBEAT_FAILED", "error", err.Error())
+		}
+	}
+}

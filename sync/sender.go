@@ -1,0 +1,503 @@
+package sync
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	stdsync "sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/rxedge/agent/metrics"
+	"github.com/rxedge/agent/movement"
+	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/retry"
+	"github.com/rxedge/agent/status"
+)
+
+// SenderOptions tune the sender.
+type SenderOptions struct {
+	StoreID        string
+	MaxInFlight    int           // single publishes awaiting their ack
+	AttemptTimeout time.Duration // per publish
+	BatchSize      int           // movements per atomic batch (≤ 1000)
+	BatchThreshold int           // due movements above which batches are used
+	NoBatch        bool          // never use atomic batches
+	ResumeJitter   time.Duration // random wait after a reconnect
+	SystemicAfter  int           // consecutive failures on different movements that mean "central"
+	Controlled     retry.Policy
+	Ordinary       retry.Policy
+	Probe          retry.Policy // pacing of probes while paused
+	AgentVersion   string
+	// Rand returns numbers in [0, 1). Default math/rand/v2.
+	Rand func() float64
+}
+
+func (o *SenderOptions) defaults() {
+	if o.MaxInFlight <= 0 {
+		o.MaxInFlight = 256
+	}
+	if o.AttemptTimeout <= 0 {
+		o.AttemptTimeout = 5 * time.Second
+	}
+	if o.BatchSize <= 0 || o.BatchSize > 1000 {
+		o.BatchSize = 1000
+	}
+	if o.BatchThreshold <= 0 {
+		o.BatchThreshold = 64
+	}
+	if o.SystemicAfter <= 0 {
+		o.SystemicAfter = 8
+	}
+	if o.Controlled.MaxAttempts == 0 {
+		o.Controlled = retry.Controlled
+	}
+	if o.Ordinary.MaxAttempts == 0 {
+		o.Ordinary = retry.Ordinary
+	}
+	if o.Probe.MaxDelay == 0 {
+		o.Probe = retry.Probe
+	}
+	if o.Rand == nil {
+		o.Rand = rand.Float64
+	}
+}
+
+// Connection states of the sender. resuming is "connected, waiting out the
+// resume jitter"; it is reported as offline.
+const (
+	stOffline int32 = iota
+	stResuming
+	stOnline
+	stPaused
+)
+
+// event is something the sender loop reacts to.
+type event struct {
+	kind    eventKind
+	err     error
+	url     string
+	reason  string
+	singles int  // single flights settled
+	batches int  // batch flights settled
+	probe   bool // a probe was among them
+	ok      bool // for a probe: it succeeded
+}
+
+type eventKind int
+
+const (
+	evConnected eventKind = iota
+	evDisconnected
+	evAsyncError
+	evSettled
+	evSystemic
+	evBatchSent
+	evNoBatch
+)
+
+// flight is one publish (or atomic batch) on its way, in send order.
+type flight struct {
+	items  []*queue.Record
+	fut    future           // a single publish
+	batch  chan batchResult // an atomic batch
+	err    error            // a single publish that failed at once
+	sentAt time.Time
+	probe  bool
+}
+
+type batchResult struct {
+	lastSeq uint64
+	err     error
+}
+
+// sender moves due movements to central. Its loop goroutine owns the
+// connection state and the counts of what is in flight; the settler
+// goroutine owns outcomes.
+type sender struct {
+	q   *queue.Queue
+	tr  transport
+	o   SenderOptions
+	log *slog.Logger
+	m   *metrics.Metrics
+
+	events  chan event
+	flights chan *flight
+	done    chan struct{} // closed when the loop ends
+	state   atomic.Int32
+
+	// Loop-owned.
+	singles      int // single flights not yet settled
+	batches      int // batch flights not yet settled
+	batchOut     bool
+	probeOut     bool
+	probeAttempt int
+	resumeAt     time.Time
+	probeAt      time.Time
+	noBatch      bool
+
+	mu   stdsync.Mutex // guards snap
+	snap status.Connection
+}
+
+func newSender(q *queue.Queue, tr transport, o SenderOptions, log *slog.Logger, m *metrics.Metrics) *sender {
+	o.defaults()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &sender{
+		q: q, tr: tr, o: o, log: log, m: m,
+		events: make(chan event, 64),
+		// Room for a full window, a batch's worth of oversized movements
+		// sent alone, two batches and a probe: the loop never blocks here.
+		flights: make(chan *flight, o.MaxInFlight+o.BatchSize+8),
+		done:    make(chan struct{}),
+		noBatch: o.NoBatch,
+	}
+	now := time.Now().UTC()
+	s.snap = status.Connection{State: status.Offline, Since: &now}
+	m.SetConnState(status.Offline)
+	return s
+}
+
+// notify hands an event to the loop; after the loop ended it is dropped.
+// The loop never blocks on anything but its select, so this waits briefly
+// at most.
+func (s *sender) notify(ev event) {
+	select {
+	case s.events <- ev:
+	case <-s.done:
+	}
+}
+
+// connection is the sender's state for the status document.
+func (s *sender) connection() status.Connection {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.snap
+	c.Servers = append([]string(nil), s.snap.Servers...)
+	return c
+}
+
+func (s *sender) setState(st int32, reason string) {
+	old := s.state.Swap(st)
+	name := stateName(st)
+	s.mu.Lock()
+	if old != st || s.snap.Reason != reason {
+		now := time.Now().UTC()
+		if stateName(old) != name {
+			s.snap.Since = &now
+		}
+		s.snap.State, s.snap.Reason = name, reason
+	}
+	s.mu.Unlock()
+	s.m.SetConnState(name)
+}
+
+func stateName(st int32) string {
+	switch st {
+	case stOnline:
+		return status.Online
+	case stPaused:
+		return status.Paused
+	}
+	return status.Offline
+}
+
+// run is the sender loop. It returns when ctx ends, after the flights in
+// the air settled or a short grace time passed (they are keyed, so
+// abandoning them is safe).
+func (s *sender) run(ctx context.Context) {
+	settlerCtx, stopSettler := context.WithCancel(context.WithoutCancel(ctx))
+	settled := make(chan struct{})
+	go func() {
+		defer close(settled)
+		s.settle(settlerCtx)
+	}()
+	defer func() {
+		close(s.done)
+		close(s.flights)
+		grace := time.NewTimer(min(s.o.AttemptTimeout, 3*time.Second))
+		defer grace.Stop()
+		select {
+		case <-settled:
+		case <-grace.C:
+			stopSettler()
+			<-settled
+		}
+		stopSettler()
+	}()
+
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		now := time.Now()
+		s.step(now)
+		wait := s.nextWake(now)
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		if wait >= 0 {
+			timer.Reset(wait)
+		}
+		var timerC <-chan time.Time
+		if wait >= 0 {
+			timerC = timer.C
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case ev := <-s.events:
+			s.handle(ev)
+		case <-s.q.Changed():
+		case <-timerC:
+		}
+	}
+}
+
+// handle applies one event to the loop's state.
+func (s *sender) handle(ev event) {
+	now := time.Now()
+	st := s.state.Load()
+	switch ev.kind {
+	case evConnected:
+		s.mu.Lock()
+		s.snap.ConnectedURL = ev.url
+		s.mu.Unlock()
+		s.log.Info("CONNECTED", "url", ev.url)
+		if st == stOffline {
+			s.resumeAt = now.Add(time.Duration(s.o.Rand() * float64(s.o.ResumeJitter)))
+			s.setState(stResuming, "resuming after reconnect")
+		}
+	case evDisconnected:
+		s.mu.Lock()
+		s.snap.ConnectedURL = ""
+		s.mu.Unlock()
+		reason := "disconnected"
+		if ev.err != nil {
+			reason = "disconnected: " + ev.err.Error()
+		}
+		if st != stOffline {
+			s.log.Warn("DISCONNECTED", "error", errText(ev.err))
+		}
+		s.probeOut = false
+		s.setState(stOffline, reason)
+	case evAsyncError:
+		if isPermission(ev.err) && (st == stOnline || st == stPaused) {
+			s.pause(now, "systemic:permission: "+ev.err.Error())
+		} else {
+			s.log.Warn("NATS_ERROR", "error", errText(ev.err))
+		}
+	case evSystemic:
+		if st == stOnline {
+			s.pause(now, ev.reason)
+		}
+	case evBatchSent:
+		s.batchOut = false
+	case evNoBatch:
+		if !s.noBatch {
+			s.noBatch = true
+			s.log.Warn("SYNC_BATCH_DISABLED", "reason", "the stream does not accept atomic batches (allow_atomic); sending one at a time")
+		}
+	case evSettled:
+		s.singles -= ev.singles
+		s.batches -= ev.batches
+		if ev.probe {
+			s.probeOut = false
+			switch {
+			case st != stPaused:
+			case ev.ok:
+				s.resume("probe succeeded")
+			default:
+				s.probeAttempt++
+				s.probeAt = now.Add(s.o.Probe.Delay(s.probeAttempt, s.o.Rand()))
+			}
+		}
+	}
+}
+
+func (s *sender) pause(now time.Time, reason string) {
+	if s.state.Load() != stPaused {
+		s.probeAttempt = 0
+		s.log.Warn("SYNC_PAUSED", "reason", reason)
+	}
+	s.probeAt = now.Add(s.o.Probe.Delay(s.probeAttempt, s.o.Rand()))
+	s.setState(stPaused, reason)
+}
+
+func (s *sender) resume(why string) {
+	s.mu.Lock()
+	reason := s.snap.Reason
+	s.mu.Unlock()
+	s.probeAttempt = 0
+	s.log.Info("SYNC_RESUMED", "reason", reason, "because", why)
+	s.setState(stOnline, "")
+}
+
+// step does what the state allows at now: finish a resume, send a probe,
+// or fill the window.
+func (s *sender) step(now time.Time) {
+	switch s.state.Load() {
+	case stResuming:
+		if !now.Before(s.resumeAt) {
+			s.log.Info("SYNC_RESUMED", "reason", "reconnected")
+			s.setState(stOnline, "")
+		}
+	case stPaused:
+		if !s.probeOut && !now.Before(s.probeAt) {
+			items, err := s.q.Lease(now, 1)
+			if err != nil {
+				s.log.Error("QUEUE_ERROR", "error", err.Error())
+				return
+			}
+			if len(items) == 0 {
+				// Nothing to probe with: the next publish will tell.
+				s.resume("nothing due to probe with")
+				return
+			}
+			s.probeOut = true
+			s.sendSingles(now, items, true)
+		}
+	}
+	if s.state.Load() == stOnline {
+		s.fill(now)
+	}
+}
+
+// fill sends due movements: an atomic batch when a backlog is due and no
+// single publish is in the air, single publishes otherwise.
+func (s *sender) fill(now time.Time) {
+	if s.batchOut {
+		return
+	}
+	if !s.noBatch && s.batches < 2 {
+		n, err := s.q.DueCount(now, s.o.BatchThreshold)
+		if err != nil {
+			s.log.Error("QUEUE_ERROR", "error", err.Error())
+			return
+		}
+		if n >= s.o.BatchThreshold {
+			if s.singles > 0 {
+				return // let the window drain, then batch
+			}
+			items, err := s.q.Lease(now, s.o.BatchSize)
+			if err != nil {
+				s.log.Error("QUEUE_ERROR", "error", err.Error())
+				return
+			}
+			s.sendBatch(now, items)
+			return
+		}
+	}
+	free := s.o.MaxInFlight - s.singles
+	if free <= 0 {
+		return
+	}
+	items, err := s.q.Lease(now, free)
+	if err != nil {
+		s.log.Error("QUEUE_ERROR", "error", err.Error())
+		return
+	}
+	s.sendSingles(now, items, false)
+}
+
+func (s *sender) sendSingles(now time.Time, items []*queue.Record, probe bool) {
+	for _, r := range items {
+		f := &flight{items: []*queue.Record{r}, sentAt: now, probe: probe}
+		f.fut, f.err = s.tr.publishAsync(message(s.o.StoreID, r))
+		s.singles++
+		s.flights <- f
+	}
+	s.m.Publish("single", len(items), 0)
+}
+
+// sendBatch publishes an atomic batch from its own goroutine; the loop goes
+// on, and may start the next batch once this one is acknowledged.
+func (s *sender) sendBatch(now time.Time, items []*queue.Record) {
+	if len(items) == 0 {
+		return
+	}
+	// Movements that might not fit the server's max_payload go alone: a
+	// single publish refuses them precisely, without failing a batch.
+	var batch, alone []*queue.Record
+	limit := s.tr.maxPayload()
+	for _, r := range items {
+		if limit > 0 && int64(len(r.Payload))+1024 > limit {
+			alone = append(alone, r)
+		} else {
+			batch = append(batch, r)
+		}
+	}
+	if len(alone) > 0 {
+		s.sendSingles(now, alone, false)
+	}
+	if len(batch) == 0 {
+		return
+	}
+	msgs := make([]*nats.Msg, len(batch))
+	for i, r := range batch {
+		msgs[i] = message(s.o.StoreID, r)
+	}
+	f := &flight{items: batch, batch: make(chan batchResult, 1), sentAt: now}
+	s.batchOut = true
+	s.batches++
+	s.flights <- f
+	s.m.Publish("batch", len(batch), 0)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), s.batchTimeout(len(msgs)))
+		defer cancel()
+		seq, err := s.tr.publishBatch(ctx, msgs)
+		f.batch <- batchResult{lastSeq: seq, err: err}
+		s.notify(event{kind: evBatchSent})
+	}()
+}
+
+// batchTimeout scales the attempt timeout with the batch: a thousand
+// fsynced messages take longer than one.
+func (s *sender) batchTimeout(n int) time.Duration {
+	return s.o.AttemptTimeout + time.Duration(n)*time.Millisecond*5
+}
+
+// nextWake is how long the loop may sleep: until the next due movement,
+// the end of the resume jitter, or the next probe (-1: until an event).
+func (s *sender) nextWake(now time.Time) time.Duration {
+	switch s.state.Load() {
+	case stResuming:
+		return max(s.resumeAt.Sub(now), 0)
+	case stPaused:
+		if s.probeOut {
+			return -1
+		}
+		return max(s.probeAt.Sub(now), 0)
+	case stOnline:
+		if s.batchOut || s.singles >= s.o.MaxInFlight {
+			return -1
+		}
+		next, err := s.q.NextDue(now)
+		if err != nil || next.IsZero() {
+			return -1
+		}
+		return max(next.Sub(now), time.Millisecond)
+	}
+	return -1
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// policy is the retry policy of a class.
+func (s *sender) policy(c movement.Class) retry.Policy {
+	if c == movement.Controlled {
+		return s.o.Controlled
+	}
+	return s.o.Ordinary
+}

@@ -1,0 +1,187 @@
+package sync
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rxedge/agent/hub"
+	"github.com/rxedge/agent/queue"
+)
+
+// Headers of a published movement (DESIGN §5).
+const (
+	hdrMsgID       = "Nats-Msg-Id"
+	hdrExpectLast  = "Nats-Expected-Last-Subject-Sequence"
+	hdrDigest      = "Rx-Digest"
+	hdrStore       = "Rx-Store"
+	hdrSeq         = "Rx-Seq"
+	hdrSchedule    = "Rx-Schedule"
+	hdrEnqueuedAt  = "Rx-Enqueued-At"
+	hdrBatchID     = "Nats-Batch-Id"
+	hdrBatchSeq    = "Nats-Batch-Sequence"
+	hdrBatchCommit = "Nats-Batch-Commit"
+)
+
+// message builds the central message of a pending movement.
+func message(store string, r *queue.Record) *nats.Msg {
+	key := r.KeyString()
+	m := nats.NewMsg(hub.Subject(store, key))
+	m.Header.Set(hdrMsgID, key)
+	m.Header.Set(hdrExpectLast, "0")
+	m.Header.Set(hdrDigest, hex.EncodeToString(r.Digest[:]))
+	m.Header.Set(hdrStore, store)
+	m.Header.Set(hdrSeq, strconv.FormatUint(r.Seq, 10))
+	if r.Schedule != "" {
+		m.Header.Set(hdrSchedule, r.Schedule)
+	}
+	m.Header.Set(hdrEnqueuedAt, r.EnqueuedAt.UTC().Format(time.RFC3339Nano))
+	m.Data = r.Payload
+	return m
+}
+
+// future is a publish waiting for its acknowledgement.
+type future interface {
+	Ok() <-chan *jetstream.PubAck
+	Err() <-chan error
+}
+
+// transport is what the sender needs of central. The production transport
+// is JetStream over a nats.go connection.
+type transport interface {
+	// publishAsync sends one message; the future resolves with central's
+	// acknowledgement, an error, or a timeout.
+	publishAsync(m *nats.Msg) (future, error)
+	// publish sends one message and waits for its acknowledgement.
+	publish(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error)
+	// publishBatch sends an atomic batch and returns the stream sequence of
+	// its last message.
+	publishBatch(ctx context.Context, msgs []*nats.Msg) (uint64, error)
+	// lastDigest reads the message stored for subject: its Rx-Digest and
+	// stream sequence; errNotStored when there is none.
+	lastDigest(ctx context.Context, subject string) (string, uint64, error)
+	// maxPayload is the largest message the server takes (0 = unknown).
+	maxPayload() int64
+}
+
+var errNotStored = errors.New("sync: no message stored for the subject")
+
+// jsTransport is the transport over a real connection.
+type jsTransport struct {
+	nc *nats.Conn
+	js jetstream.JetStream
+}
+
+func newJSTransport(nc *nats.Conn, maxPending int, attemptTimeout time.Duration) (*jsTransport, error) {
+	js, err := jetstream.New(nc,
+		jetstream.WithPublishAsyncMaxPending(maxPending),
+		jetstream.WithPublishAsyncTimeout(attemptTimeout),
+		jetstream.WithDefaultTimeout(attemptTimeout))
+	if err != nil {
+		return nil, err
+	}
+	return &jsTransport{nc: nc, js: js}, nil
+}
+
+func (t *jsTransport) publishAsync(m *nats.Msg) (future, error) {
+	// No publish retries on "no responders": the sender decides.
+	return t.js.PublishMsgAsync(m, jetstream.WithRetryAttempts(0), jetstream.WithStallWait(time.Second))
+}
+
+func (t *jsTransport) publish(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error) {
+	return t.js.PublishMsg(ctx, m, jetstream.WithRetryAttempts(0))
+}
+
+func (t *jsTransport) maxPayload() int64 { return t.nc.MaxPayload() }
+
+// publishBatch implements JetStream's atomic batch publish (the protocol of
+// orbit.go's jetstreamext.PublishMsgBatch) with a UUIDv7 batch id, so a
+// batch can be traced by time in central's advisories. The first message is
+// acknowledged before the rest are sent (flow control); the last carries the
+// commit and its reply is the batch's acknowledgement.
+func (t *jsTransport) publishBatch(ctx context.Context, msgs []*nats.Msg) (uint64, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return 0, err
+	}
+	batchID := id.String()
+	for i, m := range msgs {
+		m.Reply = ""
+		m.Header.Del(hdrBatchCommit)
+		m.Header.Set(hdrBatchID, batchID)
+		m.Header.Set(hdrBatchSeq, strconv.Itoa(i+1))
+		last := i == len(msgs)-1
+		switch {
+		case last:
+			m.Header.Set(hdrBatchCommit, "1")
+			resp, err := t.nc.RequestMsgWithContext(ctx, m)
+			if err != nil {
+				return 0, err
+			}
+			var ack struct {
+				Stream string              `json:"stream"`
+				Seq    uint64              `json:"seq"`
+				Batch  string              `json:"batch"`
+				Count  int                 `json:"count"`
+				Error  *jetstream.APIError `json:"error"`
+			}
+			if err := json.Unmarshal(resp.Data, &ack); err != nil {
+				return 0, fmt.Errorf("sync: batch acknowledgement: %w", err)
+			}
+			if ack.Error != nil {
+				return 0, ack.Error
+			}
+			if ack.Batch != batchID || ack.Count != len(msgs) || ack.Stream == "" {
+				return 0, fmt.Errorf("sync: batch acknowledgement for %q with %d messages, want %q with %d", ack.Batch, ack.Count, batchID, len(msgs))
+			}
+			return ack.Seq, nil
+		case i == 0:
+			resp, err := t.nc.RequestMsgWithContext(ctx, m)
+			if err != nil {
+				return 0, err
+			}
+			if len(resp.Data) > 0 {
+				var r struct {
+					Error *jetstream.APIError `json:"error"`
+				}
+				if json.Unmarshal(resp.Data, &r) == nil && r.Error != nil {
+					return 0, r.Error
+				}
+			}
+		default:
+			if err := t.nc.PublishMsg(m); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return 0, errors.New("sync: empty batch")
+}
+
+// lastDigest reads the last message of subject with a direct get
+// ($JS.API.DIRECT.GET.<stream>.<subject>), which an agent's permissions
+// allow for its own subjects only; it needs no stream-info permission.
+func (t *jsTransport) lastDigest(ctx context.Context, subject string) (string, uint64, error) {
+	resp, err := t.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+hub.StreamName+"."+subject, nil)
+	if err != nil {
+		return "", 0, err
+	}
+	if st := resp.Header.Get("Status"); st != "" {
+		if st == "404" {
+			return "", 0, errNotStored
+		}
+		return "", 0, fmt.Errorf("sync: direct get %s: status %s %s", subject, st, resp.Header.Get("Description"))
+	}
+	seq, err := strconv.ParseUint(resp.Header.Get("Nats-Sequence"), 10, 64)
+	if err != nil {
+		return "", 0, fmt.Errorf("sync: direct get %s: no stream sequence", subject)
+	}
+	return resp.Header.Get(hdrDigest), seq, nil
+}
