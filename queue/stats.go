@@ -30,7 +30,7 @@ type Stats struct {
 }
 
 // Count is the number of keys in state s, all classes.
-func (s *Stats) Count(st State) uint64 {
+func (s Stats) Count(st State) uint64 {
 	var n uint64
 	for _, v := range s.Counts[st] {
 		n += v

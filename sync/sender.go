@@ -138,8 +138,13 @@ type sender struct {
 	probeAt      time.Time
 	noBatch      bool
 
-	mu   stdsync.Mutex // guards snap
+	mu   stdsync.Mutex // guards snap and the link context
 	snap status.Connection
+	// linkCtx lives as long as one connection: requests waiting on the
+	// connection (batches, read-backs) end at once when it drops, instead
+	// of waiting out their timeouts.
+	linkCtx    context.Context
+	linkCancel context.CancelFunc
 }
 
 func newSender(q *queue.Queue, tr transport, o SenderOptions, log *slog.Logger, m *metrics.Metrics) *sender {
@@ -154,10 +159,11 @@ func newSender(q *queue.Queue, tr transport, o SenderOptions, log *slog.Logger, 
 		// sent alone, two batches and a probe: the loop never blocks here.
 		flights: make(chan *flight, o.MaxInFlight+o.BatchSize+8),
 		done:    make(chan struct{}),
-		noBatch: o.NoBatch,
 	}
 	now := time.Now().UTC()
 	s.snap = status.Connection{State: status.Offline, Since: &now}
+	s.linkCtx, s.linkCancel = context.WithCancel(context.Background())
+	s.linkCancel() // not connected yet
 	m.SetConnState(status.Offline)
 	return s
 }
@@ -170,6 +176,14 @@ func (s *sender) notify(ev event) {
 	case s.events <- ev:
 	case <-s.done:
 	}
+}
+
+// link is the context of the current connection; it is cancelled when the
+// connection drops.
+func (s *sender) link() context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.linkCtx
 }
 
 // connection is the sender's state for the status document.
@@ -210,6 +224,7 @@ func stateName(st int32) string {
 // the air settled or a short grace time passed (they are keyed, so
 // abandoning them is safe).
 func (s *sender) run(ctx context.Context) {
+	s.noBatch = s.o.NoBatch
 	settlerCtx, stopSettler := context.WithCancel(context.WithoutCancel(ctx))
 	settled := make(chan struct{})
 	go func() {
@@ -268,6 +283,8 @@ func (s *sender) handle(ev event) {
 	case evConnected:
 		s.mu.Lock()
 		s.snap.ConnectedURL = ev.url
+		s.linkCancel()
+		s.linkCtx, s.linkCancel = context.WithCancel(context.Background())
 		s.mu.Unlock()
 		s.log.Info("CONNECTED", "url", ev.url)
 		if st == stOffline {
@@ -277,6 +294,7 @@ func (s *sender) handle(ev event) {
 	case evDisconnected:
 		s.mu.Lock()
 		s.snap.ConnectedURL = ""
+		s.linkCancel()
 		s.mu.Unlock()
 		reason := "disconnected"
 		if ev.err != nil {
@@ -449,7 +467,7 @@ func (s *sender) sendBatch(now time.Time, items []*queue.Record) {
 	s.flights <- f
 	s.m.Publish("batch", len(batch), 0)
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), s.batchTimeout(len(msgs)))
+		ctx, cancel := context.WithTimeout(s.link(), s.batchTimeout(len(msgs)))
 		defer cancel()
 		seq, err := s.tr.publishBatch(ctx, msgs)
 		f.batch <- batchResult{lastSeq: seq, err: err}

@@ -25,20 +25,27 @@ type outcome struct {
 	streamSeq uint64
 	text      string // error text, for the failure context
 	probe     bool
+	// pending, when set, delivers the outcome once central's copy was read
+	// back (see verify); the other fields are not yet meaningful.
+	pending chan outcome
 }
+
+// maxVerifies bounds the read-backs in flight at once.
+const maxVerifies = 64
 
 // settler is the state of the settle goroutine.
 type settler struct {
 	*sender
 	held        []outcome // transient failures awaiting evidence
 	consecutive int       // transient failures in a row, each a different movement
+	verifies    chan struct{}
 }
 
 // settle waits for the flights in send order, judges their outcomes and
 // commits them in groups. It ends when the flights channel is closed and
 // drained, or when ctx ends (abandoning what is still in the air).
 func (s *sender) settle(ctx context.Context) {
-	st := &settler{sender: s}
+	st := &settler{sender: s, verifies: make(chan struct{}, maxVerifies)}
 	var next *flight
 	for {
 		f := next
@@ -53,17 +60,12 @@ func (s *sender) settle(ctx context.Context) {
 		}
 		var outs []outcome
 		var singles, batches int
-		probe, probeOK := false, false
 		add := func(f *flight, rs []outcome) {
 			outs = append(outs, rs...)
 			if f.batch != nil {
 				batches++
 			} else {
 				singles++
-			}
-			if f.probe {
-				probe = true
-				probeOK = len(rs) > 0 && (rs[0].v.outcome == retry.Stored || rs[0].v.outcome == retry.AlreadyStored || rs[0].v.outcome == retry.ItemPermanent)
 			}
 		}
 		rs, ok := st.resolve(ctx, f, true)
@@ -88,7 +90,7 @@ func (s *sender) settle(ctx context.Context) {
 				break coalesce
 			}
 		}
-		st.apply(ctx, outs)
+		probe, probeOK := st.apply(outs)
 		s.notify(event{kind: evSettled, singles: singles, batches: batches, probe: probe, ok: probeOK})
 	}
 }
@@ -170,23 +172,31 @@ func (st *settler) resolve(ctx context.Context, f *flight, block bool) ([]outcom
 	return []outcome{o}, true
 }
 
-// judge turns one publish result into an outcome, reading central's copy
-// back when central says the subject is already taken.
+// judge turns one publish result into an outcome. When central says the
+// subject is already taken, central's copy is read back in the background
+// (many at once: after an outage with lost acknowledgements there may be
+// thousands) and the outcome is pending until then.
 func (st *settler) judge(ctx context.Context, r *queue.Record, ack *jetstream.PubAck, err error) outcome {
 	if err == nil {
 		return outcome{rec: r, v: verdict{outcome: retry.Stored, kind: "stored"}, streamSeq: ack.Sequence}
 	}
 	o := outcome{rec: r, v: classify(err), text: err.Error()}
-	if o.v.verify {
-		return st.verify(ctx, r, o)
+	if !o.v.verify {
+		return o
 	}
-	return o
+	ch := make(chan outcome, 1)
+	go func() {
+		st.verifies <- struct{}{}
+		defer func() { <-st.verifies }()
+		ch <- st.verify(ctx, r, o)
+	}()
+	return outcome{rec: r, pending: ch}
 }
 
 // verify compares central's stored copy of r with r: the same digest is
 // r's own earlier delivery, another digest a conflict.
 func (st *settler) verify(ctx context.Context, r *queue.Record, o outcome) outcome {
-	ctx, cancel := context.WithTimeout(ctx, st.o.AttemptTimeout)
+	ctx, cancel := context.WithTimeout(st.link(), st.o.AttemptTimeout)
 	defer cancel()
 	digest, seq, err := st.tr.lastDigest(ctx, hub.Subject(st.o.StoreID, r.KeyString()))
 	switch {
@@ -223,19 +233,7 @@ func (st *settler) judgeBatch(ctx context.Context, f *flight, br batchResult) []
 		// Some member is already stored (or too large) and the server does
 		// not say which: send them one at a time.
 		st.log.Info("SYNC_BATCH_SINGLY", "movements", len(f.items), "reason", v.kind)
-		for i, r := range f.items {
-			pctx, cancel := context.WithTimeout(ctx, st.o.AttemptTimeout)
-			ack, err := st.tr.publish(pctx, message(st.o.StoreID, r))
-			cancel()
-			outs[i] = st.judge(ctx, r, ack, err)
-			if vo := outs[i].v.outcome; vo == retry.Offline || vo == retry.Systemic {
-				for j := i + 1; j < len(f.items); j++ {
-					outs[j] = outcome{rec: f.items[j], v: outs[i].v, text: outs[i].text}
-				}
-				break
-			}
-		}
-		return outs
+		return st.singly(ctx, f.items)
 	}
 	// The whole batch failed for a reason that is not any member's: it is
 	// one failure, not len(items). Members go back unchanged.
@@ -257,9 +255,64 @@ func (st *settler) judgeBatch(ctx context.Context, f *flight, br batchResult) []
 	return outs
 }
 
+// singly sends movements one by one (not as a batch), a window at a time,
+// and judges each. Once one finds central unreachable the rest are not
+// sent and share its outcome.
+func (st *settler) singly(ctx context.Context, items []*queue.Record) []outcome {
+	outs := make([]outcome, 0, len(items))
+	for lo := 0; lo < len(items); lo += st.o.MaxInFlight {
+		chunk := items[lo:min(lo+st.o.MaxInFlight, len(items))]
+		futs := make([]future, len(chunk))
+		errs := make([]error, len(chunk))
+		for i, r := range chunk {
+			futs[i], errs[i] = st.tr.publishAsync(message(st.o.StoreID, r))
+		}
+		var stop *outcome
+		for i, r := range chunk {
+			var ack *jetstream.PubAck
+			err := errs[i]
+			if err == nil {
+				select {
+				case ack = <-futs[i].Ok():
+				case err = <-futs[i].Err():
+				case <-ctx.Done():
+					err = ctx.Err()
+				}
+			}
+			o := st.judge(ctx, r, ack, err)
+			outs = append(outs, o)
+			if vo := o.v.outcome; o.pending == nil && (vo == retry.Offline || vo == retry.Systemic) && stop == nil {
+				stop = &o
+			}
+		}
+		if stop != nil {
+			for _, r := range items[lo+len(chunk):] {
+				outs = append(outs, outcome{rec: r, v: stop.v, text: stop.text})
+			}
+			break
+		}
+	}
+	return outs
+}
+
 // apply charges, schedules and commits the outcomes of a group in one
-// transaction.
-func (st *settler) apply(ctx context.Context, outs []outcome) {
+// transaction. It reports whether a probe was among them and whether it
+// reached central.
+func (st *settler) apply(outs []outcome) (probe, probeOK bool) {
+	for i := range outs {
+		if outs[i].pending != nil {
+			p := outs[i].probe
+			outs[i] = <-outs[i].pending
+			outs[i].probe = p
+		}
+		if outs[i].probe {
+			probe = true
+			switch outs[i].v.outcome {
+			case retry.Stored, retry.AlreadyStored, retry.ItemPermanent:
+				probeOK = true
+			}
+		}
+	}
 	var set queue.Settlement
 	var systemic string
 	state := st.state.Load()
@@ -333,6 +386,7 @@ func (st *settler) apply(ctx context.Context, outs []outcome) {
 	if systemic != "" {
 		st.notify(event{kind: evSystemic, reason: systemic})
 	}
+	return probe, probeOK
 }
 
 // chargeHeld charges the held failures: each is an attempt; a movement out

@@ -144,6 +144,7 @@ func (t *jsTransport) publishBatch(ctx context.Context, msgs []*nats.Msg) (uint6
 			}
 			return ack.Seq, nil
 		case i == 0:
+			// Flow control: the server has taken the batch's first message.
 			resp, err := t.nc.RequestMsgWithContext(ctx, m)
 			if err != nil {
 				return 0, err

@@ -1,0 +1,87 @@
+package sync
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rxedge/agent/hub"
+	"github.com/rxedge/agent/internal/natstest"
+	"github.com/rxedge/agent/retry"
+)
+
+// TestClassifyPinsServerTexts provokes every outcome the sender acts on
+// from a real server and checks its classification — including the texts
+// that tell the meanings of error 10077 apart, which the server gives only
+// as text.
+func TestClassifyPinsServerTexts(t *testing.T) {
+	srv := natstest.StartHub(t, natstest.WithStream(hub.StreamOptions{MaxMsgs: 3, MaxMsgSize: 4096}), natstest.WithMaxPayload(8192))
+	nc := natstest.Connect(t, srv.URL(), nats.ReconnectBufSize(-1))
+	js := natstest.JetStream(t, nc)
+	ctx := context.Background()
+	pub := func(subject, id string, expectZero bool, size int) error {
+		m := nats.NewMsg(subject)
+		if id != "" {
+			m.Header.Set(hdrMsgID, id)
+		}
+		if expectZero {
+			m.Header.Set(hdrExpectLast, "0")
+		}
+		m.Data = []byte(strings.Repeat("x", size))
+		_, err := js.PublishMsg(ctx, m, jetstream.WithRetryAttempts(0))
+		return err
+	}
+	check := func(name string, err error, outcome retry.Outcome, kind string, verify bool) {
+		t.Helper()
+		v := classify(err)
+		if v.outcome != outcome || v.kind != kind || v.verify != verify {
+			t.Errorf("%s: %v classified %+v, want %s %s verify=%v", name, err, v, outcome, kind, verify)
+		}
+	}
+
+	if err := pub("rx.mv.S1.a", "a", true, 10); err != nil {
+		t.Fatal(err)
+	}
+	check("resend with expected sequence 0", pub("rx.mv.S1.a", "a", true, 10), retry.AlreadyStored, "already_stored", true)
+	check("other id, same subject, no header", pub("rx.mv.S1.a", "a2", false, 10), retry.AlreadyStored, "already_stored", true)
+	check("over the stream's max_msg_size", pub("rx.mv.S1.big", "big", true, 5000), retry.ItemPermanent, "permanent:too_large", false)
+	check("over the server's max_payload", pub("rx.mv.S1.huge", "huge", true, 9000), retry.ItemPermanent, "permanent:too_large", false)
+	check("no stream for the subject", pub("rx.other.x", "x", false, 10), retry.Systemic, "systemic:no_responders", false)
+	for _, k := range []string{"b", "c"} {
+		if err := pub("rx.mv.S1."+k, k, true, 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("stream full", pub("rx.mv.S1.d", "d", true, 10), retry.Systemic, "systemic:stream_full", false)
+
+	// Publishing while disconnected, with no reconnect buffer.
+	srv.Stop()
+	deadline := time.Now().Add(5 * time.Second)
+	for nc.IsConnected() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	_, err := js.PublishMsgAsync(nats.NewMsg("rx.mv.S1.e"))
+	check("publish while disconnected", err, retry.Offline, "offline", false)
+	check("ack timeout", jetstream.ErrAsyncPublishTimeout, retry.ItemTransient, "transient:timeout", false)
+	check("request timeout", context.DeadlineExceeded, retry.ItemTransient, "transient:timeout", false)
+}
+
+// TestPermissionTextIsRecognised pins how a permissions violation reaches
+// the connection's error handler: the publish itself only times out.
+func TestPermissionTextIsRecognised(t *testing.T) {
+	got := errors.New(`nats: permissions violation: Permissions Violation for Publish to "rx.mv.S2.k" on connection [7]`)
+	if !isPermission(got) {
+		t.Fatal("the server's text is not recognised")
+	}
+	if !isPermission(nats.ErrPermissionViolation) || isPermission(errors.New("nats: timeout")) {
+		t.Fatal("sentinel handling")
+	}
+	if v := classify(nats.ErrPermissionViolation); v.outcome != retry.Systemic {
+		t.Fatalf("permission violation classified %+v", v)
+	}
+}
