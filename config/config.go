@@ -399,7 +399,9 @@ func (c Config) Validate() (Options, error) {
 }
 
 // MaxRetryDelay is the largest delay any retry policy can choose.
-func (o *Options) MaxRetryDelay() time.Duration { return max(o.Controlled.MaxDelay, o.Ordinary.MaxDelay) }
+func (o *Options) MaxRetryDelay() time.Duration {
+	return max(o.Controlled.MaxDelay, o.Ordinary.MaxDelay)
+}
 
 // Error lists every problem with a configuration.
 type Error struct{ Problems []string }
