@@ -1,21 +1,395 @@
-// Package dlq is the operator's view of the quarantine: list, show,
-// redrive, export and purge, used alike by the CLI, the control socket and
-// remote commands.
 package dlq
 
 import (
-	"net/http"
+	"cmp"
+	"container/heap"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
 
+	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
 )
 
 // Service performs quarantine operations on one queue.
 type Service struct {
 	q *queue.Queue
+	// clock resolves relative times ("24h" ago) and names purge files.
+	// The queue stamps the times of its own transactions.
+	clock func() time.Time
+	// rand is the spread's random source, uniform in [0, 1).
+	rand func() float64
+	// chunk is how many keys one redrive or purge transaction holds.
+	chunk int
 }
 
 // New returns a Service over q.
-func New(q *queue.Queue) *Service { return &Service{q: q} }
+func New(q *queue.Queue) *Service {
+	return &Service{q: q, clock: time.Now, rand: rand.Float64, chunk: defaultChunk}
+}
 
-// Register adds the quarantine and audit routes to the control API.
-func Register(mux *http.ServeMux, s *Service) {}
+// defaultChunk bounds one redrive or purge transaction: a large selection
+// is committed as several, so the writer is never held long and other
+// submissions keep flowing.
+const defaultChunk = 1000
+
+// MaxSpread bounds a redrive's spread: movements that wait longer than a day
+// to be sent again are more likely a typo than a plan.
+const MaxSpread = 24 * time.Hour
+
+// ErrNotQuarantined is matched (errors.Is) by a *KeyError: the key is not in
+// the quarantine.
+var ErrNotQuarantined = errors.New("dlq: not quarantined")
+
+// InputError is a request refused as given, before anything was done. It
+// names the field of the API and, where one exists, the CLI flag.
+type InputError struct {
+	Op    string // "list", "redrive", ...
+	Field string // the API field or query parameter
+	Flag  string // the CLI flag or argument, "" when the field has none
+	Msg   string // the whole message, naming the field
+}
+
+func (e *InputError) Error() string { return "dlq: " + e.Op + ": " + e.Msg }
+
+// inputErr is an InputError whose message starts with the field's name,
+// e.g. "reason_text (--reason-text) is required".
+func inputErr(op, field, flag, format string, args ...any) error {
+	name := field
+	if flag != "" && flag != field {
+		name += " (" + flag + ")"
+	}
+	return &InputError{Op: op, Field: field, Flag: flag, Msg: name + " " + fmt.Sprintf(format, args...)}
+}
+
+// KeyError says that a key is not in the quarantine, and where it is.
+type KeyError struct {
+	Key   string
+	State string // see Missing.State
+}
+
+func (e *KeyError) Error() string {
+	if e.State == StateUnknown {
+		return fmt.Sprintf("dlq: key %s: this agent holds no such movement", e.Key)
+	}
+	return fmt.Sprintf("dlq: key %s is %s, not quarantined", e.Key, e.State)
+}
+
+// Unwrap makes a KeyError match ErrNotQuarantined.
+func (e *KeyError) Unwrap() error { return ErrNotQuarantined }
+
+// StateUnknown is the state reported for a key the agent does not hold
+// (never submitted, or synced and pruned after the dedupe horizon).
+const StateUnknown = "unknown"
+
+// Filter selects quarantined movements. The zero Filter selects all.
+type Filter struct {
+	// Reason matches the quarantine reason ("<class>:<kind>"):
+	//   - "permanent:too_large": exactly that reason;
+	//   - "permanent" or "exhausted" (or "permanent:"): every reason of that class;
+	//   - "too_large" (a kind alone): that kind in either class.
+	// Matching ignores case.
+	Reason string
+	// Since and Until bound the quarantine time: Since inclusive, Until
+	// exclusive; a zero time is no bound.
+	Since, Until time.Time
+	// Limit keeps the Limit oldest matches (by quarantine time); 0 keeps all.
+	Limit int
+}
+
+// Item is one quarantined movement with its failure context, without its
+// payload (DESIGN P6): what List answers and what an operator reads to
+// decide between redrive and purge.
+type Item struct {
+	Key        string `json:"key"`
+	MovementID string `json:"movement_id"`
+	Class      string `json:"class"`
+	Schedule   string `json:"schedule,omitempty"`
+	Seq        uint64 `json:"seq"`
+	// Reason is "permanent:<kind>" or "exhausted:<kind>".
+	Reason    string `json:"reason"`
+	ErrorKind string `json:"error_kind,omitempty"`
+	ErrorText string `json:"error_text,omitempty"`
+	Attempts  int    `json:"attempts"`
+
+	EnqueuedAt    time.Time  `json:"enqueued_at"`
+	FirstFailure  *time.Time `json:"first_failure_at,omitempty"`
+	LastFailure   *time.Time `json:"last_failure_at,omitempty"`
+	QuarantinedAt time.Time  `json:"quarantined_at"`
+	// DelaysWaitedMS are the retry delays that were waited, in milliseconds.
+	DelaysWaitedMS []int64 `json:"delays_waited_ms,omitempty"`
+	ConnState      string  `json:"conn_state,omitempty"`
+	AgentVersion   string  `json:"agent_version,omitempty"`
+}
+
+// Detail is one quarantined movement in full: its Item, the store it
+// belongs to, its digest and, when asked for, its payload. Export writes
+// one Detail per line.
+type Detail struct {
+	Item
+	StoreID string `json:"store_id"`
+	Digest  string `json:"digest"`
+	// Payload is the canonical movement. It holds patient data: only Show
+	// with withPayload and exports carry it.
+	Payload json.RawMessage `json:"payload,omitempty"`
+}
+
+// ListResult is what List answers.
+type ListResult struct {
+	// Items are the matching movements, oldest quarantine first.
+	Items []Item `json:"items"`
+	// Matched counts every match, also those cut by the limit.
+	Matched int `json:"matched"`
+}
+
+func itemOf(r *queue.Record) Item {
+	it := Item{
+		Key:        r.KeyString(),
+		MovementID: r.MovementID,
+		Class:      r.Class.String(),
+		Schedule:   r.Schedule,
+		Seq:        r.Seq,
+		ErrorKind:  r.LastErrKind,
+		ErrorText:  r.LastErrText,
+		Attempts:   r.Attempts,
+		EnqueuedAt: r.EnqueuedAt.UTC(),
+	}
+	if !r.FirstFailure.IsZero() {
+		t := r.FirstFailure.UTC()
+		it.FirstFailure = &t
+	}
+	if !r.LastFailure.IsZero() {
+		t := r.LastFailure.UTC()
+		it.LastFailure = &t
+	}
+	for _, d := range r.Delays {
+		it.DelaysWaitedMS = append(it.DelaysWaitedMS, d.Milliseconds())
+	}
+	if qi := r.Quarantine; qi != nil {
+		it.Reason = qi.Reason
+		it.QuarantinedAt = qi.At.UTC()
+		it.ConnState = qi.ConnState
+		it.AgentVersion = qi.AgentVersion
+	}
+	return it
+}
+
+func (s *Service) detailOf(r *queue.Record, storeID string, withPayload bool) Detail {
+	d := Detail{Item: itemOf(r), StoreID: storeID, Digest: hex.EncodeToString(r.Digest[:])}
+	if withPayload {
+		d.Payload = json.RawMessage(r.Payload)
+	}
+	return d
+}
+
+// normalize checks a filter and brings its reason to lower case.
+func (f Filter) normalize(op string) (Filter, error) {
+	f.Reason = strings.ToLower(strings.TrimSpace(f.Reason))
+	if f.Reason != "" && !validReason(f.Reason) {
+		return f, inputErr(op, "reason", "--reason", "%q is not a reason: use a class (permanent, exhausted), a kind (e.g. too_large) or both (permanent:too_large)", clip(f.Reason))
+	}
+	if f.Limit < 0 {
+		return f, inputErr(op, "limit", "--limit", "must not be negative")
+	}
+	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
+		return f, inputErr(op, "since", "--since", "must be before until (--until)")
+	}
+	return f, nil
+}
+
+func validReason(s string) bool {
+	if s == "" || s == ":" || strings.HasPrefix(s, ":") {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == ':' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// reasonClasses are the classes of a quarantine reason.
+var reasonClasses = []string{"permanent", "exhausted"}
+
+// matchReason applies a normalized Filter.Reason to a quarantine reason.
+func matchReason(filter, reason string) bool {
+	if filter == "" {
+		return true
+	}
+	reason = strings.ToLower(reason)
+	class, kind, _ := strings.Cut(reason, ":")
+	fc, fk, _ := strings.Cut(filter, ":")
+	if slices.Contains(reasonClasses, fc) {
+		if fk == "" {
+			return class == fc
+		}
+		return reason == filter
+	}
+	return kind == filter
+}
+
+func (f Filter) match(r *queue.Record) bool {
+	if r.Quarantine == nil {
+		return false
+	}
+	at := r.Quarantine.At
+	if !f.Since.IsZero() && at.Before(f.Since) {
+		return false
+	}
+	if !f.Until.IsZero() && !at.Before(f.Until) {
+		return false
+	}
+	return matchReason(f.Reason, r.Quarantine.Reason)
+}
+
+// older orders quarantined movements by quarantine time, then sequence.
+func older(a, b *queue.Record) int {
+	if c := a.Quarantine.At.Compare(b.Quarantine.At); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Seq, b.Seq)
+}
+
+// youngestFirst is a max-heap of records by age: its top is the youngest
+// kept, the one to drop when a limit is exceeded.
+type youngestFirst []*queue.Record
+
+func (h youngestFirst) Len() int           { return len(h) }
+func (h youngestFirst) Less(i, j int) bool { return older(h[i], h[j]) > 0 }
+func (h youngestFirst) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *youngestFirst) Push(x any)        { *h = append(*h, x.(*queue.Record)) }
+func (h *youngestFirst) Pop() any {
+	old := *h
+	r := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return r
+}
+
+// scan returns the quarantined movements that match f, oldest first, at
+// most f.Limit of them when it is set, and the number that matched. The
+// records come without their payloads; with a limit only that many are kept
+// in memory.
+func (s *Service) scan(f Filter) ([]*queue.Record, int, error) {
+	var keep youngestFirst
+	matched := 0
+	err := s.q.ForEachQuarantined(func(r *queue.Record) bool {
+		if !f.match(r) {
+			return true
+		}
+		matched++
+		r.Payload = nil // never needed from a scan; Export reads it again key by key
+		if f.Limit == 0 {
+			keep = append(keep, r)
+			return true
+		}
+		if len(keep) < f.Limit {
+			heap.Push(&keep, r)
+		} else if older(r, keep[0]) < 0 {
+			keep[0] = r
+			heap.Fix(&keep, 0)
+		}
+		return true
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	out := []*queue.Record(keep)
+	slices.SortFunc(out, older)
+	return out, matched, nil
+}
+
+// List returns the quarantined movements that match f, oldest first,
+// without payloads.
+func (s *Service) List(f Filter) (ListResult, error) {
+	f, err := f.normalize("list")
+	if err != nil {
+		return ListResult{}, err
+	}
+	recs, matched, err := s.scan(f)
+	if err != nil {
+		return ListResult{}, fmt.Errorf("dlq: list: %w", err)
+	}
+	res := ListResult{Items: make([]Item, len(recs)), Matched: matched}
+	for i, r := range recs {
+		res.Items[i] = itemOf(r)
+	}
+	return res, nil
+}
+
+// Show returns one quarantined movement with its whole failure context;
+// the payload only when withPayload is set. A key that is not quarantined
+// is a *KeyError, a key that is not a key an *InputError.
+func (s *Service) Show(key string, withPayload bool) (Detail, error) {
+	keys, err := parseKeys("show", []string{key})
+	if err != nil {
+		return Detail{}, err
+	}
+	e, err := s.q.Get(keys[0])
+	if errors.Is(err, queue.ErrNotFound) {
+		return Detail{}, &KeyError{Key: keyString(keys[0]), State: StateUnknown}
+	}
+	if err != nil {
+		return Detail{}, fmt.Errorf("dlq: show: %w", err)
+	}
+	if e.State != queue.Quarantined || e.Record == nil {
+		return Detail{}, &KeyError{Key: keyString(keys[0]), State: e.State.String()}
+	}
+	return s.detailOf(e.Record, s.q.StoreID(), withPayload), nil
+}
+
+// parseKeys parses keys in their 32-hex-character form (either case) and
+// names every one that is not a key.
+func parseKeys(op string, in []string) ([][16]byte, error) {
+	out := make([][16]byte, 0, len(in))
+	var bad []string
+	for _, s := range in {
+		k, ok := movement.ParseKey(strings.ToLower(strings.TrimSpace(s)))
+		if !ok {
+			bad = append(bad, fmt.Sprintf("%q", clip(s)))
+			continue
+		}
+		out = append(out, k)
+	}
+	if len(bad) == 0 {
+		return out, nil
+	}
+	what := "key " + bad[0] + " is not a movement key"
+	switch {
+	case len(bad) > 5:
+		what = fmt.Sprintf("keys %s and %d more are not movement keys", strings.Join(bad[:5], ", "), len(bad)-5)
+	case len(bad) > 1:
+		what = fmt.Sprintf("keys %s are not movement keys", strings.Join(bad, ", "))
+	}
+	return nil, &InputError{Op: op, Field: "keys", Flag: "KEY", Msg: what + ": a key is 32 hexadecimal characters (see `agent dlq list`)"}
+}
+
+func keyString(k [16]byte) string { return hex.EncodeToString(k[:]) }
+
+// clip shortens operator input quoted back in an error.
+func clip(s string) string { return clipN(s, 40) }
+
+func clipN(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
+}
+
+// stateOf says where a key is, for a key that was not quarantined.
+func (s *Service) stateOf(k [16]byte) string {
+	e, err := s.q.Get(k)
+	if err != nil {
+		return StateUnknown
+	}
+	return e.State.String()
+}
+
+// dataDir is the directory of the data file: where purge exports go.
+func (s *Service) dataDir() string { return filepath.Dir(s.q.Path()) }

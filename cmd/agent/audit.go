@@ -1,7 +1,130 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rxedge/agent/dlq"
+	"github.com/rxedge/agent/queue"
+)
 
 func newAuditCmd(s *streams) *cobra.Command {
-	return &cobra.Command{Use: "audit", Short: "Show the audit journal", Hidden: true}
+	var (
+		loc          location
+		since, until string
+		actions      []string
+		asJSON       bool
+	)
+	cmd := &cobra.Command{
+		Use:   "audit",
+		Short: "Show the audit journal: who did what, when, why, to which keys",
+		Long: `Show the audit journal, oldest first: quarantines, redrives, purges, exports
+and the configuration at each start-up, with who (the agent, a local user,
+or a remote operator), when, why and which keys. Events are kept 730 days by
+default (retention.journal).
+
+The table abbreviates keys; --json prints them in full.`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var f dlq.AuditFilter
+			now := time.Now()
+			var err error
+			if f.Since, err = timeFlag("since", since, now); err != nil {
+				return err
+			}
+			if f.Until, err = timeFlag("until", until, now); err != nil {
+				return err
+			}
+			f.Actions = actions
+			conn, err := dial(cmd.Context(), &loc, readOnly)
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			var res dlq.AuditResult
+			if err := conn.Do(cmd.Context(), http.MethodGet, "/v1/audit?"+f.Query().Encode(), nil, &res); err != nil {
+				return apiError(err)
+			}
+			if asJSON {
+				return printJSON(s.out, res)
+			}
+			renderAudit(s.out, res.Events)
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	loc.register(fs)
+	fs.StringVar(&since, "since", "", "only events at or after T: RFC 3339 time, date (2026-03-01) or duration ago (24h, 7d)")
+	fs.StringVar(&until, "until", "", "only events before T (same forms as --since)")
+	fs.StringSliceVar(&actions, "action", nil, "only these actions: quarantine, redrive, purge, export, start, ... (repeat or comma-separate)")
+	fs.BoolVar(&asJSON, "json", false, "print the events as JSON, keys in full")
+	return cmd
+}
+
+func renderAudit(w io.Writer, events []queue.Event) {
+	if len(events) == 0 {
+		fmt.Fprintln(w, "no audit events")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tACTION\tACTOR\tCOUNT\tKEYS\tREASON\tDETAIL")
+	for _, e := range events {
+		count := fmt.Sprint(e.Count)
+		if e.Part != "" {
+			count += " (part " + e.Part + ")"
+		}
+		// DETAIL comes last: the last cell of a row does not widen a column.
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.At.UTC().Format("2006-01-02 15:04:05Z"), e.Action, e.Actor, count, abbreviateKeys(e.Keys), oneLine(or(e.Reason, "-")), details(e.Detail))
+	}
+	tw.Flush()
+}
+
+// abbreviateKeys shows the first keys by their first 8 characters.
+func abbreviateKeys(keys []string) string {
+	const show = 3
+	if len(keys) == 0 {
+		return "-"
+	}
+	var parts []string
+	for _, k := range keys[:min(len(keys), show)] {
+		parts = append(parts, k[:min(len(k), 8)]+"…")
+	}
+	s := strings.Join(parts, " ")
+	if len(keys) > show {
+		s += fmt.Sprintf(" +%d more", len(keys)-show)
+	}
+	return s
+}
+
+func details(d map[string]string) string {
+	if len(d) == 0 {
+		return "-"
+	}
+	keys := make([]string, 0, len(d))
+	for k := range d {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + oneLine(d[k])
+	}
+	return strings.Join(parts, " ")
+}
+
+// oneLine keeps operator text on its row of the table.
+func oneLine(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
 }

@@ -1,7 +1,652 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/rxedge/agent/control"
+	"github.com/rxedge/agent/dlq"
+	"github.com/rxedge/agent/internal/progress"
+)
 
 func newDLQCmd(s *streams) *cobra.Command {
-	return &cobra.Command{Use: "dlq", Short: "Inspect and act on quarantined movements", Hidden: true}
+	cmd := &cobra.Command{
+		Use:   "dlq",
+		Short: "Inspect and act on quarantined movements",
+		Long: `Inspect and act on the quarantine: movements the agent could not deliver
+(a permanent refusal by central, or attempts exhausted on errors specific to
+the movement).
+
+  list     the quarantined movements and why, without payloads
+  show     one movement's whole failure context (its payload with --payload)
+  redrive  send movements again, attempts reset (--spread to pace them)
+  export   write movements with payloads and context as JSON lines
+  purge    remove movements for good, after exporting them to the data directory
+
+Each command works through the running agent's control socket, or on the
+data file directly when the agent is stopped. Redrive, export and purge are
+recorded in the audit journal with your user name (see ` + "`agent audit`" + `).`,
+	}
+	cmd.AddCommand(newDLQListCmd(s), newDLQShowCmd(s), newDLQRedriveCmd(s), newDLQExportCmd(s), newDLQPurgeCmd(s))
+	return cmd
+}
+
+// filterFlags select quarantined movements by reason and time.
+type filterFlags struct {
+	reason       string
+	since, until string
+	limit        int
+}
+
+func (f *filterFlags) register(fs *pflag.FlagSet, limitHelp string) {
+	fs.StringVar(&f.reason, "reason", "", "only this reason: a class (permanent, exhausted), a kind (too_large) or both (permanent:too_large)")
+	fs.StringVar(&f.since, "since", "", "only quarantined at or after T: RFC 3339 time, date (2026-03-01) or duration ago (24h, 7d)")
+	fs.StringVar(&f.until, "until", "", "only quarantined before T (same forms as --since)")
+	fs.IntVar(&f.limit, "limit", 0, limitHelp)
+}
+
+func (f *filterFlags) filter(now time.Time) (dlq.Filter, error) {
+	out := dlq.Filter{Reason: f.reason, Limit: f.limit}
+	var err error
+	if out.Since, err = timeFlag("since", f.since, now); err != nil {
+		return out, err
+	}
+	if out.Until, err = timeFlag("until", f.until, now); err != nil {
+		return out, err
+	}
+	if f.limit < 0 {
+		return out, usageError("--limit must not be negative")
+	}
+	return out, nil
+}
+
+// timeFlag parses a --since/--until value; "" is no bound.
+func timeFlag(name, v string, now time.Time) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := dlq.ParseTime(v, now)
+	if err != nil {
+		return t, usageError("--%s: %v", name, err)
+	}
+	return t, nil
+}
+
+// usageArgs makes a wrong number of arguments a usage error (exit 2).
+func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := check(cmd, args); err != nil {
+			return usageError("%v (see `%s --help`)", err, cmd.CommandPath())
+		}
+		return nil
+	}
+}
+
+// dial reaches the agent the location flags name.
+func dial(ctx context.Context, loc *location, mode openMode) (*agentConn, error) {
+	dataDir, err := loc.resolveDataDir()
+	if err != nil {
+		return nil, err
+	}
+	return connect(ctx, dataDir, mode, "")
+}
+
+// apiError turns a refusal of the agent into the CLI's exit codes: bad
+// input is a usage error (2), anything else an error (1).
+func apiError(err error) error {
+	var ae *control.APIError
+	if errors.As(err, &ae) && ae.Code == http.StatusBadRequest {
+		return &exitErr{code: exitUsage, msg: ae.Body.Error}
+	}
+	return err
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func newDLQListCmd(s *streams) *cobra.Command {
+	var (
+		loc    location
+		ff     filterFlags
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List quarantined movements, oldest first (no payloads)",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			now := time.Now()
+			f, err := ff.filter(now)
+			if err != nil {
+				return err
+			}
+			conn, err := dial(cmd.Context(), &loc, readOnly)
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			var res dlq.ListResult
+			if err := conn.Do(cmd.Context(), http.MethodGet, "/v1/dlq?"+f.Query().Encode(), nil, &res); err != nil {
+				return apiError(err)
+			}
+			if asJSON {
+				return printJSON(s.out, res)
+			}
+			renderList(s.out, res, now)
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	loc.register(fs)
+	ff.register(fs, "show at most N, the oldest (0: all)")
+	fs.BoolVar(&asJSON, "json", false, "print the list as JSON")
+	return cmd
+}
+
+func renderList(w io.Writer, res dlq.ListResult, now time.Time) {
+	if len(res.Items) == 0 {
+		fmt.Fprintln(w, "no quarantined movements")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEY\tCLASS\tREASON\tATTEMPTS\tQUARANTINED\tMOVEMENT_ID")
+	for _, it := range res.Items {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s ago\t%s\n", it.Key, classOf(it), it.Reason, it.Attempts, age(now.Sub(it.QuarantinedAt)), it.MovementID)
+	}
+	tw.Flush()
+	if res.Matched > len(res.Items) {
+		fmt.Fprintf(w, "showing the %d oldest of %d; raise --limit to see more\n", len(res.Items), res.Matched)
+	} else {
+		fmt.Fprintf(w, "%d quarantined movement(s)\n", len(res.Items))
+	}
+}
+
+func classOf(it dlq.Item) string {
+	if it.Schedule != "" {
+		return it.Class + "/" + it.Schedule
+	}
+	return it.Class
+}
+
+// age is a duration as an operator reads it: 45s, 12m, 3h05m, 4d07h.
+func age(d time.Duration) string {
+	d = max(d, 0)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd%02dh", int(d.Hours())/24, int(d.Hours())%24)
+}
+
+func newDLQShowCmd(s *streams) *cobra.Command {
+	var (
+		loc         location
+		withPayload bool
+		asJSON      bool
+	)
+	cmd := &cobra.Command{
+		Use:   "show KEY",
+		Short: "Show one quarantined movement's failure context (and payload with --payload)",
+		Long: `Show one quarantined movement's failure context: the reason, the last error,
+the attempts, the first and last failure, the retry delays waited, the
+connection state and the agent version when it was quarantined.
+
+The movement itself (its payload, which may hold prescription references) is
+shown only with --payload.`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			conn, err := dial(cmd.Context(), &loc, readOnly)
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			path := "/v1/dlq/" + url.PathEscape(args[0])
+			if withPayload {
+				path += "?payload=1"
+			}
+			var d dlq.Detail
+			if err := conn.Do(cmd.Context(), http.MethodGet, path, nil, &d); err != nil {
+				return apiError(err)
+			}
+			if asJSON {
+				return printJSON(s.out, d)
+			}
+			renderDetail(s.out, d, withPayload, time.Now())
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	loc.register(fs)
+	fs.BoolVar(&withPayload, "payload", false, "also show the movement itself (may hold patient data)")
+	fs.BoolVar(&asJSON, "json", false, "print as JSON")
+	return cmd
+}
+
+func renderDetail(w io.Writer, d dlq.Detail, withPayload bool, now time.Time) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	at := func(t *time.Time) string {
+		if t == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%s (%s ago)", t.Format(time.RFC3339), age(now.Sub(*t)))
+	}
+	row("Key", d.Key)
+	row("Movement ID", d.MovementID)
+	row("Store", d.StoreID)
+	row("Class", classOf(d.Item))
+	row("Sequence", strconv.FormatUint(d.Seq, 10))
+	row("Reason", d.Reason)
+	row("Last error", strings.TrimSpace(d.ErrorKind+": "+d.ErrorText))
+	row("Attempts", strconv.Itoa(d.Attempts))
+	row("Enqueued", at(&d.EnqueuedAt))
+	row("First failure", at(d.FirstFailure))
+	row("Last failure", at(d.LastFailure))
+	row("Quarantined", at(&d.QuarantinedAt))
+	row("Delays waited", delays(d.DelaysWaitedMS))
+	row("Connection", or(d.ConnState, "-"))
+	row("Agent version", or(d.AgentVersion, "-"))
+	row("Digest", d.Digest)
+	if !withPayload {
+		row("Payload", "not shown (add --payload)")
+	}
+	tw.Flush()
+	if withPayload {
+		var b bytes.Buffer
+		if json.Indent(&b, d.Payload, "  ", "  ") != nil {
+			b.Reset()
+			b.Write(d.Payload)
+		}
+		fmt.Fprintf(w, "Payload\n  %s\n", b.String())
+	}
+}
+
+func delays(ms []int64) string {
+	if len(ms) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(ms))
+	var total time.Duration
+	for i, m := range ms {
+		d := time.Duration(m) * time.Millisecond
+		total += d
+		parts[i] = d.String()
+	}
+	return fmt.Sprintf("%s (total %s)", strings.Join(parts, ", "), total)
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func newDLQRedriveCmd(s *streams) *cobra.Command {
+	var (
+		loc        location
+		sel        dlq.Selection
+		reasonText string
+		spread     time.Duration
+		dryRun     bool
+		asJSON     bool
+	)
+	cmd := &cobra.Command{
+		Use:   "redrive KEY… | --all | --reason KIND | --oldest N  --reason-text WHY",
+		Short: "Send quarantined movements again, attempts reset",
+		Long: `Send quarantined movements again: they go back to pending with their attempts
+reset. Select them by key, --all, --reason KIND and/or --oldest N (the N
+oldest, of that reason when --reason is given).
+
+--spread DUR gives each a due time spread evenly at random over the next DUR,
+so that a large redrive does not stampede central (at most 24h).
+--dry-run lists what would be redriven and changes nothing.
+
+The redrive is recorded in the audit journal with your user name, the
+--reason-text and the keys. Exit status 1 when some keys were not
+quarantined (the others are redriven).`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			sel.Keys = args
+			if reasonText == "" && !dryRun {
+				return usageError("redrive: --reason-text WHY is required (it is recorded in the audit journal)")
+			}
+			mode := readWrite
+			if dryRun {
+				mode = readOnly
+			}
+			conn, err := dial(cmd.Context(), &loc, mode)
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			body := dlq.RedriveBody{Selection: sel, ReasonText: reasonText, DryRun: dryRun}
+			if spread != 0 {
+				body.Spread = spread.String()
+			}
+			res, err := redriveStream(cmd.Context(), conn.Client, body, asJSON, s)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if err := printJSON(s.out, res); err != nil {
+					return err
+				}
+			} else {
+				renderRedrive(s.out, res, spread)
+			}
+			if n := len(res.NotFound); n > 0 {
+				verb := "redriven"
+				if dryRun {
+					verb = "would be redriven"
+				}
+				return &exitErr{code: exitError, msg: notQuarantined(n, len(res.Redriven), verb)}
+			}
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	loc.register(fs)
+	fs.BoolVar(&sel.All, "all", false, "every quarantined movement")
+	fs.StringVar(&sel.Reason, "reason", "", "movements of this reason: a class (permanent, exhausted), a kind (too_large) or both (permanent:too_large)")
+	fs.IntVar(&sel.Oldest, "oldest", 0, "the N oldest quarantined movements (of --reason, when given)")
+	fs.StringVar(&reasonText, "reason-text", "", "why (required; recorded in the audit journal)")
+	fs.DurationVar(&spread, "spread", 0, "spread the due times uniformly over this window, e.g. 10m (at most 24h)")
+	fs.BoolVar(&dryRun, "dry-run", false, "list what would be redriven; change nothing")
+	fs.BoolVar(&asJSON, "json", false, "print the result as JSON")
+	return cmd
+}
+
+// redriveStream runs a redrive with its progress streamed, drawing a bar on
+// a terminal.
+func redriveStream(ctx context.Context, c *control.Client, body dlq.RedriveBody, quiet bool, s *streams) (*dlq.RedriveResult, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.Raw(ctx, http.MethodPost, "/v1/dlq/redrive?stream=1", bytes.NewReader(b), "application/json")
+	if err != nil {
+		return nil, apiError(err)
+	}
+	defer resp.Body.Close()
+	var bar *progress.Bar // nil until the first progress line, and off a terminal
+	defer func() { bar.Done() }()
+	started, prev := false, 0
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 256<<20) // the result line lists every key
+	for sc.Scan() {
+		var ev dlq.RedriveEvent
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			return nil, fmt.Errorf("redrive: reading the agent's answer: %w", err)
+		}
+		if p := ev.Progress; p != nil && !quiet {
+			if !started {
+				bar, started = progress.New(s.err, "redrive", p.Total), true
+			}
+			bar.Add(p.Done - prev)
+			prev = p.Done
+		}
+		if ev.Error != "" {
+			// The message says how many were redriven before it stopped.
+			return nil, errors.New(ev.Error)
+		}
+		if ev.Result != nil {
+			return ev.Result, nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("redrive: reading the agent's answer: %w", err)
+	}
+	return nil, errors.New("redrive: the agent's answer ended without a result: check `agent audit --action redrive` for what was done")
+}
+
+func renderRedrive(w io.Writer, res *dlq.RedriveResult, spread time.Duration) {
+	if res.DryRun {
+		fmt.Fprintf(w, "would redrive %d movement(s)\n", len(res.Redriven))
+		if len(res.Redriven) > 0 {
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "KEY\tREASON")
+			for _, r := range res.Redriven {
+				fmt.Fprintf(tw, "%s\t%s\n", r.Key, r.Reason)
+			}
+			tw.Flush()
+		}
+	} else {
+		when := "due now"
+		if spread > 0 && len(res.Redriven) > 0 {
+			when = "due over the next " + spread.String()
+		}
+		fmt.Fprintf(w, "redriven %d movement(s), %s\n", len(res.Redriven), when)
+	}
+	renderMissing(w, res.NotFound, "purged: it can never be redriven")
+}
+
+// notQuarantined is the exit message of an operation that found n keys
+// not quarantined and acted on done others.
+func notQuarantined(n, done int, verb string) string {
+	if done == 0 {
+		return fmt.Sprintf("%d key(s) were not quarantined (see above); none %s", n, verb)
+	}
+	return fmt.Sprintf("%d key(s) were not quarantined (see above); the other %d %s", n, done, verb)
+}
+
+// renderMissing lists the keys that were not quarantined; purged says
+// what a purged key means for the operation.
+func renderMissing(w io.Writer, missing []dlq.Missing, purged string) {
+	for _, m := range missing {
+		why := "not quarantined: it is " + m.State
+		switch m.State {
+		case dlq.StateUnknown:
+			why = "this agent holds no such movement"
+		case "purged":
+			why = purged
+		}
+		fmt.Fprintf(w, "not found: %s (%s)\n", m.Key, why)
+	}
+}
+
+func newDLQExportCmd(s *streams) *cobra.Command {
+	var (
+		loc        location
+		ff         filterFlags
+		out        string
+		reasonText string
+	)
+	cmd := &cobra.Command{
+		Use:   "export [-o FILE]",
+		Short: "Write quarantined movements, with payloads and failure context, as JSON lines",
+		Long: `Write quarantined movements as JSON lines, oldest first: each line holds the
+failure context (as in ` + "`agent dlq show`" + `), the store, the digest and the
+payload. The export holds patient data: keep the file where only
+administrators can read it (-o creates it readable by its owner only).
+
+The export is recorded in the audit journal, with its keys, before anything
+is written.`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f, err := ff.filter(time.Now())
+			if err != nil {
+				return err
+			}
+			dest, w := "stdout", s.out
+			var file *os.File
+			if out != "" && out != "-" {
+				abs, err := filepath.Abs(out)
+				if err != nil {
+					return err
+				}
+				dest = abs
+				// Create it before asking the agent, so that a bad path
+				// fails before the export is journalled.
+				file, err = os.OpenFile(abs, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+				if errors.Is(err, os.ErrExist) {
+					return usageError("export: %s exists: choose another file name", out)
+				}
+				if err != nil {
+					return fmt.Errorf("export: %w", err)
+				}
+				w = file
+			}
+			n, err := exportTo(cmd.Context(), &loc, f, reasonText, dest, w, file != nil, s)
+			if file != nil {
+				if err == nil {
+					err = file.Sync()
+				}
+				if cerr := file.Close(); err == nil {
+					err = cerr
+				}
+				if err != nil {
+					os.Remove(file.Name())
+				}
+			}
+			if err != nil {
+				return err
+			}
+			msg := fmt.Sprintf("exported %d movement(s)", n)
+			if file != nil {
+				fmt.Fprintf(s.out, "%s to %s\n", msg, dest)
+			} else {
+				fmt.Fprintln(s.err, msg)
+			}
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	loc.register(fs)
+	ff.register(fs, "export at most N, the oldest (0: all)")
+	fs.StringVarP(&out, "output", "o", "", "write to FILE, created new with mode 0600 (default: standard output)")
+	fs.StringVar(&reasonText, "reason-text", "", "why (optional; recorded in the audit journal)")
+	return cmd
+}
+
+func exportTo(ctx context.Context, loc *location, f dlq.Filter, reasonText, dest string, w io.Writer, showBar bool, s *streams) (int, error) {
+	conn, err := dial(ctx, loc, readWrite)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	q := f.Query()
+	q.Set("dest", dest)
+	if reasonText != "" {
+		q.Set("reason_text", reasonText)
+	}
+	resp, err := conn.Raw(ctx, http.MethodGet, "/v1/dlq/export?"+q.Encode(), nil, "")
+	if err != nil {
+		return 0, apiError(err)
+	}
+	defer resp.Body.Close()
+	var bar *progress.Bar
+	if showBar {
+		total, _ := strconv.Atoi(resp.Header.Get(dlq.CountHeader))
+		bar = progress.New(s.err, "export", total)
+	}
+	cw := &lineCounter{w: w, bar: bar}
+	_, err = io.Copy(cw, resp.Body)
+	bar.Done()
+	if err != nil {
+		return cw.lines, fmt.Errorf("export: after %d movement(s): %w", cw.lines, err)
+	}
+	if e := resp.Trailer.Get(dlq.ErrorTrailer); e != "" {
+		return cw.lines, fmt.Errorf("export: incomplete: %s", e)
+	}
+	return cw.lines, nil
+}
+
+// lineCounter counts the lines written through it.
+type lineCounter struct {
+	w     io.Writer
+	bar   *progress.Bar
+	lines int
+}
+
+func (c *lineCounter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	k := bytes.Count(p[:n], []byte{'\n'})
+	c.lines += k
+	c.bar.Add(k)
+	return n, err
+}
+
+func newDLQPurgeCmd(s *streams) *cobra.Command {
+	var (
+		loc        location
+		reasonText string
+		yes        bool
+		asJSON     bool
+	)
+	cmd := &cobra.Command{
+		Use:   "purge KEY… --reason-text WHY --yes",
+		Short: "Remove quarantined movements for good (exported to the data directory first)",
+		Long: `Remove quarantined movements for good. The movements are first written, with
+their payloads and failure context, to purged-<UTC time>.jsonl in the data
+directory (fsynced); only then are they removed. A purged key can never come
+back: not by redrive, not by submitting the movement again.
+
+Requires --reason-text and --yes. Recorded in the audit journal with your
+user name, the reason and the keys. Exit status 1 when some keys were not
+quarantined (the others are purged).`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case len(args) == 0:
+				return usageError("purge: give the keys of the movements to purge (see `agent dlq list`)")
+			case reasonText == "":
+				return usageError("purge: --reason-text WHY is required (it is recorded in the audit journal)")
+			case !yes:
+				return usageError("purge: removes %d movement(s) for good (they are exported to the data directory first): add --yes to confirm", len(args))
+			}
+			conn, err := dial(cmd.Context(), &loc, readWrite)
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			var res dlq.PurgeResult
+			body := dlq.PurgeBody{Keys: args, ReasonText: reasonText, Confirm: yes}
+			if err := conn.Do(cmd.Context(), http.MethodPost, "/v1/dlq/purge", body, &res); err != nil {
+				return apiError(err)
+			}
+			if asJSON {
+				if err := printJSON(s.out, res); err != nil {
+					return err
+				}
+			} else {
+				if res.ExportFile != "" {
+					fmt.Fprintf(s.out, "exported %d movement(s) to %s\n", len(res.Purged), res.ExportFile)
+				}
+				fmt.Fprintf(s.out, "purged %d movement(s)\n", len(res.Purged))
+				renderMissing(s.out, res.NotFound, "already purged")
+			}
+			if n := len(res.NotFound); n > 0 {
+				return &exitErr{code: exitError, msg: notQuarantined(n, len(res.Purged), "purged")}
+			}
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	loc.register(fs)
+	fs.StringVar(&reasonText, "reason-text", "", "why (required; recorded in the audit journal)")
+	fs.BoolVar(&yes, "yes", false, "confirm: the movements are removed for good")
+	fs.BoolVar(&asJSON, "json", false, "print the result as JSON")
+	return cmd
 }
