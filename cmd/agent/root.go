@@ -48,8 +48,11 @@ delivered wait in a local quarantine for an operator.`,
 		newProvisionCmd(s),
 		newDLQCmd(s),
 		newAuditCmd(s),
+		newRemoteCmd(s),
+		newCompactCmd(s),
 		newVersionCmd(s),
 	)
+	root.AddCommand(newServiceCmds(s)...)
 	return root
 }
 
