@@ -49,6 +49,7 @@ func Run(ctx context.Context, opts config.Options, log *slog.Logger, hooks Hooks
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	ignoreFileSizeLimit()
 	if err := os.MkdirAll(opts.DataDir, 0o750); err != nil {
 		return fmt.Errorf("create data directory: %w", err)
 	}
