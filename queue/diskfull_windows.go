@@ -2,11 +2,20 @@ package queue
 
 import (
 	"errors"
+	"strings"
 
 	"golang.org/x/sys/windows"
 )
 
-// isDiskFull reports whether err means the file could not grow.
+var fullErrnos = []windows.Errno{windows.ERROR_DISK_FULL, windows.ERROR_HANDLE_DISK_FULL}
+
+// isDiskFull reports whether err means the file could not grow (see the
+// Unix version for why the text is checked too).
 func isDiskFull(err error) bool {
-	return errors.Is(err, windows.ERROR_DISK_FULL) || errors.Is(err, windows.ERROR_HANDLE_DISK_FULL)
+	for _, e := range fullErrnos {
+		if errors.Is(err, e) || strings.Contains(err.Error(), e.Error()) {
+			return true
+		}
+	}
+	return false
 }

@@ -1,0 +1,180 @@
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rxedge/agent/movement"
+	"github.com/rxedge/agent/queue"
+)
+
+const store = "S0042"
+
+func mv(id string, qty int) string {
+	return fmt.Sprintf(`{"movement_id":%q,"type":"dispense","ndc":"12345-6789-01","quantity":%d,"unit":"EA","occurred_at":"2026-03-01T09:30:00Z"}`, id, qty)
+}
+
+func newServer(t *testing.T, token string) (*Server, *queue.Queue, *httptest.Server) {
+	t.Helper()
+	q, err := queue.Open(queue.Options{Path: filepath.Join(t.TempDir(), "agent.db"), StoreID: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	s := New(Options{Queue: q, StoreID: store, IngestToken: token, MaxRequestBytes: 64 << 10, MaxMovementBytes: 4 << 10})
+	hs := httptest.NewServer(s.IngestHandler())
+	t.Cleanup(hs.Close)
+	return s, q, hs
+}
+
+type reply struct {
+	code int
+	body string
+}
+
+func send(t *testing.T, hs *httptest.Server, contentType, body, token string) reply {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, hs.URL+"/v1/movements", strings.NewReader(body))
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := hs.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return reply{resp.StatusCode, string(b)}
+}
+
+func pending(t *testing.T, q *queue.Queue) uint64 {
+	t.Helper()
+	s, err := q.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Count(queue.Pending)
+}
+
+func TestIngestAnswers(t *testing.T) {
+	_, q, hs := newServer(t, "")
+	tests := []struct {
+		name        string
+		contentType string
+		body        string
+		code        int
+		contains    string
+		pending     uint64 // held after the request
+	}{
+		{"one object", "application/json", mv("A", 1), 202, `"key":"` + movement.KeyString(store, "A") + `"`, 1},
+		{"duplicate", "application/json", mv("A", 1), 200, `"duplicate":true`, 1},
+		{"array", "application/json", "[" + mv("B", 1) + "," + mv("C", 1) + "]", 202, `"accepted":2`, 3},
+		{"ndjson", "application/x-ndjson", mv("D", 1) + "\n\n" + mv("E", 1) + "\n", 202, `"accepted":2`, 5},
+		{"array with a duplicate", "", "[" + mv("A", 1) + "," + mv("F", 1) + "]", 202, `"duplicates":1`, 6},
+		{"conflict", "", mv("A", 2), 409, `"key":"` + movement.KeyString(store, "A") + `"`, 6},
+		{"conflict in an array stores nothing", "", "[" + mv("G", 1) + "," + mv("A", 2) + "]", 409, `"item":1`, 6},
+		{"invalid item stores nothing", "", "[" + mv("H", 1) + `,{"movement_id":"I"}]`, 400, `"item":1`, 6},
+		{"every field error", "", `{"movement_id":"J","colour":"red"}`, 400, `"field":"colour"`, 6},
+		{"ndjson line errors", "application/x-ndjson", mv("K", 1) + "\n" + `{"movement_id":"L","quantity":0}`, 400, `"line":2`, 6},
+		{"empty", "", "", 400, "empty request", 6},
+		{"not json", "", "movement please", 400, "not valid JSON", 6},
+		{"movement too large", "", mv("M", 1)[:len(mv("M", 1))-1] + `,"note":"` + strings.Repeat("x", 5000) + `"}`, 413, "larger than 4096 bytes", 6},
+		{"request too large", "application/x-ndjson", strings.Repeat(mv("N", 1)+"\n", 1000), 413, "larger than 65536 bytes", 6},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := send(t, hs, tt.contentType, tt.body, "")
+			if r.code != tt.code || !strings.Contains(r.body, tt.contains) {
+				t.Fatalf("got %d %s\nwant %d containing %s", r.code, r.body, tt.code, tt.contains)
+			}
+			if n := pending(t, q); n != tt.pending {
+				t.Fatalf("%d held after the request, want %d", n, tt.pending)
+			}
+		})
+	}
+	if err := q.Verify(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestIngestToken(t *testing.T) {
+	const token = "0123456789abcdef0123"
+	_, q, hs := newServer(t, token)
+	for _, bad := range []string{"", "wrong-token-wrong-token"} {
+		if r := send(t, hs, "", mv("A", 1), bad); r.code != 401 || !strings.Contains(r.body, "ingest token") {
+			t.Fatalf("token %q: %d %s", bad, r.code, r.body)
+		}
+	}
+	if n := pending(t, q); n != 0 {
+		t.Fatalf("%d stored without the token", n)
+	}
+	if r := send(t, hs, "", mv("A", 1), token); r.code != 202 {
+		t.Fatalf("with the token: %d %s", r.code, r.body)
+	}
+	resp, err := hs.Client().Get(hs.URL + "/healthz")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("healthz needs no token: %v %v", resp, err)
+	}
+	resp, _ = hs.Client().Get(hs.URL + "/v1/status")
+	if resp.StatusCode != 401 {
+		t.Fatalf("status without the token: %d", resp.StatusCode)
+	}
+}
+
+func TestDrainingRefusesWith503(t *testing.T) {
+	s, q, hs := newServer(t, "")
+	s.Drain()
+	if r := send(t, hs, "", mv("A", 1), ""); r.code != 503 || !strings.Contains(r.body, "shutting down") {
+		t.Fatalf("while draining: %d %s", r.code, r.body)
+	}
+	resp, _ := hs.Client().Get(hs.URL + "/readyz")
+	if resp.StatusCode != 503 {
+		t.Fatalf("readyz while draining: %d", resp.StatusCode)
+	}
+	if n := pending(t, q); n != 0 {
+		t.Fatalf("%d stored while draining", n)
+	}
+}
+
+func TestSubmitEachThroughTheClient(t *testing.T) {
+	_, q, _ := newServer(t, "")
+	s := New(Options{Queue: q, StoreID: store})
+	c := InProcess(s.ControlHandler())
+	ctx := context.Background()
+	if _, err := c.SubmitEach(ctx, []byte(mv("A", 1)+"\n")); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.SubmitEach(ctx, []byte(strings.Join([]string{mv("A", 1), mv("A", 2), `{"movement_id":"X"}`, mv("B", 1), mv("B", 2)}, "\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range res {
+		got = append(got, r.Status)
+	}
+	want := "duplicate rejected rejected accepted rejected"
+	if strings.Join(got, " ") != want {
+		b, _ := json.Marshal(res)
+		t.Fatalf("statuses %v, want %s\n%s", got, want, b)
+	}
+	if res[1].Errors[0].Field != "movement_id" || !strings.Contains(res[1].Errors[0].Error, "different content") {
+		t.Fatalf("conflict reported as %+v", res[1].Errors)
+	}
+	if n := pending(t, q); n != 2 {
+		t.Fatalf("%d held, want 2", n)
+	}
+	st, err := c.Status(ctx)
+	if err != nil || st.Counts.Pending.Total != 2 || st.StoreID != store {
+		t.Fatalf("status %+v %v", st, err)
+	}
+}
