@@ -137,6 +137,9 @@ type sender struct {
 	resumeAt     time.Time
 	probeAt      time.Time
 	noBatch      bool
+	// batchWait: a backlog is due and the loop waits for the single
+	// publishes in the air to settle before it sends a batch.
+	batchWait bool
 
 	mu   stdsync.Mutex // guards snap and the link context
 	snap status.Connection
@@ -390,6 +393,7 @@ func (s *sender) step(now time.Time) {
 // fill sends due movements: an atomic batch when a backlog is due and no
 // single publish is in the air, single publishes otherwise.
 func (s *sender) fill(now time.Time) {
+	s.batchWait = false
 	if s.batchOut {
 		return
 	}
@@ -401,7 +405,8 @@ func (s *sender) fill(now time.Time) {
 		}
 		if n >= s.o.BatchThreshold {
 			if s.singles > 0 {
-				return // let the window drain, then batch
+				s.batchWait = true // let the window drain, then batch
+				return
 			}
 			items, err := s.q.Lease(now, s.o.BatchSize)
 			if err != nil {
@@ -493,8 +498,8 @@ func (s *sender) nextWake(now time.Time) time.Duration {
 		}
 		return max(s.probeAt.Sub(now), 0)
 	case stOnline:
-		if s.batchOut || s.singles >= s.o.MaxInFlight {
-			return -1
+		if s.batchOut || s.batchWait || s.singles >= s.o.MaxInFlight {
+			return -1 // until a settlement or an event
 		}
 		next, err := s.q.NextDue(now)
 		if err != nil || next.IsZero() {
