@@ -10,13 +10,41 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	os.Exit(exitCode(run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr), os.Stderr))
+	args := os.Args[1:]
+	ctx, stop := context.Background(), func() {}
+	if !ownsSignals(args) {
+		ctx, stop = interruptContext(ctx)
+	}
+	err := run(ctx, args, os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(exitCode(err, os.Stderr))
+}
+
+// ownSignals annotates a command that handles SIGINT and SIGTERM itself:
+// `agent run`, through installer.Run, which also answers the Windows
+// service control manager.
+const ownSignals = "rxedge/own-signals"
+
+// ownsSignals reports whether args select a command marked ownSignals.
+// Such a command must get a context no signal handler cancels, and no
+// handler of main's may catch its signals, or a second Ctrl-C would not
+// end it at once.
+func ownsSignals(args []string) bool {
+	c, _, err := newRoot(&streams{in: strings.NewReader(""), out: io.Discard, err: io.Discard}).Find(args)
+	return err == nil && c.Annotations[ownSignals] != ""
+}
+
+// interruptContext is cancelled by the first SIGINT or SIGTERM. That also
+// releases the signals, so a second one ends the process at once.
+func interruptContext(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+	context.AfterFunc(ctx, stop)
+	return ctx, stop
 }
 
 // run executes the command line args and returns its error; main turns it

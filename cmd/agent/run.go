@@ -13,6 +13,7 @@ import (
 	"github.com/rxedge/agent/config"
 	"github.com/rxedge/agent/daemon"
 	"github.com/rxedge/agent/hub"
+	"github.com/rxedge/agent/installer"
 )
 
 type runFlags struct {
@@ -30,22 +31,29 @@ func newRunCmd(s *streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the agent in the foreground (what the system service runs)",
-		Long: `Run the agent in the foreground until SIGINT or SIGTERM.
+		Long: `Run the agent in the foreground until SIGINT or SIGTERM, or until the
+service manager (systemd, the Windows service control manager) stops it.
 
-On a signal it stops accepting submissions (503), finishes the commits in
-flight, lets publishes in flight finish briefly, and closes the data file.
+On a stop it refuses new submissions (503), finishes the commits in flight,
+lets publishes in flight finish briefly, and closes the data file, within
+` + installer.StopTimeout.String() + `; it then exits 0. A second SIGINT or SIGTERM ends it at once
+(acknowledged movements are committed already). It exits 1 when it misses
+that deadline, and when it stops on its own (the service manager then
+restarts it).
 Flags win over RXEDGE_* environment variables, which win over the file.`,
-		Args: cobra.NoArgs,
+		Args:        cobra.NoArgs,
+		Annotations: map[string]string{ownSignals: "true"},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.dev {
-				return f.runDev(cmd.Context(), s)
+				return f.runDev(s)
 			}
 			opts, err := f.options()
 			if err != nil {
 				return err
 			}
-			log := newLogger(s, opts.LogLevel)
-			return daemon.Run(cmd.Context(), opts, log, daemon.Hooks{})
+			return serve(s, opts.LogLevel, func(ctx context.Context, log *slog.Logger) error {
+				return daemon.Run(ctx, opts, log, daemon.Hooks{})
+			})
 		},
 	}
 	fs := cmd.Flags()
@@ -90,7 +98,7 @@ func (f *runFlags) apply(c *config.Config) {
 
 // runDev runs the agent and a local central in one process: the README's
 // first command. Defaults: store DEV0001, data in ./rxedge-dev.
-func (f *runFlags) runDev(ctx context.Context, s *streams) error {
+func (f *runFlags) runDev(s *streams) error {
 	c, _, err := f.loadConfig()
 	if err != nil {
 		return err
@@ -123,9 +131,14 @@ func (f *runFlags) runDev(ctx context.Context, s *streams) error {
 	if err != nil {
 		return err
 	}
-	log := newLogger(s, opts.LogLevel)
-	return daemon.Run(ctx, opts, log, daemon.Hooks{Ready: func(addr string) {
-		fmt.Fprintf(s.out, `RxEdge agent (trial mode) for store %s
+	return serve(s, opts.LogLevel, func(ctx context.Context, log *slog.Logger) error {
+		return daemon.Run(ctx, opts, log, daemon.Hooks{Ready: func(addr string) { printDev(s, h.URL(), opts, addr) }})
+	})
+}
+
+// printDev greets the trial user with the addresses and a first command.
+func printDev(s *streams, hubURL string, opts config.Options, addr string) {
+	fmt.Fprintf(s.out, `RxEdge agent (trial mode) for store %s
   central (embedded hub):  %s
   ingest:                  http://%s/v1/movements
   data:                    %s
@@ -133,8 +146,7 @@ Try:
   curl -s -XPOST http://%s/v1/movements -d '{"movement_id":"demo-1","type":"dispense","ndc":"12345-6789-01","quantity":1,"unit":"EA","occurred_at":"%s"}'
   agent status --data-dir %s
 Ctrl-C stops it; the data stays.
-`, opts.StoreID, h.URL(), addr, opts.DataDir, addr, time.Now().UTC().Format(time.RFC3339), opts.DataDir)
-	}})
+`, opts.StoreID, hubURL, addr, opts.DataDir, addr, time.Now().UTC().Format(time.RFC3339), opts.DataDir)
 }
 
 func splitList(s string) []string {
@@ -147,10 +159,19 @@ func splitList(s string) []string {
 	return out
 }
 
-// newLogger logs JSON lines on stderr (journald and service logs take
-// them as they are).
-func newLogger(s *streams, level string) *slog.Logger {
+// serve runs the agent until it is asked to stop, the same way from a
+// terminal and under systemd or the Windows service control manager (see
+// installer.Run). It logs JSON lines on stderr, which journald takes as
+// they are; as a Windows service, start, stop, warnings and errors also go
+// to the Application event log.
+func serve(s *streams, level string, run func(ctx context.Context, log *slog.Logger) error) error {
 	var l slog.Level
 	l.UnmarshalText([]byte(level))
-	return slog.New(slog.NewJSONHandler(s.err, &slog.HandlerOptions{Level: l}))
+	h, closer, err := installer.EventLogHandler(installer.ServiceName, slog.NewJSONHandler(s.err, &slog.HandlerOptions{Level: l}))
+	log := slog.New(h)
+	if err != nil {
+		log.Warn("EVENT_LOG_UNAVAILABLE", "error", err.Error())
+	}
+	defer closer.Close()
+	return installer.Run(installer.ServiceName, func(ctx context.Context) error { return run(ctx, log) }, installer.StopTimeout, log)
 }

@@ -1,6 +1,269 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/rxedge/agent/config"
+	"github.com/rxedge/agent/configs"
+	"github.com/rxedge/agent/installer"
+)
+
+// adminNote ends the help of every command that changes the service.
+const adminNote = `Needs root (sudo) on Linux, an elevated prompt (Run as Administrator) on
+Windows.`
 
 // newServiceCmds are install, uninstall, start, stop and restart.
-func newServiceCmds(s *streams) []*cobra.Command { return nil }
+func newServiceCmds(s *streams) []*cobra.Command {
+	return []*cobra.Command{
+		newInstallCmd(s),
+		newUninstallCmd(s),
+		newServiceControlCmd(s, "start", "Start the installed service", installer.Start, "started %s; check it with `agent status`"),
+		newServiceControlCmd(s, "stop", "Stop the service (waits until it has stopped)", installer.Stop, "stopped %s"),
+		newServiceControlCmd(s, "restart", "Stop the service and start it again", installer.Restart, "restarted %s; check it with `agent status`"),
+	}
+}
+
+// executable is the binary the service will run: this program, with
+// symbolic links resolved so the service does not follow a link someone
+// can repoint. Tests replace it, as a test binary lives where no service
+// may run it.
+var executable = func() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	return filepath.EvalSymlinks(exe)
+}
+
+type installFlags struct {
+	configPath string
+	user       string
+	storeID    string
+	dryRun     bool
+}
+
+func newInstallCmd(s *streams) *cobra.Command {
+	var f installFlags
+	def := installer.DefaultPaths(runtime.GOOS)
+	cmd := &cobra.Command{
+		Use:   "install",
+		Short: "Install the agent as a system service (systemd or the Windows service control manager)",
+		Long: `Install this binary as the system service ` + installer.ServiceName + `, enabled to start at
+boot and restarted 5 s after a failure. Install creates the service account,
+the config and data directories with permissions only administrators and the
+service have, a fresh ingest token, and the config file (from the example
+configuration, with --store-id as store_id) when none exists. An existing
+config or token is kept.
+
+--dry-run prints every step, the unit file or service definition and the
+config, and changes nothing; it needs no administrator rights.
+
+` + adminNote,
+		Example: `  sudo agent install --store-id S0107
+  agent install --store-id S0107 --dry-run`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return f.run(cmd.Context(), s)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&f.configPath, "config", "", "config file the service reads (default "+def.ConfigFile+"); written when missing, kept when present")
+	fs.StringVar(&f.user, "user", "", "account the service runs as (default "+def.User+")")
+	fs.StringVar(&f.storeID, "store-id", "", "this store's id as central knows it, written into a new config (required when the config does not exist yet)")
+	fs.BoolVar(&f.dryRun, "dry-run", false, "print what install would do and change nothing (no administrator rights needed)")
+	return cmd
+}
+
+func (f *installFlags) run(ctx context.Context, s *streams) error {
+	if f.storeID != "" && !config.ValidStoreID(f.storeID) {
+		return usageError("--store-id %q: use 1-32 letters, digits, '-' or '_', the store's id as central knows it (e.g. S0107)", f.storeID)
+	}
+	exe, err := executable()
+	if err != nil {
+		return fmt.Errorf("install: find the path of this program: %w", err)
+	}
+	spec := installer.Spec{
+		GOOS:           runtime.GOOS,
+		Executable:     exe,
+		ConfigFile:     f.configPath,
+		User:           f.user,
+		ConfigTemplate: configs.AgentExample,
+	}
+	// Prepare only checks what install was asked to do (the flags and where
+	// this binary is), so every refusal is a usage error.
+	p, err := installer.Prepare(spec)
+	if err != nil {
+		return &exitErr{code: exitUsage, msg: err.Error()}
+	}
+	nc, err := f.newConfig(p.Paths.ConfigFile, s)
+	if err != nil {
+		return err
+	}
+	spec.ConfigTemplate = nc.template
+	if p, err = installer.Prepare(spec); err != nil {
+		return &exitErr{code: exitUsage, msg: err.Error()}
+	}
+	if f.dryRun {
+		return p.Render(s.out)
+	}
+	if err := installer.Install(ctx, p, s.out); err != nil {
+		return err
+	}
+	if nc.written {
+		fmt.Fprintf(s.out, "before `agent start`, set nats.servers and the credentials for central in %s (they are the example's)\n", p.Paths.ConfigFile)
+	}
+	return nil
+}
+
+// noArgs refuses arguments as a usage error (exit 2).
+func noArgs(cmd *cobra.Command, args []string) error {
+	if err := cobra.NoArgs(cmd, args); err != nil {
+		return usageError("%v (see `%s --help`)", err, cmd.CommandPath())
+	}
+	return nil
+}
+
+// newConfig is the config install writes when the service has none.
+type newConfig struct {
+	template []byte // the example with store_id set
+	written  bool   // no config exists, so install writes template
+}
+
+// newConfig decides what install does about the config at path. A new
+// config gets --store-id as store_id, so no installation ever runs with the
+// example's id; an existing config is kept, and --store-id, when given,
+// must agree with it.
+func (f *installFlags) newConfig(path string, s *streams) (newConfig, error) {
+	example := storeIDOf(configs.AgentExample)
+	existing, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if f.storeID == "" {
+			return newConfig{}, usageError("--store-id is required: %s does not exist yet, and install writes it with this store's id as central knows it (e.g. `agent install --store-id S0107`)", path)
+		}
+		tmpl, err := withStoreID(configs.AgentExample, f.storeID)
+		return newConfig{template: tmpl, written: true}, err
+	case err != nil:
+		if f.storeID == "" {
+			return newConfig{}, fmt.Errorf("cannot tell whether %s exists: %w; run install as root (sudo) or from an elevated prompt, or pass --store-id for a dry run", path, err)
+		}
+		fmt.Fprintf(s.err, "note: cannot read %s (%v): install keeps it if it exists, and otherwise writes it with store_id %s\n", path, err, f.storeID)
+		tmpl, err := withStoreID(configs.AgentExample, f.storeID)
+		return newConfig{template: tmpl}, err
+	}
+	id := storeIDOf(existing)
+	if f.storeID != "" && f.storeID != id {
+		return newConfig{}, usageError("--store-id %s: %s already exists with store_id %q, and install keeps an existing config; edit store_id there, or leave --store-id out", f.storeID, path, id)
+	}
+	fmt.Fprintf(s.err, "note: %s exists and is kept (store_id %q); the config in the plan is written only where none exists\n", path, id)
+	if id == example {
+		fmt.Fprintf(s.err, "warning: %s has the example's store_id %s; set this store's id there before `agent start`\n", path, id)
+	}
+	tmpl, err := withStoreID(configs.AgentExample, id)
+	return newConfig{template: tmpl}, err
+}
+
+// storeIDOf reads the top-level store_id of a YAML config ("" when the file
+// does not parse or has none).
+func storeIDOf(b []byte) string {
+	var c struct {
+		StoreID string `yaml:"store_id"`
+	}
+	if yaml.Unmarshal(b, &c) != nil {
+		return ""
+	}
+	return c.StoreID
+}
+
+// withStoreID returns the config tmpl with its top-level store_id line set
+// to id (added at the top when tmpl has none), every other line and comment
+// kept as it is.
+func withStoreID(tmpl []byte, id string) ([]byte, error) {
+	line := "store_id: '" + id + "'" // ids have no quotes: config.ValidStoreID
+	lines := strings.SplitAfter(string(tmpl), "\n")
+	set := false
+	for i, l := range lines {
+		if strings.HasPrefix(l, "store_id:") {
+			lines[i], set = line+"\n", true
+			break
+		}
+	}
+	if !set {
+		lines = append([]string{line + "\n"}, lines...)
+	}
+	out := []byte(strings.Join(lines, ""))
+	if got := storeIDOf(out); got != id {
+		return nil, fmt.Errorf("install: could not set store_id in the example config (got %q)", got)
+	}
+	return out, nil
+}
+
+func newUninstallCmd(s *streams) *cobra.Command {
+	def := installer.DefaultPaths(runtime.GOOS)
+	return &cobra.Command{
+		Use:   "uninstall",
+		Short: "Stop and remove the system service; keeps the config, the ingest token and the data",
+		Long: `Stop the service and remove its definition (the systemd unit, or the
+service and its Event Log source on Windows). The config, the ingest token
+and the data directory, with every movement not yet synced, are kept and
+their paths printed (by default ` + def.ConfigFile + `, ` + def.TokenFile + ` and
+` + def.DataDir + `). Install again to pick them up.
+
+` + adminNote,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return installer.Uninstall(cmd.Context(), installer.DefaultPaths(runtime.GOOS), s.out)
+		},
+	}
+}
+
+// newServiceControlCmd is start, stop or restart: do asks the service
+// manager, done (with the service name) is printed after it succeeded.
+func newServiceControlCmd(s *streams, use, short string, do func(context.Context, string) error, done string) *cobra.Command {
+	return &cobra.Command{
+		Use:   use,
+		Short: short + " (" + installer.ServiceName + ")",
+		Long: short + ` (` + installer.ServiceName + `) through systemd or the Windows
+service control manager. A stop lets the agent finish in-flight work for up
+to ` + installer.StopTimeout.String() + `; acknowledged movements are in the data file either way.
+
+` + adminNote,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			name := installer.ServiceName
+			if err := do(cmd.Context(), name); err != nil {
+				return err
+			}
+			fmt.Fprintf(s.out, done+"\n", name)
+			if use == "stop" {
+				warnUncleanStop(s, name)
+			}
+			return nil
+		},
+	}
+}
+
+// warnUncleanStop says so when the stopped agent ended with an error, most
+// likely because it missed its stop deadline: systemd then shows the unit
+// as failed until the next start.
+func warnUncleanStop(s *streams, name string) {
+	if st, err := installer.Status(name); err != nil || st != installer.StateFailed {
+		return
+	}
+	hint := "journalctl -u " + name
+	if runtime.GOOS == "windows" {
+		hint = "the Application event log, source " + name
+	}
+	fmt.Fprintf(s.err, "warning: %s did not stop cleanly (it missed its %s stop deadline or ended with an error; see %s). Acknowledged movements are in the data file; publishes that were in flight are resent, once, after the next start.\n",
+		name, installer.StopTimeout, hint)
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rxedge/agent/installer"
 	"github.com/rxedge/agent/status"
 )
 
@@ -74,7 +75,23 @@ func readStatus(ctx context.Context, dataDir string) (*status.Status, error) {
 		return nil, err
 	}
 	defer conn.Close()
-	return conn.Status(ctx)
+	st, err := conn.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st.Service = serviceState()
+	return st, nil
+}
+
+// serviceState is the state of the system service as `agent status` shows
+// it: "running", "stopped", "failed", "not installed", or "unknown (why)"
+// when the service manager cannot be asked (no systemd, no rights).
+func serviceState() string {
+	st, err := installer.Status(installer.ServiceName)
+	if err != nil {
+		return fmt.Sprintf("%s (%v)", installer.StateUnknown, err)
+	}
+	return string(st)
 }
 
 func watchStatus(ctx context.Context, s *streams, dataDir string, interval, maxAge time.Duration) error {

@@ -1,0 +1,306 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/rxedge/agent/config"
+	"github.com/rxedge/agent/configs"
+	"github.com/rxedge/agent/installer"
+	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/status"
+)
+
+// serviceCLI runs the agent command line in-process.
+func serviceCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	err := run(context.Background(), args, strings.NewReader(""), &out, &errb)
+	code = exitCode(err, &errb)
+	return out.String(), errb.String(), code
+}
+
+// fakeExecutable makes install plan for a binary at the usual place: the
+// test binary lives in a temporary directory no service may run from.
+func fakeExecutable(t *testing.T) string {
+	t.Helper()
+	exe := "/usr/local/bin/rxedge-agent"
+	if runtime.GOOS == "windows" {
+		exe = `C:\Program Files\RxEdge\rxedge-agent.exe`
+	}
+	saved := executable
+	executable = func() (string, error) { return exe, nil }
+	t.Cleanup(func() { executable = saved })
+	return exe
+}
+
+// absentConfig is a config path in a directory that does not exist, where
+// install may put a config.
+func absentConfig(t *testing.T) string {
+	t.Helper()
+	dir := fmt.Sprintf("/etc/rxedge-test-%d", os.Getpid())
+	if runtime.GOOS == "windows" {
+		dir = fmt.Sprintf(`C:\ProgramData\RxEdge-test-%d`, os.Getpid())
+	}
+	if _, err := os.Stat(dir); err == nil {
+		t.Skipf("%s exists", dir)
+	}
+	return filepath.Join(dir, "agent.yaml")
+}
+
+func TestInstallDryRun(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("checks the systemd unit; the Windows plan is tested in installer")
+	}
+	exe := fakeExecutable(t)
+	cfg := absentConfig(t)
+	out, errs, code := serviceCLI(t, "install", "--dry-run", "--store-id", "S0107", "--config", cfg)
+	if code != 0 {
+		t.Fatalf("install --dry-run: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
+	}
+	unit := textBetween(t, out, "----- begin /etc/systemd/system/rxedge-agent.service -----\n", "----- end /etc/systemd/system/rxedge-agent.service -----\n")
+	for _, want := range []string{
+		"ExecStart=" + exe + ` "run" "--config" "` + cfg + "\"\n",
+		"User=rxedge\n",
+		"Restart=on-failure\n",
+		"RestartSec=5\n",
+		"WorkingDirectory=/var/lib/rxedge\n",
+		"ReadWritePaths=/var/lib/rxedge\n",
+	} {
+		if !strings.Contains(unit, want) {
+			t.Errorf("unit lacks %q:\n%s", want, unit)
+		}
+	}
+	for _, want := range []string{"Dry run: nothing was changed", "config file:  " + cfg, "data dir:     /var/lib/rxedge", "ingest token: " + filepath.Dir(cfg) + "/ingest.token"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan lacks %q:\n%s", want, out)
+		}
+	}
+
+	// The config install would write is the example with this store's id,
+	// and the agent reads it.
+	text := textBetween(t, out, "----- begin "+cfg+" -----\n", "----- end "+cfg+" -----\n")
+	path := filepath.Join(t.TempDir(), "agent.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.LoadFile(path)
+	if err != nil {
+		t.Fatalf("the planned config does not load: %v\n%s", err, text)
+	}
+	if c.StoreID != "S0107" || c.DataDir != "/var/lib/rxedge" || c.Ingest.TokenFile != filepath.Dir(cfg)+"/ingest.token" {
+		t.Errorf("planned config: store_id %q, data_dir %q, token_file %q", c.StoreID, c.DataDir, c.Ingest.TokenFile)
+	}
+	if _, err := os.Stat(filepath.Dir(cfg)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the dry run created %s: %v", filepath.Dir(cfg), err)
+	}
+}
+
+func TestInstallUsageErrors(t *testing.T) {
+	fakeExecutable(t)
+	cfg := absentConfig(t)
+	relative := "configs/agent.yaml"
+	for _, tc := range []struct {
+		name string
+		args []string
+		flag string // the error must name it
+	}{
+		{"unknown flag", []string{"install", "--dry-run", "--stor-id", "S0107"}, "--stor-id"},
+		{"no store id for a new config", []string{"install", "--dry-run", "--config", cfg}, "--store-id"},
+		{"bad store id", []string{"install", "--dry-run", "--config", cfg, "--store-id", "S 0107"}, "--store-id"},
+		{"relative config", []string{"install", "--dry-run", "--config", relative, "--store-id", "S0107"}, "--config"},
+		{"root user", []string{"install", "--dry-run", "--config", cfg, "--store-id", "S0107", "--user", "root"}, "--user"},
+		{"argument", []string{"install", "now"}, "install"},
+		{"start flag", []string{"start", "--now"}, "--now"},
+		{"stop argument", []string{"stop", "rxedge-agent"}, "stop"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errs, code := serviceCLI(t, tc.args...)
+			if code != exitUsage || !strings.Contains(errs, tc.flag) {
+				t.Errorf("agent %s: exit %d, stderr %q; want exit %d naming %s (stdout %q)", strings.Join(tc.args, " "), code, errs, exitUsage, tc.flag, out)
+			}
+		})
+	}
+}
+
+func TestInstallConfigDecision(t *testing.T) {
+	dir := t.TempDir()
+	existing := func(content string) string {
+		path := filepath.Join(t.TempDir(), "agent.yaml")
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	ours := existing("store_id: S0107\ndata_dir: /var/lib/rxedge\n")
+	example := existing(string(configs.AgentExample))
+	missing := filepath.Join(dir, "agent.yaml")
+	notDir := filepath.Join(ours, "agent.yaml") // a path the OS cannot answer for
+	for _, tc := range []struct {
+		name, path, storeID string
+		wantCode            int    // 0: no error
+		wantID              string // store_id of the template
+		written             bool
+		wantStderr          string
+	}{
+		{"new config", missing, "S0107", 0, "S0107", true, ""},
+		{"new config without id", missing, "", exitUsage, "", false, ""},
+		{"existing kept", ours, "", 0, "S0107", false, "is kept"},
+		{"existing same id", ours, "S0107", 0, "S0107", false, "is kept"},
+		{"existing other id", ours, "S0999", exitUsage, "", false, ""},
+		{"existing example id", example, "", 0, "S0042", false, "example's store_id"},
+		{"unreadable with id", notDir, "S0107", 0, "S0107", false, "cannot read"},
+		{"unreadable without id", notDir, "", exitError, "", false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.path == notDir && runtime.GOOS == "windows" {
+				t.Skip("windows reports a file used as a directory as not existing")
+			}
+			var errb bytes.Buffer
+			f := installFlags{storeID: tc.storeID}
+			nc, err := f.newConfig(tc.path, &streams{err: &errb})
+			if code := exitCode(err, &errb); code != tc.wantCode {
+				t.Fatalf("exit %d (%v), want %d", code, err, tc.wantCode)
+			}
+			if err != nil {
+				if !strings.Contains(err.Error(), "--store-id") {
+					t.Errorf("error does not name --store-id: %v", err)
+				}
+				return
+			}
+			if got := storeIDOf(nc.template); got != tc.wantID || nc.written != tc.written {
+				t.Errorf("template store_id %q, written %v; want %q, %v", got, nc.written, tc.wantID, tc.written)
+			}
+			if !strings.Contains(errb.String(), tc.wantStderr) {
+				t.Errorf("stderr %q lacks %q", errb.String(), tc.wantStderr)
+			}
+		})
+	}
+}
+
+func TestWithStoreID(t *testing.T) {
+	got, err := withStoreID(configs.AgentExample, "S0107")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotLines, wantLines := strings.Split(string(got), "\n"), strings.Split(string(configs.AgentExample), "\n")
+	if len(gotLines) != len(wantLines) {
+		t.Fatalf("got %d lines, want %d", len(gotLines), len(wantLines))
+	}
+	changed := 0
+	for i := range gotLines {
+		if gotLines[i] != wantLines[i] {
+			changed++
+			if gotLines[i] != "store_id: 'S0107'" {
+				t.Errorf("line %d: got %q, want store_id: 'S0107'", i+1, gotLines[i])
+			}
+		}
+	}
+	if changed != 1 {
+		t.Errorf("%d lines changed, want 1", changed)
+	}
+
+	got, err = withStoreID([]byte("# no id\ndata_dir: /var/lib/rxedge\n"), "S0107")
+	if err != nil || string(got) != "store_id: 'S0107'\n# no id\ndata_dir: /var/lib/rxedge\n" {
+		t.Errorf("without a store_id line: got %q, %v", got, err)
+	}
+}
+
+func TestExampleConfigEmbedded(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "configs", "agent.example.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(b, configs.AgentExample) {
+		t.Error("configs.AgentExample differs from configs/agent.example.yaml")
+	}
+}
+
+// knownService reports whether s is a state `agent status` may show: a
+// service state, or "unknown" with its reason.
+func knownService(s string) bool {
+	for _, st := range []installer.State{installer.StateRunning, installer.StateStopped, installer.StateFailed, installer.StateNotInstalled} {
+		if s == string(st) {
+			return true
+		}
+	}
+	reason, ok := strings.CutPrefix(s, string(installer.StateUnknown)+" (")
+	return ok && len(reason) > 1 && strings.HasSuffix(reason, ")")
+}
+
+func TestStatusShowsService(t *testing.T) {
+	dir := t.TempDir()
+	q, err := queue.Open(queue.Options{Path: config.DataFile(dir), StoreID: "S0107"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Close()
+	want := serviceState()
+	if !knownService(want) {
+		t.Fatalf("serviceState() = %q", want)
+	}
+	t.Logf("service state here: %s", want)
+
+	out, errs, code := serviceCLI(t, "status", "--data-dir", dir)
+	if code != 0 {
+		t.Fatalf("status: exit %d\n%s%s", code, out, errs)
+	}
+	if !strings.Contains(out, "\nService     "+want+"\n") {
+		t.Errorf("status does not show the service as %q:\n%s", want, out)
+	}
+
+	out, errs, code = serviceCLI(t, "status", "--json", "--data-dir", dir)
+	if code != 0 {
+		t.Fatalf("status --json: exit %d\n%s%s", code, out, errs)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := doc["service"].(string); got != want {
+		t.Errorf("status --json: service %q, want %q", doc["service"], want)
+	}
+	var st status.Status
+	json.Unmarshal([]byte(out), &st)
+	if st.StoreID != "S0107" || st.Agent.Running {
+		t.Errorf("status --json: store %q, running %v", st.StoreID, st.Agent.Running)
+	}
+}
+
+func TestOwnsSignals(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"run"}, true},
+		{[]string{"run", "--config", "/etc/rxedge/agent.yaml"}, true},
+		{[]string{"run", "--dev"}, true},
+		{[]string{"status", "--watch"}, false},
+		{[]string{"stop"}, false},
+		{[]string{"enqueue", "-f", "-"}, false},
+		{[]string{"no-such-command"}, false},
+		{nil, false},
+	} {
+		if got := ownsSignals(tc.args); got != tc.want {
+			t.Errorf("ownsSignals(%q) = %v, want %v", tc.args, got, tc.want)
+		}
+	}
+}
+
+func textBetween(t *testing.T, s, begin, end string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(s, begin)
+	body, _, ok2 := strings.Cut(rest, end)
+	if !ok || !ok2 {
+		t.Fatalf("no %q ... %q block in:\n%s", begin, end, s)
+	}
+	return body
+}
