@@ -96,8 +96,11 @@ func TestInstallIntegration(t *testing.T) {
 	copyFile(t, build, bin, 0o755)
 	config := filepath.Join(itestConfDir, "agent.yaml")
 	token := filepath.Join(itestConfDir, "ingest.token")
+	// A first install needs the store id unless a config already exists.
+	storeArgs := []string{"--store-id", "ITEST01"}
 	if src := os.Getenv("RXEDGE_TEST_CONFIG"); src != "" {
 		copyFile(t, src, config, 0o640)
+		storeArgs = nil
 	}
 
 	agent := func(args ...string) string {
@@ -106,7 +109,7 @@ func TestInstallIntegration(t *testing.T) {
 	}
 
 	// The dry run changes nothing and shows the unit that gets installed.
-	dry := agent("install", "--dry-run", "--config", config)
+	dry := agent(append([]string{"install", "--dry-run", "--config", config}, storeArgs...)...)
 	if _, err := os.Stat(itestUnit); err == nil {
 		t.Fatal("install --dry-run wrote the unit")
 	}
@@ -115,7 +118,7 @@ func TestInstallIntegration(t *testing.T) {
 	}
 	wantUnit := between(t, dry, "----- begin "+itestUnit+" -----\n", "----- end "+itestUnit+" -----\n")
 
-	agent("install", "--config", config)
+	agent(append([]string{"install", "--config", config}, storeArgs...)...)
 	if got, err := os.ReadFile(itestUnit); err != nil || string(got) != wantUnit {
 		t.Errorf("installed unit differs from the dry run (%v):\n--- installed ---\n%s\n--- dry run ---\n%s", err, got, wantUnit)
 	}
