@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -173,5 +174,15 @@ func serve(s *streams, level string, run func(ctx context.Context, log *slog.Log
 		log.Warn("EVENT_LOG_UNAVAILABLE", "error", err.Error())
 	}
 	defer closer.Close()
-	return installer.Run(installer.ServiceName, func(ctx context.Context) error { return run(ctx, log) }, installer.StopTimeout, log)
+	var runErr error
+	err = installer.Run(installer.ServiceName, func(ctx context.Context) error {
+		runErr = run(ctx, log)
+		return runErr
+	}, installer.StopTimeout, log)
+	if errors.Is(err, installer.ErrExitedEarly) && runErr != nil {
+		// The agent stopped on its own, e.g. it could not start: its own
+		// error says what to do.
+		return runErr
+	}
+	return err
 }
