@@ -29,6 +29,7 @@ import (
 	"github.com/rxedge/agent/internal/version"
 	"github.com/rxedge/agent/metrics"
 	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/remote"
 	"github.com/rxedge/agent/status"
 	"github.com/rxedge/agent/sync"
 )
@@ -89,6 +90,7 @@ func Run(ctx context.Context, opts config.Options, log *slog.Logger, hooks Hooks
 	if len(opts.NATS.Servers) > 0 {
 		engine = sync.New(q, opts, log, m, func() (*status.Status, error) { return srv.Status() })
 		conn = engine.Connection
+		engine.OnConnect(remote.New(remote.Options{Queue: q, DLQ: svc, StoreID: opts.StoreID, OperatorKeys: opts.OperatorKeys, Status: srv.Status, Logger: log}).Subscribe)
 	}
 
 	ctlLn, err := listenControl(config.SocketPath(opts.DataDir))

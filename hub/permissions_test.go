@@ -2,6 +2,7 @@ package hub_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -12,9 +13,15 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
+	"github.com/rxedge/agent/control"
+	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/hub"
+	"github.com/rxedge/agent/movement"
+	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/remote"
 )
 
 // productionConfig is the shipped template, loaded as it is: its example
@@ -97,6 +104,12 @@ func shortContext(t *testing.T) context.Context {
 	return ctx
 }
 
+// directGet reads the last message of subject as the agent does: a plain
+// request to $JS.API.DIRECT.GET.RX_MOVEMENTS.<subject>.
+func directGet(ctx context.Context, nc *nats.Conn, subject string) (*nats.Msg, error) {
+	return nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+hub.StreamName+"."+subject, nil)
+}
+
 func startProduction(t *testing.T) *hub.Hub {
 	t.Helper()
 	h := startHub(t, hub.Options{
@@ -132,17 +145,20 @@ func TestProductionConfigStorePermissions(t *testing.T) {
 		}
 	})
 
-	t.Run("direct-gets its own movement", func(t *testing.T) {
-		s, err := a.js.Stream(testContext(t), hub.StreamName)
+	t.Run("direct-gets its own movement with a plain request", func(t *testing.T) {
+		// As the agent reads it back (sync's lastDigest): no stream info.
+		m, err := directGet(testContext(t), a.nc, hub.Subject("S0001", "ka"))
 		if err != nil {
-			t.Fatalf("stream info: %v", err)
+			t.Fatalf("direct get: %v", err)
 		}
-		m, err := s.GetLastMsgForSubject(testContext(t), hub.Subject("S0001", "ka"))
-		if err != nil {
-			t.Fatalf("GetLastMsgForSubject: %v", err)
+		if st := m.Header.Get("Status"); st != "" {
+			t.Fatalf("direct get: status %s %s", st, m.Header.Get("Description"))
 		}
 		if got := m.Header.Get("Rx-Digest"); got != "digest-of-ka" {
 			t.Errorf("Rx-Digest = %q, want digest-of-ka", got)
+		}
+		if string(m.Data) != `{"n":1}` {
+			t.Errorf("data = %q, want the movement", m.Data)
 		}
 	})
 
@@ -214,14 +230,20 @@ func TestProductionConfigStorePermissions(t *testing.T) {
 		{
 			name: "direct-get another store's movement",
 			do: func(t *testing.T) error {
-				s, err := a.js.Stream(testContext(t), hub.StreamName)
-				if err != nil {
-					t.Fatalf("stream info: %v", err)
-				}
-				_, err = s.GetLastMsgForSubject(shortContext(t), hub.Subject("S0002", "kb"))
+				_, err := directGet(shortContext(t), a.nc, hub.Subject("S0002", "kb"))
 				return err
 			},
 			violation: `Publish to "$JS.API.DIRECT.GET.RX_MOVEMENTS.rx.mv.S0002.kb"`,
+		},
+		{
+			// Stream info shows every store's counts, and with a subject
+			// filter every stored subject; the agent does not need it.
+			name: "read the stream's info",
+			do: func(t *testing.T) error {
+				_, err := a.js.Stream(shortContext(t), hub.StreamName)
+				return err
+			},
+			violation: `Publish to "$JS.API.STREAM.INFO.RX_MOVEMENTS"`,
 		},
 		{
 			name: "read a message through the non-direct API",
@@ -239,11 +261,8 @@ func TestProductionConfigStorePermissions(t *testing.T) {
 		{
 			name: "purge the stream",
 			do: func(t *testing.T) error {
-				s, err := a.js.Stream(testContext(t), hub.StreamName)
-				if err != nil {
-					t.Fatalf("stream info: %v", err)
-				}
-				return s.Purge(shortContext(t))
+				_, err := a.nc.RequestWithContext(shortContext(t), "$JS.API.STREAM.PURGE."+hub.StreamName, nil)
+				return err
 			},
 			violation: `Publish to "$JS.API.STREAM.PURGE.RX_MOVEMENTS"`,
 		},
@@ -295,18 +314,18 @@ func TestProductionConfigStorePermissions(t *testing.T) {
 	})
 
 	t.Run("stream and B's movement are intact", func(t *testing.T) {
-		s, err := b.js.Stream(testContext(t), hub.StreamName)
+		s, err := dial(t, h.URL(), admin).js.Stream(testContext(t), hub.StreamName)
 		if err != nil {
-			t.Fatalf("stream info: %v", err)
+			t.Fatalf("stream info as admin: %v", err)
 		}
 		// kb, ka, three batch members, and noinbox: the server stored the
 		// publish whose ack it could not deliver.
 		if got := s.CachedInfo().State.Msgs; got != 6 {
 			t.Errorf("stream holds %d messages, want 6", got)
 		}
-		m, err := s.GetLastMsgForSubject(testContext(t), hub.Subject("S0002", "kb"))
-		if err != nil {
-			t.Fatalf("store B reads its movement: %v", err)
+		m, err := directGet(testContext(t), b.nc, hub.Subject("S0002", "kb"))
+		if err != nil || m.Header.Get("Status") != "" {
+			t.Fatalf("store B reads its movement: %v %s", err, m.Header.Get("Status"))
 		}
 		if string(m.Data) != `{}` {
 			t.Errorf("store B's movement = %q, want the original {}", m.Data)
@@ -414,4 +433,149 @@ func TestProductionConfigAdminOnlyProvisions(t *testing.T) {
 		t.Fatal(err)
 	}
 	ad.wantViolation(t, `Publish to "rx.mv.S0001.x"`)
+}
+
+// TestProductionConfigRemoteControl runs the agent's real control
+// responder under the production permissions: an operator asks a store for
+// its status, redrives one of its quarantined movements with a signed
+// command and gathers the fleet; a store holding that same signed command
+// cannot send it.
+func TestProductionConfigRemoteControl(t *testing.T) {
+	h := startProduction(t)
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, err := kp.Seed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := remote.NewSigner(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	queues := map[string]*queue.Queue{}
+	var quarantined string
+	for _, id := range []identity{storeA, storeB} {
+		q, err := queue.Open(queue.Options{Path: filepath.Join(t.TempDir(), "agent.db"), StoreID: id.user})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { q.Close() })
+		queues[id.user] = q
+		if id == storeA {
+			quarantined = quarantineOne(t, q, id.user)
+		}
+		c := dial(t, h.URL(), id)
+		r := remote.New(remote.Options{
+			Queue: q, DLQ: dlq.New(q), StoreID: id.user, OperatorKeys: []string{signer.PublicKey()},
+			Status: control.New(control.Options{Queue: q, StoreID: id.user}).Status,
+		})
+		if err := r.Subscribe(c.nc); err != nil {
+			t.Fatalf("store %s subscribes its responder: %v", id.user, err)
+		}
+		if err := c.nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := dial(t, h.URL(), ops)
+	client := remote.NewClient(o.nc, signer)
+
+	t.Run("operator asks a store for its status", func(t *testing.T) {
+		st, err := client.Status(testContext(t), "S0001")
+		if err != nil {
+			t.Fatalf("status: %v", err)
+		}
+		if st.StoreID != "S0001" || st.Counts.Quarantined.Total != 1 {
+			t.Errorf("status = store %s, %d quarantined; want S0001 with 1", st.StoreID, st.Counts.Quarantined.Total)
+		}
+	})
+
+	// A redrive signed by the operator, which store B gets hold of.
+	env, err := remote.NewEnvelope("S0001", remote.CmdDLQRedrive, remote.RedriveArgs{Selection: dlq.Selection{Keys: []string{quarantined}}, ReasonText: "limit raised"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := signer.Sign(&env, time.Now(), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	data, err := json.Marshal(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("store cannot send an operator's signed command", func(t *testing.T) {
+		b := dial(t, h.URL(), storeB)
+		_, err := b.nc.RequestWithContext(shortContext(t), remote.Subject("S0001", remote.CmdDLQRedrive), data)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("request error = %v, want a timeout", err)
+		}
+		b.wantViolation(t, `Publish to "rx.ctl.S0001.dlq.redrive"`)
+		if e := entry(t, queues["S0001"], quarantined); e.State != queue.Quarantined {
+			t.Errorf("the movement is %s, want still quarantined", e.State)
+		}
+	})
+
+	t.Run("operator redrives with a signed command", func(t *testing.T) {
+		var res remote.RedriveResult
+		if err := client.Send(testContext(t), env, &res); err != nil {
+			t.Fatalf("redrive: %v", err)
+		}
+		if res.Redriven != 1 || res.Actor != "remote:"+signer.PublicKey() {
+			t.Errorf("result = %+v, want 1 redriven by the operator", res)
+		}
+		if e := entry(t, queues["S0001"], quarantined); e.State != queue.Pending {
+			t.Errorf("the movement is %s, want pending", e.State)
+		}
+	})
+
+	t.Run("operator gathers the fleet", func(t *testing.T) {
+		replies, err := client.Fleet(testContext(t), time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range replies {
+			got = append(got, r.Store)
+		}
+		if want := []string{"S0001", "S0002"}; !slices.Equal(got, want) {
+			t.Errorf("fleet replies from %q, want %q", got, want)
+		}
+	})
+}
+
+// quarantineOne puts one movement of store in its quarantine and returns
+// its key.
+func quarantineOne(t *testing.T, q *queue.Queue, store string) string {
+	t.Helper()
+	p, es := movement.Prepare([]byte(`{"movement_id":"M1","type":"dispense","ndc":"12345-6789-01","quantity":1,"unit":"EA","occurred_at":"2026-03-01T09:30:00Z"}`), store, time.Now())
+	if es != nil {
+		t.Fatalf("prepare: %v", es)
+	}
+	res, err := q.Enqueue([]movement.Prepared{p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Lease(time.Now().Add(time.Second), 10); err != nil {
+		t.Fatal(err)
+	}
+	err = q.Quarantine([]queue.QuarantineAt{{Seq: res[0].Seq, Reason: "permanent:too_large", Charge: true,
+		Failure: queue.Failure{Kind: "permanent:too_large", Text: "nats: maximum payload exceeded"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.KeyString()
+}
+
+func entry(t *testing.T, q *queue.Queue, key string) queue.Entry {
+	t.Helper()
+	k, ok := movement.ParseKey(key)
+	if !ok {
+		t.Fatalf("bad key %s", key)
+	}
+	e, err := q.Get(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
 }

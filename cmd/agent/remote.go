@@ -1,7 +1,391 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/rxedge/agent/dlq"
+	"github.com/rxedge/agent/remote"
+	"github.com/rxedge/agent/status"
+)
 
 func newRemoteCmd(s *streams) *cobra.Command {
-	return &cobra.Command{Use: "remote", Short: "Operate stores over NATS", Hidden: true}
+	cmd := &cobra.Command{
+		Use:   "remote",
+		Short: "Operate stores over NATS: status, quarantine list and redrive",
+		Long: `Operate stores through central (NATS), as an operator:
+
+  status   one store's status (--store ID), or every store's summary (--fleet)
+  list     a store's quarantined movements, without payloads
+  redrive  send a store's quarantined movements again (signed)
+
+Connect as an operator identity (the ops user of
+configs/nats/production.conf.template), with --server and the same
+authentication flags as the agent. Replies come to the inbox prefix the
+server grants that identity: with --user it is _INBOX_<user> unless
+--inbox-prefix says otherwise; with --nkey-seed or --creds give
+--inbox-prefix.
+
+A command that changes a store (redrive) is signed with the operator's NKey
+seed (--nkey FILE, a user seed SU…); the store applies it only when the
+public key is in its control.operator_keys, and records it in its audit
+journal with that key as the actor. A signed command is valid for
+--valid-for (at most 5m) and is applied at most once; the store's clock
+must agree with yours within 30s.`,
+	}
+	cmd.AddCommand(newRemoteStatusCmd(s), newRemoteListCmd(s), newRemoteRedriveCmd(s))
+	return cmd
+}
+
+// remoteFlags are the flags every remote command has.
+type remoteFlags struct {
+	nats     natsFlags
+	nkey     string
+	validFor time.Duration
+	wait     time.Duration
+	asJSON   bool
+}
+
+func (f *remoteFlags) register(fs *pflag.FlagSet, waitDefault time.Duration, waitHelp, nkeyHelp string) {
+	f.nats.register(fs, "")
+	fs.StringVar(&f.nkey, "nkey", "", nkeyHelp)
+	fs.DurationVar(&f.validFor, "valid-for", remote.DefaultValidity, "how long a signed command stays valid (at most 5m)")
+	fs.DurationVar(&f.wait, "wait", waitDefault, waitHelp)
+	fs.BoolVar(&f.asJSON, "json", false, "print the result as JSON")
+}
+
+// client connects and loads the signing key. The caller closes the
+// connection.
+func (f *remoteFlags) client(name string) (*remote.Client, *nats.Conn, error) {
+	if f.validFor <= 0 || f.validFor > remote.MaxLifetime {
+		return nil, nil, usageError("--valid-for must be more than 0 and at most %s", remote.MaxLifetime)
+	}
+	if f.wait <= 0 {
+		return nil, nil, usageError("--wait must be positive")
+	}
+	var signer *remote.Signer
+	if f.nkey != "" {
+		var err error
+		if signer, err = remote.LoadSigner(f.nkey); err != nil {
+			return nil, nil, fmt.Errorf("--nkey: %w", err)
+		}
+	}
+	nc, err := f.nats.connect(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	c := remote.NewClient(nc, signer)
+	c.ValidFor = f.validFor
+	return c, nc, nil
+}
+
+// storeFlag checks --store.
+func storeFlag(store string) error {
+	if store == "" {
+		return usageError("--store ID is required")
+	}
+	if !remote.ValidStore(store) {
+		return usageError("--store %q is not a store id (letters, digits, _ and -, at most 32)", store)
+	}
+	return nil
+}
+
+// remoteError turns a store's answer into the CLI's exit codes: arguments
+// it refused as given are a usage error (2), anything else an error (1).
+func remoteError(err error) error {
+	var re *remote.Error
+	if errors.As(err, &re) && re.Code == remote.CodeBadRequest {
+		return &exitErr{code: exitUsage, msg: err.Error()}
+	}
+	return err
+}
+
+func newRemoteStatusCmd(s *streams) *cobra.Command {
+	var (
+		f      remoteFlags
+		store  string
+		fleet  bool
+		maxAge time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "status (--store ID | --fleet) --server URL [auth flags]",
+		Short: "Show a store's status, or every store's summary (exit 3 when any needs attention)",
+		Long: `Show one store's status document (--store ID: the same as ` + "`agent status`" + ` on
+that store), or ask every store at once (--fleet) and print a table of the
+stores that answered within --wait.
+
+Exit status 3 when a store needs attention (movements quarantined, the
+oldest pending older than --max-age, sync paused, or a store answering with
+an error), so monitoring systems can run it; 1 when no store answered.`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch {
+			case store == "" && !fleet:
+				return usageError("remote status: give --store ID or --fleet")
+			case store != "" && fleet:
+				return usageError("remote status: give --store ID or --fleet, not both")
+			case store != "":
+				if err := storeFlag(store); err != nil {
+					return err
+				}
+			}
+			if !cmd.Flags().Changed("wait") && !fleet {
+				f.wait = 10 * time.Second
+			}
+			c, nc, err := f.client("rxedge-remote")
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			if fleet {
+				return remoteFleet(cmd.Context(), s, c, f.wait, maxAge, f.asJSON)
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), f.wait)
+			defer cancel()
+			st, err := c.Status(ctx, store)
+			if err != nil {
+				return remoteError(err)
+			}
+			if f.asJSON {
+				if err := printJSON(s.out, st); err != nil {
+					return err
+				}
+			} else {
+				status.Render(s.out, st, maxAge)
+			}
+			if len(st.Problems(maxAge)) > 0 {
+				return &exitErr{code: exitAttention}
+			}
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&store, "store", "", "the store to ask")
+	fs.BoolVar(&fleet, "fleet", false, "ask every store; gather the answers for --wait")
+	fs.DurationVar(&maxAge, "max-age", time.Hour, "pending age above which a store needs attention (exit 3)")
+	f.register(fs, 2*time.Second, "--fleet: how long to gather answers; --store: how long to wait for the answer (default 10s)",
+		"optional: sign the request with this operator seed file")
+	return cmd
+}
+
+func remoteFleet(ctx context.Context, s *streams, c *remote.Client, wait, maxAge time.Duration, asJSON bool) error {
+	replies, err := c.Fleet(ctx, wait)
+	if errors.Is(err, remote.ErrNoAgent) {
+		return fmt.Errorf("%w: are the agents connected to this server, and may this identity publish rx.ctl.>?", err)
+	}
+	if err != nil {
+		return err
+	}
+	attention := 0
+	for _, r := range replies {
+		if r.Error != "" || len(r.Summary.Problems(maxAge)) > 0 {
+			attention++
+		}
+	}
+	if asJSON {
+		if err := printJSON(s.out, replies); err != nil {
+			return err
+		}
+	} else {
+		renderFleet(s.out, replies, maxAge, wait, time.Now())
+	}
+	if attention > 0 {
+		return &exitErr{code: exitAttention}
+	}
+	return nil
+}
+
+func renderFleet(w io.Writer, replies []remote.FleetReply, maxAge, wait time.Duration, now time.Time) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "STORE\tSTATE\tPENDING\tQUARANTINED\tOLDEST PENDING\tLAST SYNC\tVERSION")
+	var problems []string
+	for _, r := range replies {
+		if r.Error != "" {
+			fmt.Fprintf(tw, "%s\terror\t-\t-\t-\t-\t-\n", or(r.Store, "?"))
+			problems = append(problems, or(r.Store, "?")+": "+oneLine(r.Error))
+			continue
+		}
+		m := r.Summary
+		oldest := "-"
+		if m.OldestPendingAge != nil {
+			oldest = age(time.Duration(*m.OldestPendingAge * float64(time.Second)))
+		}
+		last := "never"
+		if m.LastSyncAt != nil {
+			last = age(now.Sub(*m.LastSyncAt)) + " ago"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\n", m.StoreID, m.State, m.Pending, m.Quarantined, oldest, last, or(m.Version, "-"))
+		for _, p := range m.Problems(maxAge) {
+			problems = append(problems, m.StoreID+": "+p)
+		}
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "%d store(s) answered within %s\n", len(replies), wait)
+	if len(problems) > 0 {
+		fmt.Fprintln(w, "\nNeeds attention:")
+		for _, p := range problems {
+			fmt.Fprintln(w, "  - "+p)
+		}
+	}
+}
+
+func newRemoteListCmd(s *streams) *cobra.Command {
+	var (
+		f     remoteFlags
+		store string
+		ff    filterFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "list --store ID --server URL [auth flags]",
+		Short: "List a store's quarantined movements, oldest first (no payloads)",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := storeFlag(store); err != nil {
+				return err
+			}
+			now := time.Now()
+			filter, err := ff.filter(now)
+			if err != nil {
+				return err
+			}
+			if filter.Limit > remote.MaxListLimit {
+				return usageError("--limit must be at most %d over NATS", remote.MaxListLimit)
+			}
+			c, nc, err := f.client("rxedge-remote")
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			ctx, cancel := context.WithTimeout(cmd.Context(), f.wait)
+			defer cancel()
+			res, err := c.List(ctx, store, remote.ListArgs{Reason: filter.Reason, Since: filter.Since, Until: filter.Until, Limit: filter.Limit})
+			if err != nil {
+				return remoteError(err)
+			}
+			if f.asJSON {
+				return printJSON(s.out, res)
+			}
+			renderList(s.out, res, now)
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&store, "store", "", "the store to ask (required)")
+	ff.register(fs, fmt.Sprintf("show at most N, the oldest (default %d, at most %d)", remote.DefaultListLimit, remote.MaxListLimit))
+	f.register(fs, 10*time.Second, "how long to wait for the answer", "optional: sign the request with this operator seed file")
+	return cmd
+}
+
+func newRemoteRedriveCmd(s *streams) *cobra.Command {
+	var (
+		f          remoteFlags
+		store      string
+		all        bool
+		reasonText string
+		spread     time.Duration
+		dryRun     bool
+	)
+	cmd := &cobra.Command{
+		Use:   "redrive --store ID (KEY… | --all) --reason-text WHY --nkey OPERATOR_SEED_FILE --server URL [auth flags]",
+		Short: "Send a store's quarantined movements again (a signed command)",
+		Long: `Send a store's quarantined movements again, attempts reset, like
+` + "`agent dlq redrive`" + ` on the store. The command is signed with the operator seed
+in --nkey; the store applies it once, only if the public key is in its
+control.operator_keys, and records it in its audit journal with
+remote:<public key> as the actor and --reason-text as the reason.
+
+--spread DUR spreads the due times over DUR (at most 24h). --dry-run lists
+what would be redriven and changes nothing (it is signed all the same).
+Exit status 1 when some keys were not quarantined (the others are
+redriven), or when the store refused the command.`,
+		RunE: func(cmd *cobra.Command, keys []string) error {
+			if err := storeFlag(store); err != nil {
+				return err
+			}
+			switch {
+			case len(keys) == 0 && !all:
+				return usageError("remote redrive: give the keys to redrive, or --all (see `agent remote list`)")
+			case len(keys) > 0 && all:
+				return usageError("remote redrive: give keys or --all, not both")
+			case reasonText == "" && !dryRun:
+				return usageError("remote redrive: --reason-text WHY is required (it is recorded in the store's audit journal)")
+			case f.nkey == "":
+				return usageError("remote redrive: --nkey OPERATOR_SEED_FILE is required: the command must be signed by an operator key the store knows")
+			case spread < 0 || spread > dlq.MaxSpread:
+				return usageError("--spread must be between 0 and %s", dlq.MaxSpread)
+			}
+			c, nc, err := f.client("rxedge-remote")
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			a := remote.RedriveArgs{Selection: dlq.Selection{Keys: keys, All: all}, ReasonText: reasonText, DryRun: dryRun}
+			if spread > 0 {
+				a.Spread = spread.String()
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), f.wait)
+			defer cancel()
+			res, err := c.Redrive(ctx, store, a)
+			if err != nil {
+				var re *remote.Error
+				if errors.As(err, &re) && res.Redriven > 0 {
+					fmt.Fprintf(s.out, "store %s: %d movement(s) were redriven before it failed\n", store, res.Redriven)
+				}
+				return remoteError(err)
+			}
+			if f.asJSON {
+				if err := printJSON(s.out, res); err != nil {
+					return err
+				}
+			} else {
+				renderRemoteRedrive(s.out, store, res, spread)
+			}
+			if n := len(res.NotFound); n > 0 {
+				verb := "redriven"
+				if dryRun {
+					verb = "would be redriven"
+				}
+				return &exitErr{code: exitError, msg: notQuarantined(n, res.Redriven, verb)}
+			}
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&store, "store", "", "the store (required)")
+	fs.BoolVar(&all, "all", false, "every quarantined movement of the store")
+	fs.StringVar(&reasonText, "reason-text", "", "why (required; recorded in the store's audit journal)")
+	fs.DurationVar(&spread, "spread", 0, "spread the due times uniformly over this window, e.g. 10m (at most 24h)")
+	fs.BoolVar(&dryRun, "dry-run", false, "list what would be redriven; change nothing")
+	f.register(fs, 30*time.Second, "how long to wait for the store's answer",
+		"operator NKey seed file (SU…) to sign the command with (required)")
+	return cmd
+}
+
+func renderRemoteRedrive(w io.Writer, store string, res remote.RedriveResult, spread time.Duration) {
+	switch {
+	case res.DryRun:
+		fmt.Fprintf(w, "store %s: would redrive %d movement(s)\n", store, res.Redriven)
+		for _, k := range res.Keys {
+			fmt.Fprintln(w, "  "+k)
+		}
+		if res.MoreKeys > 0 {
+			fmt.Fprintf(w, "  … and %d more\n", res.MoreKeys)
+		}
+	default:
+		when := "due now"
+		if spread > 0 && res.Redriven > 0 {
+			when = "due over the next " + spread.String()
+		}
+		fmt.Fprintf(w, "store %s: redriven %d movement(s), %s\n", store, res.Redriven, when)
+	}
+	fmt.Fprintf(w, "recorded as %s, nonce %s\n", res.Actor, res.Nonce)
+	renderMissing(w, res.NotFound, "purged: it can never be redriven")
 }

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/rxedge/agent/config"
+	"github.com/rxedge/agent/control"
+	"github.com/rxedge/agent/dlq"
+	"github.com/rxedge/agent/internal/natstest"
+	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/remote"
+)
+
+// serveRemote runs the control responder of the agent whose data
+// directory is dir, on a connection with opts, until the test ends.
+func serveRemote(t *testing.T, url, dir, storeID string, opts ...nats.Option) {
+	t.Helper()
+	q, err := queue.Open(queue.Options{Path: config.DataFile(dir), StoreID: storeID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	r := remote.New(remote.Options{
+		Queue: q, DLQ: dlq.New(q), StoreID: storeID,
+		Status: control.New(control.Options{Queue: q, StoreID: storeID}).Status,
+	})
+	nc := natstest.Connect(t, url, opts...)
+	if err := r.Subscribe(nc); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRemoteUsageErrors(t *testing.T) {
+	seed, _ := operatorSeed(t)
+	garbage := filepath.Join(t.TempDir(), "garbage.nk")
+	if err := os.WriteFile(garbage, []byte("not a seed\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const srv = "nats://127.0.0.1:1"
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"status without a target", []string{"remote", "status", "--server", srv}, 2, "--store ID or --fleet"},
+		{"status with both targets", []string{"remote", "status", "--store", "S1", "--fleet", "--server", srv}, 2, "not both"},
+		{"status of a bad store id", []string{"remote", "status", "--store", "S1.>", "--server", srv}, 2, "--store"},
+		{"status without a server", []string{"remote", "status", "--store", "S1"}, 2, "--server URL is required"},
+		{"list without a store", []string{"remote", "list", "--server", srv}, 2, "--store ID is required"},
+		{"list over the limit", []string{"remote", "list", "--store", "S1", "--limit", "5000", "--server", srv}, 2, "--limit"},
+		{"redrive without keys", []string{"remote", "redrive", "--store", "S1", "--reason-text", "x", "--nkey", seed, "--server", srv}, 2, "or --all"},
+		{"redrive with keys and --all", []string{"remote", "redrive", "--store", "S1", "k", "--all", "--reason-text", "x", "--nkey", seed, "--server", srv}, 2, "not both"},
+		{"redrive without a reason", []string{"remote", "redrive", "--store", "S1", "--all", "--nkey", seed, "--server", srv}, 2, "--reason-text"},
+		{"redrive without a key", []string{"remote", "redrive", "--store", "S1", "--all", "--reason-text", "x", "--server", srv}, 2, "--nkey"},
+		{"redrive valid too long", []string{"remote", "redrive", "--store", "S1", "--all", "--reason-text", "x", "--nkey", seed, "--valid-for", "10m", "--server", srv}, 2, "--valid-for"},
+		{"redrive with a long spread", []string{"remote", "redrive", "--store", "S1", "--all", "--reason-text", "x", "--nkey", seed, "--spread", "48h", "--server", srv}, 2, "--spread"},
+		{"redrive with a missing seed file", []string{"remote", "redrive", "--store", "S1", "--all", "--reason-text", "x", "--nkey", filepath.Join(t.TempDir(), "none"), "--server", srv}, 1, "--nkey"},
+		{"redrive with a bad seed file", []string{"remote", "redrive", "--store", "S1", "--all", "--reason-text", "x", "--nkey", garbage, "--server", srv}, 1, "not an NKey user seed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stdout, stderr, code := cli(t, tc.args...)
+			if code != tc.code || !strings.Contains(stderr, tc.want) {
+				t.Errorf("exit %d, stderr %q; want %d and %q (stdout %q)", code, stderr, tc.code, tc.want, stdout)
+			}
+		})
+	}
+}
+
+// TestRemoteStatusExitCodes: exit 3 when a store needs attention, so that
+// monitoring can run `agent remote status`.
+func TestRemoteStatusExitCodes(t *testing.T) {
+	h := natstest.StartHub(t)
+	quarantined, _ := quarantinedDataDir(t, mv{id: "A"})
+	serveRemote(t, h.URL(), quarantined, cliStore)
+	// A second store, with nothing quarantined.
+	clean := t.TempDir()
+	serveRemote(t, h.URL(), clean, "S0043")
+
+	stdout, stderr, code := cli(t, "remote", "status", "--fleet", "--wait", "500ms", "--server", h.URL())
+	if code != exitAttention || !strings.Contains(stdout, cliStore) || !strings.Contains(stdout, "S0043") ||
+		!strings.Contains(stdout, "2 store(s) answered") || !strings.Contains(stdout, cliStore+": 1 movement(s) quarantined") {
+		t.Errorf("fleet: exit %d, want 3\n%s%s", code, stdout, stderr)
+	}
+	stdout, _, code = cli(t, "remote", "status", "--fleet", "--json", "--wait", "500ms", "--server", h.URL())
+	var replies []remote.FleetReply
+	if err := json.Unmarshal([]byte(stdout), &replies); err != nil || code != exitAttention || len(replies) != 2 ||
+		replies[0].Store != cliStore || replies[0].Summary.Quarantined != 1 || replies[1].Summary.Quarantined != 0 {
+		t.Errorf("fleet --json: exit %d, %v\n%s", code, err, stdout)
+	}
+	if stdout, stderr, code := cli(t, "remote", "status", "--store", cliStore, "--server", h.URL()); code != exitAttention || !strings.Contains(stdout, "Needs attention") {
+		t.Errorf("status of a store with a quarantine: exit %d, want 3\n%s%s", code, stdout, stderr)
+	}
+	if stdout, stderr, code := cli(t, "remote", "status", "--store", "S0043", "--server", h.URL()); code != exitOK || !strings.Contains(stdout, "Store       S0043") {
+		t.Errorf("status of a clean store: exit %d, want 0\n%s%s", code, stdout, stderr)
+	}
+	if _, stderr, code := cli(t, "remote", "status", "--store", "S0099", "--server", h.URL()); code != exitError || !strings.Contains(stderr, "no agent answers") {
+		t.Errorf("status of an absent store: exit %d, want 1\n%s", code, stderr)
+	}
+}
+
+// TestRemoteAsTheOperatorUser runs the CLI as the production template's
+// operator: with --user ops its inbox prefix defaults to _INBOX_ops, the
+// only one the server lets it read.
+func TestRemoteAsTheOperatorUser(t *testing.T) {
+	h := natstest.StartHub(t, natstest.WithConfigFile(filepath.Join("..", "..", "configs", "nats", "production.conf.template"),
+		nats.UserInfo("admin", "CHANGE-ME-admin"), nats.CustomInboxPrefix("_INBOX_admin")))
+	serveRemote(t, h.URL(), t.TempDir(), "S0001", nats.UserInfo("S0001", "CHANGE-ME-S0001"), nats.CustomInboxPrefix("_INBOX_S0001"))
+
+	ops := []string{"--server", h.URL(), "--user", "ops", "--password", "CHANGE-ME-ops", "--wait", "2s"}
+	if stdout, stderr, code := cli(t, append([]string{"remote", "status", "--store", "S0001"}, ops...)...); code != exitOK || !strings.Contains(stdout, "Store       S0001") {
+		t.Errorf("status as ops: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if stdout, stderr, code := cli(t, append([]string{"remote", "status", "--fleet"}, ops...)...); code != exitOK || !strings.Contains(stdout, "1 store(s) answered") {
+		t.Errorf("fleet as ops: exit %d\n%s%s", code, stdout, stderr)
+	}
+	// With the default inbox the answer has nowhere to go.
+	args := append([]string{"remote", "status", "--store", "S0001", "--inbox-prefix", "_INBOX"}, ops...)
+	args[len(args)-1] = "500ms"
+	if _, stderr, code := cli(t, args...); code != exitError || !strings.Contains(stderr, "did not answer") {
+		t.Errorf("status as ops with the default inbox: exit %d, want 1 and a timeout\n%s", code, stderr)
+	}
+}

@@ -1,0 +1,197 @@
+package remote
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/rxedge/agent/dlq"
+	"github.com/rxedge/agent/status"
+)
+
+// Client sends control commands over an operator's connection. The
+// connection's inbox prefix must be one the server lets the operator
+// subscribe to (the production template grants _INBOX_<user>.>).
+type Client struct {
+	nc *nats.Conn
+	// Signer, when set, signs every command; commands that change a store
+	// need one.
+	Signer *Signer
+	// ValidFor is how long a signed command is valid; 0 means
+	// DefaultValidity. At most MaxLifetime.
+	ValidFor time.Duration
+	// Clock stamps expiries. Default time.Now.
+	Clock func() time.Time
+}
+
+// NewClient returns a client over nc, signing with signer (nil: unsigned).
+func NewClient(nc *nats.Conn, signer *Signer) *Client {
+	return &Client{nc: nc, Signer: signer}
+}
+
+// ErrNoAgent is matched by the error of a command no agent listens to.
+var ErrNoAgent = errors.New("remote: no agent answers")
+
+// envelope builds (and signs, when the client can) a command.
+func (c *Client) envelope(store, cmd string, args any) (Envelope, error) {
+	e, err := NewEnvelope(store, cmd, args)
+	if err != nil {
+		return e, err
+	}
+	if c.Signer == nil {
+		if mustSign(cmd) {
+			return e, fmt.Errorf("remote: %s changes the store and must be signed: give the operator's seed file (--nkey)", cmd)
+		}
+		return e, nil
+	}
+	now, valid := time.Now(), c.ValidFor
+	if c.Clock != nil {
+		now = c.Clock()
+	}
+	if valid == 0 {
+		valid = DefaultValidity
+	}
+	return e, c.Signer.Sign(&e, now, valid)
+}
+
+// Send sends an envelope to its store and decodes the result into out
+// (nil to drop it). A failed reply is an *Error; its result, if any (what a
+// failed redrive did), is decoded into out all the same.
+func (c *Client) Send(ctx context.Context, e Envelope, out any) error {
+	data, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	subject := Subject(e.Store, e.Cmd)
+	msg, err := c.nc.RequestWithContext(ctx, subject, data)
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return fmt.Errorf("%w on %s: the agent of store %s is not connected to this server (or has another store id)", ErrNoAgent, subject, e.Store)
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
+		return fmt.Errorf("remote: store %s did not answer %s in time: it may be slow, or its answer was lost (for a redrive, check with `agent remote list` what was done): %w", e.Store, e.Cmd, err)
+	case err != nil:
+		return fmt.Errorf("remote: %s to store %s: %w", e.Cmd, e.Store, err)
+	}
+	var rep Reply
+	if err := json.Unmarshal(msg.Data, &rep); err != nil {
+		return fmt.Errorf("remote: store %s answered %s with something that is not a reply: %w", e.Store, e.Cmd, err)
+	}
+	if rep.Store != e.Store {
+		return fmt.Errorf("remote: %s for store %s was answered by store %q: check that agent's store_id", e.Cmd, e.Store, rep.Store)
+	}
+	if out != nil && len(rep.Result) > 0 {
+		if err := json.Unmarshal(rep.Result, out); err != nil {
+			return fmt.Errorf("remote: store %s answered %s with an unreadable result: %w", e.Store, e.Cmd, err)
+		}
+	}
+	if !rep.OK {
+		return &Error{Store: e.Store, Cmd: e.Cmd, Code: rep.Code, Msg: rep.Error}
+	}
+	return nil
+}
+
+func (c *Client) call(ctx context.Context, store, cmd string, args, out any) error {
+	if !ValidStore(store) {
+		return fmt.Errorf("remote: %q is not a store id (letters, digits, _ and -, at most 32)", store)
+	}
+	e, err := c.envelope(store, cmd, args)
+	if err != nil {
+		return err
+	}
+	return c.Send(ctx, e, out)
+}
+
+// Status asks a store for its status document.
+func (c *Client) Status(ctx context.Context, store string) (*status.Status, error) {
+	var st status.Status
+	if err := c.call(ctx, store, CmdStatus, nil, &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// List asks a store for its quarantined movements, without payloads.
+func (c *Client) List(ctx context.Context, store string, a ListArgs) (dlq.ListResult, error) {
+	var res dlq.ListResult
+	err := c.call(ctx, store, CmdDLQList, a, &res)
+	return res, err
+}
+
+// Redrive asks a store to send quarantined movements again. It must be
+// signed. On an error the result says what was done, if anything.
+func (c *Client) Redrive(ctx context.Context, store string, a RedriveArgs) (RedriveResult, error) {
+	var res RedriveResult
+	err := c.call(ctx, store, CmdDLQRedrive, a, &res)
+	return res, err
+}
+
+// FleetReply is one store's answer to fleet.status.
+type FleetReply struct {
+	Store   string   `json:"store"`
+	Summary *Summary `json:"summary,omitempty"`
+	Error   string   `json:"error,omitempty"`
+}
+
+// Fleet asks every store for its summary and gathers the replies that
+// arrive within wait (or until ctx ends), sorted by store. No reply at all
+// is ErrNoAgent.
+func (c *Client) Fleet(ctx context.Context, wait time.Duration) ([]FleetReply, error) {
+	e, err := c.envelope(Fleet, CmdFleetStatus, nil)
+	if err != nil {
+		return nil, err
+	}
+	data, err := json.Marshal(e)
+	if err != nil {
+		return nil, err
+	}
+	inbox := c.nc.NewInbox()
+	sub, err := c.nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, fmt.Errorf("remote: subscribe to the reply inbox: %w", err)
+	}
+	defer sub.Unsubscribe()
+	if err := c.nc.PublishRequest(FleetStatusSubject, inbox, data); err != nil {
+		return nil, fmt.Errorf("remote: %s: %w", FleetStatusSubject, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	var out []FleetReply
+	for {
+		m, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			break // the window closed (or the connection did)
+		}
+		if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
+			break // the server says no agent subscribes
+		}
+		var rep Reply
+		if err := json.Unmarshal(m.Data, &rep); err != nil {
+			out = append(out, FleetReply{Error: "an answer that is not a reply"})
+			continue
+		}
+		fr := FleetReply{Store: rep.Store}
+		switch {
+		case !rep.OK:
+			fr.Error = rep.Code + ": " + rep.Error
+		default:
+			var s Summary
+			if err := json.Unmarshal(rep.Result, &s); err != nil {
+				fr.Error = "an unreadable summary"
+			} else {
+				fr.Summary = &s
+			}
+		}
+		out = append(out, fr)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w on %s within %s", ErrNoAgent, FleetStatusSubject, wait)
+	}
+	slices.SortStableFunc(out, func(a, b FleetReply) int { return cmp.Compare(a.Store, b.Store) })
+	return out, nil
+}

@@ -1,0 +1,232 @@
+package remote
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nkeys"
+)
+
+// Commands, the last tokens of their subjects.
+const (
+	CmdStatus      = "status"       // the store's status document
+	CmdDLQList     = "dlq.list"     // its quarantine, without payloads
+	CmdDLQRedrive  = "dlq.redrive"  // send quarantined movements again: signed
+	CmdFleetStatus = "fleet.status" // every store's summary
+)
+
+// Fleet is the store of a fleet command, which every store answers. It is
+// no valid store id, so a command signed for the fleet names no store.
+const Fleet = "*"
+
+// FleetStatusSubject is where an operator asks every store for its summary.
+const FleetStatusSubject = "rx.ctl.fleet.status"
+
+// subjectPrefix starts every control subject: rx.ctl.<store>.<command>.
+const subjectPrefix = "rx.ctl."
+
+// fleetToken is the subject token of fleet commands; no store may use it
+// as its id.
+const fleetToken = "fleet"
+
+// Subject is the subject of cmd for store: rx.ctl.<store>.<cmd>, or
+// FleetStatusSubject for CmdFleetStatus.
+func Subject(store, cmd string) string {
+	if cmd == CmdFleetStatus {
+		return FleetStatusSubject
+	}
+	return subjectPrefix + store + "." + cmd
+}
+
+// mustSign reports whether cmd changes the store, and so must be signed.
+func mustSign(cmd string) bool { return cmd == CmdDLQRedrive }
+
+// storeCommands are the commands one store answers on its own subjects.
+var storeCommands = []string{CmdStatus, CmdDLQList, CmdDLQRedrive}
+
+// storePattern is the form of a store id (as config validates store_id).
+var storePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
+
+// ValidStore reports whether s can be a store id in a control subject.
+func ValidStore(s string) bool { return storePattern.MatchString(s) && s != fleetToken }
+
+// Time limits of a signed command.
+const (
+	// MaxLifetime is the longest a signed command may be valid: an agent
+	// refuses one whose expiry is further ahead of its clock than
+	// MaxLifetime plus Skew.
+	MaxLifetime = 5 * time.Minute
+	// Skew is the clock difference tolerated between the operator's
+	// machine and the store's, both ways: a command is refused as expired
+	// only once the agent's clock is Skew past its expiry.
+	Skew = 30 * time.Second
+	// DefaultValidity is how long the client's commands are valid.
+	DefaultValidity = 2 * time.Minute
+)
+
+// Envelope is a control command as sent:
+//
+//	{"cmd":"dlq.redrive","store":"S0001","args":{…},
+//	 "nonce":"<UUIDv7>","expires":"<RFC 3339>",
+//	 "key":"<operator public key U…>","sig":"<base64url signature>"}
+//
+// An unsigned (read-only) command needs none of the fields: it may be empty
+// altogether, and a cmd or store it names must match its subject's. A
+// signed one has them all: Sig is the operator key's Ed25519 signature,
+// unpadded base64url, of SigningBytes.
+type Envelope struct {
+	Cmd     string          `json:"cmd"`
+	Store   string          `json:"store"`
+	Args    json.RawMessage `json:"args,omitempty"`
+	Nonce   string          `json:"nonce,omitempty"`
+	Expires string          `json:"expires,omitempty"`
+	Key     string          `json:"key,omitempty"`
+	Sig     string          `json:"sig,omitempty"`
+}
+
+// NewEnvelope returns the unsigned command cmd for store with args (nil
+// for none).
+func NewEnvelope(store, cmd string, args any) (Envelope, error) {
+	e := Envelope{Cmd: cmd, Store: store}
+	if args != nil {
+		b, err := json.Marshal(args)
+		if err != nil {
+			return e, fmt.Errorf("remote: encode the arguments of %s: %w", cmd, err)
+		}
+		e.Args = b
+	}
+	return e, nil
+}
+
+// signingDomain starts the signed bytes, so that a signature made for a
+// control command means nothing anywhere else.
+const signingDomain = "rxedge-ctl-v1\n"
+
+// SigningBytes are the bytes an operator signs: signingDomain followed by
+// the envelope's JSON with sig empty, its fields in this order and args
+// exactly as sent (null when absent):
+//
+//	rxedge-ctl-v1
+//	{"cmd":"…","store":"…","args":{…},"nonce":"…","expires":"…","key":"…","sig":""}
+//
+// Signer and verifier both use this function. The command and the store
+// are inside, so a signature for one store or one command cannot be used
+// for another. The string fields of a valid envelope are plain ASCII that
+// JSON does not escape, so another implementation builds the same bytes by
+// quoting them.
+func (e Envelope) SigningBytes() []byte {
+	var b bytes.Buffer
+	b.WriteString(signingDomain)
+	field := func(sep, name, v string) {
+		b.WriteString(sep + `"` + name + `":`)
+		q, _ := json.Marshal(v) // a string always encodes
+		b.Write(q)
+	}
+	field("{", "cmd", e.Cmd)
+	field(",", "store", e.Store)
+	b.WriteString(`,"args":`)
+	if len(e.Args) == 0 {
+		b.WriteString("null")
+	} else {
+		b.Write(e.Args)
+	}
+	field(",", "nonce", e.Nonce)
+	field(",", "expires", e.Expires)
+	field(",", "key", e.Key)
+	b.WriteString(`,"sig":""}`)
+	return b.Bytes()
+}
+
+// Signer signs commands with an operator's NKey.
+type Signer struct {
+	kp  nkeys.KeyPair
+	pub string
+}
+
+// NewSigner returns a signer for an operator's user seed (SU…), bare or in
+// a decorated .creds/.nk file.
+func NewSigner(seed []byte) (*Signer, error) {
+	seed = bytes.TrimSpace(seed)
+	var (
+		kp  nkeys.KeyPair
+		err error
+	)
+	if bytes.HasPrefix(seed, []byte("SU")) && !bytes.ContainsAny(seed, "\r\n") {
+		kp, err = nkeys.FromSeed(seed)
+	} else {
+		kp, err = nkeys.ParseDecoratedUserNKey(seed)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("not an NKey user seed (SU…): %w", err)
+	}
+	pub, err := kp.PublicKey()
+	if err != nil {
+		return nil, err
+	}
+	if !nkeys.IsValidPublicUserKey(pub) {
+		return nil, errors.New("not an NKey user seed (SU…)")
+	}
+	return &Signer{kp: kp, pub: pub}, nil
+}
+
+// LoadSigner reads an operator's seed file.
+func LoadSigner(path string) (*Signer, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	defer clear(b)
+	s, err := NewSigner(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+// PublicKey is the operator's public key, as listed in the agents'
+// control.operator_keys.
+func (s *Signer) PublicKey() string { return s.pub }
+
+// Sign signs e: it sets a new UUIDv7 nonce, the expiry now+validFor (at
+// most MaxLifetime), the key and the signature. Args are brought to the
+// form json.Marshal sends, so that what is signed is what is sent.
+func (s *Signer) Sign(e *Envelope, now time.Time, validFor time.Duration) error {
+	if validFor <= 0 || validFor > MaxLifetime {
+		return fmt.Errorf("remote: a command is valid for more than 0 and at most %s, not %s", MaxLifetime, validFor)
+	}
+	if len(e.Args) > 0 {
+		b, err := json.Marshal(e.Args)
+		if err != nil {
+			return fmt.Errorf("remote: the arguments of %s are not JSON: %w", e.Cmd, err)
+		}
+		e.Args = b
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return err
+	}
+	e.Nonce = id.String()
+	// Whole seconds, rounded down: never later than asked.
+	e.Expires = now.Add(validFor).UTC().Truncate(time.Second).Format(time.RFC3339)
+	e.Key = s.pub
+	e.Sig = ""
+	sig, err := s.kp.Sign(e.SigningBytes())
+	if err != nil {
+		return fmt.Errorf("remote: sign %s: %w", e.Cmd, err)
+	}
+	e.Sig = base64.RawURLEncoding.EncodeToString(sig)
+	return nil
+}
+
+// decodeSig decodes a signature in base64url, with or without padding.
+func decodeSig(s string) ([]byte, error) {
+	return base64.RawURLEncoding.DecodeString(strings.TrimRight(s, "="))
+}

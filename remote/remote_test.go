@@ -1,0 +1,403 @@
+package remote_test
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nkeys"
+
+	"github.com/rxedge/agent/dlq"
+	"github.com/rxedge/agent/internal/natstest"
+	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/remote"
+)
+
+// TestSigningBytes pins the bytes an operator signs: a change here breaks
+// every other implementation of the signer.
+func TestSigningBytes(t *testing.T) {
+	e := remote.Envelope{
+		Cmd: "dlq.redrive", Store: "S0001", Args: []byte(`{"keys":["k"],"reason_text":"<why>"}`),
+		Nonce: "0190a4b2-0000-7000-8000-000000000000", Expires: "2026-03-01T12:05:00Z",
+		Key: "UABC", Sig: "ignored",
+	}
+	want := "rxedge-ctl-v1\n" +
+		`{"cmd":"dlq.redrive","store":"S0001","args":{"keys":["k"],"reason_text":"<why>"},` +
+		`"nonce":"0190a4b2-0000-7000-8000-000000000000","expires":"2026-03-01T12:05:00Z","key":"UABC","sig":""}`
+	if got := string(e.SigningBytes()); got != want {
+		t.Errorf("SigningBytes:\n got %s\nwant %s", got, want)
+	}
+	e.Args = nil
+	if got := string(e.SigningBytes()); !strings.Contains(got, `"args":null,`) {
+		t.Errorf("SigningBytes without args = %s, want args null", got)
+	}
+}
+
+// TestSignatureBindsEveryField signs an envelope, checks the signature
+// with nkeys as an agent does, and checks that changing any field, the
+// store and the command among them, breaks it.
+func TestSignatureBindsEveryField(t *testing.T) {
+	op := operator(t)
+	e, err := remote.NewEnvelope("S0001", remote.CmdDLQRedrive, remote.RedriveArgs{Selection: dlq.Selection{All: true}, ReasonText: "a <b> & c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := op.Sign(&e, time.Now(), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	// What is sent is what was signed: the args survive the envelope's
+	// encoding byte for byte.
+	var sent remote.Envelope
+	if err := json.Unmarshal(mustJSON(t, e), &sent); err != nil {
+		t.Fatal(err)
+	}
+	verify := func(e remote.Envelope) error {
+		kp, err := nkeys.FromPublicKey(e.Key)
+		if err != nil {
+			return err
+		}
+		sig, err := base64.RawURLEncoding.DecodeString(e.Sig)
+		if err != nil {
+			return err
+		}
+		return kp.Verify(e.SigningBytes(), sig)
+	}
+	if err := verify(sent); err != nil {
+		t.Fatalf("the signed envelope as sent does not verify: %v", err)
+	}
+	if _, err := time.Parse(time.RFC3339, sent.Expires); err != nil || len(sent.Nonce) != 36 || sent.Key != op.PublicKey() {
+		t.Errorf("envelope %+v: want a UUID nonce, an RFC 3339 expiry and the operator's key", sent)
+	}
+	for name, change := range map[string]func(*remote.Envelope){
+		"store":   func(e *remote.Envelope) { e.Store = "S0002" },
+		"cmd":     func(e *remote.Envelope) { e.Cmd = remote.CmdStatus },
+		"args":    func(e *remote.Envelope) { e.Args = []byte(`{"all":true,"reason_text":"other"}`) },
+		"nonce":   func(e *remote.Envelope) { e.Nonce = "0190a4b2-0000-7000-8000-000000000001" },
+		"expires": func(e *remote.Envelope) { e.Expires = "2099-01-01T00:00:00Z" },
+		"key":     func(e *remote.Envelope) { e.Key = operator(t).PublicKey() },
+	} {
+		c := sent
+		change(&c)
+		if verify(c) == nil {
+			t.Errorf("the signature still verifies with another %s", name)
+		}
+	}
+}
+
+// TestSignedCommands sends redrives to a store over a real server: a valid
+// signed one is applied once; replayed, expired, unsigned, unknown-key,
+// badly signed and misdirected ones are refused, journalled, and change
+// nothing; a restart does not reopen the replay window.
+func TestSignedCommands(t *testing.T) {
+	srv := natstest.StartHub(t)
+	op := operator(t)
+	s := startStore(t, srv.URL(), "S0001", []string{op.PublicKey()}, 10)
+	opConn := natstest.Connect(t, srv.URL())
+	client := remote.NewClient(opConn, op)
+	ctx := testContext(t)
+
+	// signedRedrive is a redrive of key, signed by signer at now.
+	signedRedrive := func(signer *remote.Signer, store, key string, now time.Time, validFor time.Duration) remote.Envelope {
+		t.Helper()
+		e, err := remote.NewEnvelope(store, remote.CmdDLQRedrive, remote.RedriveArgs{Selection: dlq.Selection{Keys: []string{key}}, ReasonText: "central raised max_payload"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if signer != nil {
+			if err := signer.Sign(&e, now, validFor); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return e
+	}
+	// refused checks the refusal's code, that key stayed quarantined, and
+	// that the refusal was journalled with actor and reason.
+	refused := func(t *testing.T, err error, code, reason, actor, key string) {
+		t.Helper()
+		var re *remote.Error
+		if !errors.As(err, &re) || re.Code != code || !re.Refused() {
+			t.Fatalf("error = %v, want a refusal with code %s", err, code)
+		}
+		if !strings.HasPrefix(re.Msg, reason+": ") {
+			t.Errorf("message %q does not start with the reason %q", re.Msg, reason)
+		}
+		if got := s.state(t, key); got != "quarantined" {
+			t.Errorf("key %s is %s after a refused redrive, want quarantined", key, got)
+		}
+		ev := s.events(t, queue.ActionRefused)
+		if len(ev) == 0 {
+			t.Fatal("no refusal in the journal")
+		}
+		last := ev[len(ev)-1]
+		if last.Actor != actor || last.Reason != reason || last.Detail["cmd"] != remote.CmdDLQRedrive {
+			t.Errorf("journalled refusal = %+v, want actor %s, reason %s, cmd dlq.redrive", last, actor, reason)
+		}
+	}
+	actor := "remote:" + op.PublicKey()
+
+	var applied remote.Envelope
+	t.Run("valid command is applied once", func(t *testing.T) {
+		applied = signedRedrive(op, "S0001", s.keys[0], time.Now(), time.Minute)
+		var res remote.RedriveResult
+		if err := client.Send(ctx, applied, &res); err != nil {
+			t.Fatalf("redrive: %v", err)
+		}
+		if res.Redriven != 1 || !slices.Equal(res.Keys, s.keys[:1]) || res.Actor != actor || res.Nonce != applied.Nonce {
+			t.Errorf("result = %+v, want key %s redriven by %s with nonce %s", res, s.keys[0], actor, applied.Nonce)
+		}
+		if got := s.state(t, s.keys[0]); got != "pending" {
+			t.Errorf("key is %s, want pending", got)
+		}
+		acc := s.events(t, remote.ActionRemote)
+		if len(acc) != 1 || acc[0].Actor != actor || acc[0].Detail["nonce"] != applied.Nonce || acc[0].Reason != "central raised max_payload" {
+			t.Errorf("accepted commands in the journal = %+v, want one with the nonce and reason", acc)
+		}
+		rd := s.events(t, queue.ActionRedrive)
+		if len(rd) != 1 || rd[0].Actor != actor || rd[0].Reason != "central raised max_payload" || !slices.Equal(rd[0].Keys, s.keys[:1]) {
+			t.Errorf("redrives in the journal = %+v, want one by %s", rd, actor)
+		}
+	})
+
+	t.Run("replayed", func(t *testing.T) {
+		// Back to the quarantine, so a replay would have something to do.
+		s.requarantine(t, s.keys[0])
+		err := client.Send(ctx, applied, nil)
+		var re *remote.Error
+		if !errors.As(err, &re) || re.Code != remote.CodeReplayed {
+			t.Fatalf("replay: error = %v, want %s", err, remote.CodeReplayed)
+		}
+		if n := len(s.events(t, queue.ActionRedrive)); n != 1 {
+			t.Errorf("%d redrives journalled after a replay, want 1", n)
+		}
+		if got := s.state(t, s.keys[0]); got != "quarantined" {
+			t.Errorf("key is %s after a replay, want quarantined", got)
+		}
+		last := s.events(t, queue.ActionRefused)
+		if l := last[len(last)-1]; l.Reason != "replayed" || l.Actor != actor || l.Detail["nonce"] != applied.Nonce {
+			t.Errorf("journalled refusal = %+v", l)
+		}
+	})
+
+	t.Run("replayed after a restart", func(t *testing.T) {
+		s.restart(t)
+		err := client.Send(ctx, applied, nil)
+		var re *remote.Error
+		if !errors.As(err, &re) || re.Code != remote.CodeReplayed {
+			t.Fatalf("replay after restart: error = %v, want %s", err, remote.CodeReplayed)
+		}
+	})
+
+	t.Run("expired", func(t *testing.T) {
+		e := signedRedrive(op, "S0001", s.keys[1], time.Now().Add(-10*time.Minute), 5*time.Minute)
+		refused(t, client.Send(ctx, e, nil), remote.CodeExpired, "expired", actor, s.keys[1])
+	})
+
+	t.Run("expiring too far ahead", func(t *testing.T) {
+		e := signedRedrive(op, "S0001", s.keys[1], time.Now().Add(2*time.Minute), 5*time.Minute)
+		refused(t, client.Send(ctx, e, nil), remote.CodeExpired, "expires too far ahead", actor, s.keys[1])
+	})
+
+	t.Run("unsigned", func(t *testing.T) {
+		e := signedRedrive(nil, "S0001", s.keys[1], time.Now(), 0)
+		refused(t, client.Send(ctx, e, nil), remote.CodeUnsigned, "unsigned", remote.ActorUnsigned, s.keys[1])
+	})
+
+	t.Run("key without a signature", func(t *testing.T) {
+		e := signedRedrive(op, "S0001", s.keys[1], time.Now(), time.Minute)
+		e.Sig = ""
+		refused(t, client.Send(ctx, e, nil), remote.CodeUnsigned, "unsigned", actor, s.keys[1])
+	})
+
+	t.Run("unknown key", func(t *testing.T) {
+		other := operator(t)
+		e := signedRedrive(other, "S0001", s.keys[1], time.Now(), time.Minute)
+		refused(t, client.Send(ctx, e, nil), remote.CodeUnknownKey, "unknown key", "remote:"+other.PublicKey(), s.keys[1])
+	})
+
+	t.Run("bad signature", func(t *testing.T) {
+		e := signedRedrive(op, "S0001", s.keys[2], time.Now(), time.Minute)
+		e.Args = mustJSON(t, remote.RedriveArgs{Selection: dlq.Selection{Keys: []string{s.keys[1]}}, ReasonText: "central raised max_payload"})
+		refused(t, client.Send(ctx, e, nil), remote.CodeBadSignature, "bad signature", actor, s.keys[1])
+		e = signedRedrive(op, "S0001", s.keys[1], time.Now(), time.Minute)
+		e.Sig = "not-a-signature!"
+		refused(t, client.Send(ctx, e, nil), remote.CodeBadSignature, "bad signature", actor, s.keys[1])
+	})
+
+	t.Run("signed for another store", func(t *testing.T) {
+		e := signedRedrive(op, "S0002", s.keys[1], time.Now(), time.Minute)
+		rep := sendRaw(t, opConn, remote.Subject("S0001", remote.CmdDLQRedrive), mustJSON(t, e))
+		refused(t, &remote.Error{Code: rep.Code, Msg: rep.Error}, remote.CodeWrongTarget, "wrong store", actor, s.keys[1])
+		// Renamed to this store, the signature fails.
+		e.Store = "S0001"
+		refused(t, client.Send(ctx, e, nil), remote.CodeBadSignature, "bad signature", actor, s.keys[1])
+	})
+
+	t.Run("signed for another command", func(t *testing.T) {
+		e, err := remote.NewEnvelope("S0001", remote.CmdStatus, remote.RedriveArgs{Selection: dlq.Selection{Keys: []string{s.keys[1]}}, ReasonText: "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := op.Sign(&e, time.Now(), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		rep := sendRaw(t, opConn, remote.Subject("S0001", remote.CmdDLQRedrive), mustJSON(t, e))
+		refused(t, &remote.Error{Code: rep.Code, Msg: rep.Error}, remote.CodeWrongTarget, "wrong command", actor, s.keys[1])
+		e.Cmd = remote.CmdDLQRedrive
+		refused(t, client.Send(ctx, e, nil), remote.CodeBadSignature, "bad signature", actor, s.keys[1])
+	})
+
+	t.Run("malformed", func(t *testing.T) {
+		rep := sendRaw(t, opConn, remote.Subject("S0001", remote.CmdDLQRedrive), []byte(`{"cmd":"dlq.redrive","extra":1}`))
+		refused(t, &remote.Error{Code: rep.Code, Msg: rep.Error}, remote.CodeMalformed, "malformed", remote.ActorUnsigned, s.keys[1])
+	})
+
+	t.Run("within the clock tolerance", func(t *testing.T) {
+		// Expired 20 seconds ago by the agent's clock: within Skew.
+		e := signedRedrive(op, "S0001", s.keys[3], time.Now().Add(-time.Minute-20*time.Second), time.Minute)
+		if err := client.Send(ctx, e, nil); err != nil {
+			t.Fatalf("a command 20s past its expiry: %v, want it accepted (tolerance %s)", err, remote.Skew)
+		}
+		if got := s.state(t, s.keys[3]); got != "pending" {
+			t.Errorf("key is %s, want pending", got)
+		}
+	})
+
+	t.Run("not found keys are reported", func(t *testing.T) {
+		res, err := client.Redrive(ctx, "S0001", remote.RedriveArgs{Selection: dlq.Selection{Keys: []string{s.keys[3], s.keys[4]}}, ReasonText: "again"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Redriven != 1 || len(res.NotFound) != 1 || res.NotFound[0] != (dlq.Missing{Key: s.keys[3], State: "pending"}) {
+			t.Errorf("result = %+v, want %s redriven and %s not found (pending)", res, s.keys[4], s.keys[3])
+		}
+	})
+
+	t.Run("bad arguments are refused as given", func(t *testing.T) {
+		_, err := client.Redrive(ctx, "S0001", remote.RedriveArgs{Selection: dlq.Selection{Keys: []string{"not-a-key"}}, ReasonText: "x"})
+		var re *remote.Error
+		if !errors.As(err, &re) || re.Code != remote.CodeBadRequest || !strings.Contains(re.Msg, "not a movement key") {
+			t.Errorf("error = %v, want %s naming the key", err, remote.CodeBadRequest)
+		}
+		_, err = client.Redrive(ctx, "S0001", remote.RedriveArgs{Selection: dlq.Selection{All: true}})
+		if !errors.As(err, &re) || re.Code != remote.CodeBadRequest || !strings.Contains(re.Msg, "reason_text") {
+			t.Errorf("error = %v, want %s naming reason_text", err, remote.CodeBadRequest)
+		}
+	})
+
+	t.Run("read-only commands", func(t *testing.T) {
+		unsigned := remote.NewClient(opConn, nil)
+		st, err := unsigned.Status(ctx, "S0001")
+		if err != nil || st.StoreID != "S0001" {
+			t.Fatalf("unsigned status: %+v, %v", st, err)
+		}
+		list, err := unsigned.List(ctx, "S0001", remote.ListArgs{})
+		// Ten, less k3 and k4 (k0 went back to the quarantine).
+		if err != nil || list.Matched != 8 {
+			t.Fatalf("unsigned list: matched %d, %v; want 8", list.Matched, err)
+		}
+		before := len(s.events(t, remote.ActionRemote))
+		if _, err := client.Status(ctx, "S0001"); err != nil {
+			t.Fatalf("signed status: %v", err)
+		}
+		if n := len(s.events(t, remote.ActionRemote)); n != before+1 {
+			t.Errorf("a signed status is journalled with its nonce: %d accepted commands, want %d", n, before+1)
+		}
+		e, _ := remote.NewEnvelope("S0001", remote.CmdStatus, nil)
+		if err := op.Sign(&e, time.Now(), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		e.Sig = base64.RawURLEncoding.EncodeToString(make([]byte, 64))
+		var re *remote.Error
+		if err := client.Send(ctx, e, nil); !errors.As(err, &re) || re.Code != remote.CodeBadSignature {
+			t.Errorf("status with a bad signature: %v, want %s", err, remote.CodeBadSignature)
+		}
+		if _, err := unsigned.Redrive(ctx, "S0001", remote.RedriveArgs{Selection: dlq.Selection{All: true}, ReasonText: "x"}); err == nil || !strings.Contains(err.Error(), "--nkey") {
+			t.Errorf("an unsigned client's redrive: %v, want a local error naming --nkey", err)
+		}
+	})
+
+	t.Run("unknown command", func(t *testing.T) {
+		rep := sendRaw(t, opConn, "rx.ctl.S0001.dlq.purge", nil)
+		if rep.OK || rep.Code != remote.CodeUnknownCommand {
+			t.Errorf("reply = %+v, want %s", rep, remote.CodeUnknownCommand)
+		}
+	})
+}
+
+// TestFleetStatus gathers every store's summary.
+func TestFleetStatus(t *testing.T) {
+	srv := natstest.StartHub(t)
+	nc := natstest.Connect(t, srv.URL())
+	client := remote.NewClient(nc, nil)
+
+	start := time.Now()
+	_, err := client.Fleet(testContext(t), 5*time.Second)
+	if !errors.Is(err, remote.ErrNoAgent) {
+		t.Errorf("fleet with no agent: %v, want ErrNoAgent", err)
+	}
+	if d := time.Since(start); d > 4*time.Second {
+		t.Errorf("fleet with no agent took %s: the server's no-responders answer should end it", d)
+	}
+
+	op := operator(t)
+	startStore(t, srv.URL(), "S0002", nil, 0)
+	startStore(t, srv.URL(), "S0001", []string{op.PublicKey()}, 2)
+	replies, err := client.Fleet(testContext(t), 500*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(replies) != 2 || replies[0].Store != "S0001" || replies[1].Store != "S0002" {
+		t.Fatalf("replies = %+v, want S0001 and S0002 in order", replies)
+	}
+	a, b := replies[0].Summary, replies[1].Summary
+	if a == nil || b == nil {
+		t.Fatalf("replies = %+v, want summaries", replies)
+	}
+	if a.Quarantined != 2 || len(a.Problems(time.Hour)) == 0 {
+		t.Errorf("S0001 summary = %+v, problems %q: want 2 quarantined and attention", a, a.Problems(time.Hour))
+	}
+	if b.Quarantined != 0 || len(b.Problems(time.Hour)) != 0 {
+		t.Errorf("S0002 summary = %+v, problems %q: want none", b, b.Problems(time.Hour))
+	}
+
+	// A signed request is checked by every store: S0002 does not know the
+	// key.
+	replies, err = remote.NewClient(nc, op).Fleet(testContext(t), 500*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(replies) != 2 || replies[0].Summary == nil || replies[1].Summary != nil || !strings.HasPrefix(replies[1].Error, remote.CodeUnknownKey+":") {
+		t.Errorf("signed fleet replies = %+v, want S0001's summary and S0002's refusal", replies)
+	}
+}
+
+// TestReplyTooLarge answers with an error, not silence, when a reply does
+// not fit the server's max_payload.
+func TestReplyTooLarge(t *testing.T) {
+	srv := natstest.StartHub(t, natstest.WithMaxPayload(4096))
+	startStore(t, srv.URL(), "S0001", nil, 20)
+	client := remote.NewClient(natstest.Connect(t, srv.URL()), nil)
+	_, err := client.List(testContext(t), "S0001", remote.ListArgs{})
+	var re *remote.Error
+	if !errors.As(err, &re) || re.Code != remote.CodeReplyTooLarge || !strings.Contains(re.Msg, "max_payload") {
+		t.Fatalf("list of 20 over a 4 KiB limit: %v, want %s", err, remote.CodeReplyTooLarge)
+	}
+	if res, err := client.List(testContext(t), "S0001", remote.ListArgs{Limit: 2}); err != nil || len(res.Items) != 2 || res.Matched != 20 {
+		t.Errorf("list with a limit: %d items of %d, %v", len(res.Items), res.Matched, err)
+	}
+}
+
+// TestFleetIsNoStoreID refuses to answer as a store named like the fleet's
+// subject token.
+func TestFleetIsNoStoreID(t *testing.T) {
+	srv := natstest.StartHub(t)
+	nc := natstest.Connect(t, srv.URL())
+	r := remote.New(remote.Options{StoreID: "fleet"})
+	if err := r.Subscribe(nc); err == nil || !strings.Contains(err.Error(), "reserved") {
+		t.Errorf("Subscribe as store fleet: %v, want an error saying it is reserved", err)
+	}
+}

@@ -1,0 +1,479 @@
+package remote
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	stdsync "sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+
+	"github.com/rxedge/agent/dlq"
+	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/status"
+)
+
+// ActionRemote is the journal action of an accepted signed command,
+// recorded before it is applied, with its nonce, expiry and command in
+// Detail.
+const ActionRemote = "remote"
+
+// Actors of remote commands.
+const (
+	actorPrefix   = "remote:"
+	ActorUnsigned = actorPrefix + "unsigned" // no usable key
+)
+
+// Options configure a Responder.
+type Options struct {
+	Queue   *queue.Queue
+	DLQ     *dlq.Service
+	StoreID string
+	// OperatorKeys are the public keys (U…) allowed to sign commands
+	// (control.operator_keys).
+	OperatorKeys []string
+	// Status builds the status document (the same as `agent status --json`).
+	Status func() (*status.Status, error)
+	Logger *slog.Logger
+	// Clock is the agent's clock for expiries. Default time.Now.
+	Clock func() time.Time
+}
+
+// Responder answers the control commands of one store.
+type Responder struct {
+	o    Options
+	keys map[string]nkeys.KeyPair
+
+	mu     stdsync.Mutex
+	loaded bool
+	nonces map[string]time.Time // accepted nonce → when it can no longer be accepted anyway
+}
+
+// New returns a responder; Subscribe puts it on a connection.
+func New(o Options) *Responder {
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	r := &Responder{o: o, keys: map[string]nkeys.KeyPair{}, nonces: map[string]time.Time{}}
+	for _, k := range o.OperatorKeys {
+		kp, err := nkeys.FromPublicKey(k)
+		if err != nil || !nkeys.IsValidPublicUserKey(k) {
+			o.Logger.Warn("OPERATOR_KEY_IGNORED", "key", k, "error", "not an NKey user public key")
+			continue
+		}
+		r.keys[k] = kp
+	}
+	return r
+}
+
+// Subscribe subscribes nc to the store's control subjects,
+// rx.ctl.<store>.>, and the fleet's, rx.ctl.fleet.>: a sync.Engine
+// OnConnect handler. nats.go renews the subscriptions after a reconnect.
+// The first call reloads the nonces of the commands accepted within their
+// lifetime from the journal, so a restart does not open a replay window.
+func (r *Responder) Subscribe(nc *nats.Conn) error {
+	if !ValidStore(r.o.StoreID) {
+		return fmt.Errorf("remote: store id %q cannot be used in control subjects (%q is reserved for rx.ctl.fleet.…): choose another store_id", r.o.StoreID, fleetToken)
+	}
+	if err := r.loadNonces(); err != nil {
+		return err
+	}
+	// The command is what follows prefix: "dlq.list" in
+	// rx.ctl.S0001.dlq.list, "fleet.status" in rx.ctl.fleet.status.
+	subs := []struct{ subject, prefix, target string }{
+		{subjectPrefix + r.o.StoreID + ".>", subjectPrefix + r.o.StoreID + ".", r.o.StoreID},
+		{subjectPrefix + fleetToken + ".>", subjectPrefix, Fleet},
+	}
+	for _, s := range subs {
+		prefix, target := s.prefix, s.target
+		_, err := nc.Subscribe(s.subject, func(m *nats.Msg) {
+			r.handle(m, strings.TrimPrefix(m.Subject, prefix), target, nc.MaxPayload())
+		})
+		if err != nil {
+			return fmt.Errorf("remote: subscribe %s: %w", s.subject, err)
+		}
+	}
+	return nil
+}
+
+// loadNonces remembers the nonces of the accepted commands in the journal
+// that could still be accepted.
+func (r *Responder) loadNonces() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.loaded {
+		return nil
+	}
+	now := r.o.Clock()
+	// An accepted command expires at most MaxLifetime+Skew after it was
+	// accepted, and is refused Skew after that.
+	since := now.Add(-(MaxLifetime + 2*Skew))
+	err := r.o.Queue.Events(since, func(e queue.Event) bool {
+		if e.Action != ActionRemote {
+			return true
+		}
+		exp, err := time.Parse(time.RFC3339, e.Detail["expires"])
+		if err != nil || e.Detail["nonce"] == "" {
+			return true
+		}
+		if until := exp.Add(Skew); until.After(now) {
+			r.nonces[e.Detail["nonce"]] = until
+		}
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("remote: reload accepted nonces from the journal: %w", err)
+	}
+	r.loaded = true
+	return nil
+}
+
+// refusal is why a command was refused: its reply code, the reason
+// journalled, and the message answered.
+type refusal struct {
+	code, reason, msg string
+}
+
+func (f *refusal) reply(store string) Reply {
+	return Reply{Store: store, Code: f.code, Error: f.reason + ": " + f.msg}
+}
+
+// command is one authenticated command.
+type command struct {
+	cmd    string
+	env    Envelope
+	actor  string
+	signed bool
+}
+
+// nonce is the command's nonce when it is a UUID, "" otherwise: what
+// the journal and the log may repeat of it.
+func (c command) nonce() string {
+	if !validNonce(c.env.Nonce) {
+		return ""
+	}
+	return c.env.Nonce
+}
+
+// validNonce reports whether s is a UUID in its canonical 36-character
+// form.
+func validNonce(s string) bool {
+	_, err := uuid.Parse(s)
+	return err == nil && len(s) == 36
+}
+
+// handle serves one message; cmd is its subject's command, target the
+// store (or Fleet) its subject names.
+func (r *Responder) handle(m *nats.Msg, cmd, target string, maxPayload int64) {
+	rep := r.serve(m.Data, cmd, target)
+	if m.Reply == "" {
+		return
+	}
+	b, err := json.Marshal(rep)
+	if err == nil && maxPayload > 0 && int64(len(b)) > maxPayload {
+		b, err = json.Marshal(Reply{Store: r.o.StoreID, Code: CodeReplyTooLarge,
+			Error: fmt.Sprintf("the reply (%d bytes) is larger than the server's max_payload (%d bytes): ask for less (a lower limit)", len(b), maxPayload)})
+	}
+	if err == nil {
+		err = m.Respond(b)
+	}
+	if err != nil {
+		r.o.Logger.Warn("REMOTE_REPLY_FAILED", "cmd", cmd, "error", err.Error())
+	}
+}
+
+// serve authenticates and runs a command.
+func (r *Responder) serve(data []byte, cmd, target string) Reply {
+	store := r.o.StoreID
+	known := cmd == CmdFleetStatus
+	if target != Fleet {
+		known = slices.Contains(storeCommands, cmd)
+	}
+	if !known {
+		return Reply{Store: store, Code: CodeUnknownCommand, Error: fmt.Sprintf("no command %q on %s: send status, dlq.list or dlq.redrive to rx.ctl.<store>.…, or fleet.status to %s", clip(cmd), Subject(targetToken(target), "…"), FleetStatusSubject)}
+	}
+	c, ref := r.authenticate(data, cmd, target)
+	if ref != nil {
+		r.refuse(c, ref)
+		return ref.reply(store)
+	}
+	run, reasonText, rerr := r.prepare(c)
+	if rerr == nil {
+		if ref := r.accept(c, reasonText); ref != nil {
+			r.refuse(c, ref)
+			return ref.reply(store)
+		}
+	}
+	var res any
+	if rerr == nil {
+		res, rerr = run()
+	}
+	rep := Reply{OK: rerr == nil, Store: store}
+	// A failed redrive says what it did before it failed.
+	if res != nil && (rerr == nil || c.cmd == CmdDLQRedrive) {
+		if b, err := json.Marshal(res); err == nil {
+			rep.Result = b
+		}
+	}
+	if rerr != nil {
+		rep.Code, rep.Error = CodeFailed, rerr.Error()
+		var ie *dlq.InputError
+		var be *badRequest
+		switch {
+		case errors.As(rerr, &be):
+			rep.Code, rep.Error = CodeBadRequest, be.msg
+		case errors.As(rerr, &ie):
+			rep.Code = CodeBadRequest
+		}
+	}
+	level := slog.LevelDebug
+	if c.signed || !rep.OK {
+		level = slog.LevelInfo
+	}
+	r.o.Logger.Log(context.Background(), level, "REMOTE_COMMAND", "cmd", cmd, "actor", c.actor, "nonce", c.nonce(), "ok", rep.OK, "code", rep.Code)
+	return rep
+}
+
+func targetToken(target string) string {
+	if target == Fleet {
+		return fleetToken
+	}
+	return target
+}
+
+// badRequest is arguments refused before anything was done.
+type badRequest struct{ msg string }
+
+func (e *badRequest) Error() string { return e.msg }
+
+// authenticate checks a command's envelope: its form, that it is meant for
+// this command and store, and, when signed (or when cmd must be), its key,
+// signature and expiry. The nonce is checked and taken by accept.
+func (r *Responder) authenticate(data []byte, cmd, target string) (command, *refusal) {
+	c := command{cmd: cmd, actor: ActorUnsigned}
+	if len(bytes.TrimSpace(data)) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&c.env); err != nil || dec.More() {
+			c.env = Envelope{}
+			return c, &refusal{CodeMalformed, "malformed", "the command is not a JSON envelope with the fields cmd, store, args, nonce, expires, key and sig"}
+		}
+	}
+	e := c.env
+	if nkeys.IsValidPublicUserKey(e.Key) {
+		c.actor = actorPrefix + e.Key
+	}
+	switch {
+	case e.Cmd != "" && e.Cmd != cmd:
+		return c, &refusal{CodeWrongTarget, "wrong command", fmt.Sprintf("the envelope's cmd is not %s, the command of the subject it was sent to", cmd)}
+	case e.Store != "" && e.Store != target:
+		return c, &refusal{CodeWrongTarget, "wrong store", fmt.Sprintf("the envelope's store is not %s, the store of the subject it was sent to", target)}
+	}
+	c.signed = e.Key != "" || e.Sig != ""
+	if !c.signed {
+		if mustSign(cmd) {
+			return c, &refusal{CodeUnsigned, "unsigned", cmd + " changes the store: it must be signed by an operator key listed in control.operator_keys (agent remote … --nkey SEED_FILE)"}
+		}
+		return c, nil
+	}
+	switch {
+	case !nkeys.IsValidPublicUserKey(e.Key):
+		return c, &refusal{CodeMalformed, "malformed", "key is not an NKey user public key (U…)"}
+	case r.keys[e.Key] == nil:
+		return c, &refusal{CodeUnknownKey, "unknown key", "the key " + e.Key + " is not in this agent's control.operator_keys"}
+	case e.Sig == "":
+		return c, &refusal{CodeUnsigned, "unsigned", "the envelope names a key but has no signature"}
+	case e.Cmd == "" || e.Store == "":
+		return c, &refusal{CodeMalformed, "malformed", "a signed envelope must name its cmd and store"}
+	}
+	if !validNonce(e.Nonce) {
+		return c, &refusal{CodeMalformed, "malformed", "nonce is not a UUID (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)"}
+	}
+	exp, err := time.Parse(time.RFC3339, e.Expires)
+	if err != nil {
+		return c, &refusal{CodeMalformed, "malformed", "expires is not an RFC 3339 time"}
+	}
+	sig, err := decodeSig(e.Sig)
+	if err != nil || r.keys[e.Key].Verify(e.SigningBytes(), sig) != nil {
+		return c, &refusal{CodeBadSignature, "bad signature", "the signature does not verify with the key " + e.Key}
+	}
+	now := r.o.Clock()
+	switch {
+	case now.After(exp.Add(Skew)):
+		return c, &refusal{CodeExpired, "expired", fmt.Sprintf("the command expired at %s; the agent's clock reads %s (tolerance %s): send it again, and check both clocks if this repeats", exp.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339), Skew)}
+	case exp.After(now.Add(MaxLifetime + Skew)):
+		return c, &refusal{CodeExpired, "expires too far ahead", fmt.Sprintf("the command expires at %s, more than %s after the agent's clock (%s, tolerance %s): check both clocks", exp.UTC().Format(time.RFC3339), MaxLifetime, now.UTC().Format(time.RFC3339), Skew)}
+	}
+	return c, nil
+}
+
+// accept takes a signed command's nonce and journals the command, before
+// anything is done: a nonce is accepted once, across restarts. Unsigned
+// commands are neither remembered nor journalled.
+func (r *Responder) accept(c command, reasonText string) *refusal {
+	if !c.signed {
+		return nil
+	}
+	exp, _ := time.Parse(time.RFC3339, c.env.Expires) // checked by authenticate
+	now := r.o.Clock()
+	r.mu.Lock()
+	for n, until := range r.nonces {
+		if !until.After(now) {
+			delete(r.nonces, n)
+		}
+	}
+	_, seen := r.nonces[c.env.Nonce]
+	if !seen {
+		r.nonces[c.env.Nonce] = exp.Add(Skew)
+	}
+	r.mu.Unlock()
+	if seen {
+		return &refusal{CodeReplayed, "replayed", "the nonce " + c.env.Nonce + " was accepted before: a command is applied once; sign a new one"}
+	}
+	err := r.o.Queue.Journal(queue.Event{
+		Action: ActionRemote, Actor: c.actor, Reason: reasonText,
+		Detail: map[string]string{"cmd": c.cmd, "store": c.env.Store, "nonce": c.env.Nonce, "expires": c.env.Expires},
+	})
+	if err != nil {
+		r.mu.Lock()
+		delete(r.nonces, c.env.Nonce)
+		r.mu.Unlock()
+		return &refusal{CodeFailed, "not recorded", "the command could not be recorded in the journal, so nothing was done: " + err.Error()}
+	}
+	return nil
+}
+
+// refuse journals and logs a refusal.
+func (r *Responder) refuse(c command, f *refusal) {
+	detail := map[string]string{"cmd": c.cmd, "code": f.code}
+	if n := c.nonce(); n != "" {
+		detail["nonce"] = n
+	}
+	if f.code != CodeFailed {
+		if err := r.o.Queue.Journal(queue.Event{Action: queue.ActionRefused, Actor: c.actor, Reason: f.reason, Detail: detail}); err != nil {
+			r.o.Logger.Warn("REMOTE_REFUSAL_NOT_JOURNALLED", "cmd", c.cmd, "error", err.Error())
+		}
+	}
+	r.o.Logger.Warn("REMOTE_REFUSED", "cmd", c.cmd, "actor", c.actor, "reason", f.reason, "nonce", c.nonce())
+}
+
+// args decodes a command's arguments strictly into v.
+func args(c command, v any) error {
+	if len(c.env.Args) == 0 || string(c.env.Args) == "null" {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(c.env.Args))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil || dec.More() {
+		return &badRequest{fmt.Sprintf("the arguments of %s are not valid: %s", c.cmd, argsError(err))}
+	}
+	return nil
+}
+
+// argsError describes a decoding error without quoting the input.
+func argsError(err error) string {
+	var ute *json.UnmarshalTypeError
+	switch {
+	case err == nil:
+		return "more than one JSON value"
+	case errors.As(err, &ute):
+		return fmt.Sprintf("field %s must be %s", ute.Field, ute.Type)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return strings.TrimPrefix(err.Error(), "json: ")
+	}
+	return "not a JSON object"
+}
+
+func (r *Responder) status() (*status.Status, error) {
+	if r.o.Status == nil {
+		return nil, errors.New("this agent does not report its status")
+	}
+	return r.o.Status()
+}
+
+// prepare checks a command's arguments and returns what runs it once it is
+// accepted, and the reason text to journal with it. Nothing is done, and
+// no nonce taken, for arguments refused here.
+func (r *Responder) prepare(c command) (run func() (any, error), reasonText string, err error) {
+	switch c.cmd {
+	case CmdStatus:
+		return func() (any, error) { return r.status() }, "", args(c, &struct{}{})
+	case CmdFleetStatus:
+		return func() (any, error) {
+			st, err := r.status()
+			if err != nil {
+				return nil, err
+			}
+			return SummaryOf(st), nil
+		}, "", args(c, &struct{}{})
+	case CmdDLQList:
+		var a ListArgs
+		if err := args(c, &a); err != nil {
+			return nil, "", err
+		}
+		switch {
+		case a.Limit < 0:
+			return nil, "", &badRequest{"limit must not be negative"}
+		case a.Limit == 0:
+			a.Limit = DefaultListLimit
+		case a.Limit > MaxListLimit:
+			return nil, "", &badRequest{fmt.Sprintf("limit must be at most %d (a reply is one NATS message)", MaxListLimit)}
+		}
+		return func() (any, error) {
+			return r.o.DLQ.List(dlq.Filter{Reason: a.Reason, Since: a.Since, Until: a.Until, Limit: a.Limit})
+		}, "", nil
+	case CmdDLQRedrive:
+		var a RedriveArgs
+		if err := args(c, &a); err != nil {
+			return nil, "", err
+		}
+		var spread time.Duration
+		if a.Spread != "" {
+			d, err := time.ParseDuration(a.Spread)
+			if err != nil {
+				return nil, "", &badRequest{"spread is not a duration (e.g. 10m)"}
+			}
+			spread = d
+		}
+		reasonText := strings.TrimSpace(a.ReasonText)
+		if reasonText == "" && !a.DryRun {
+			return nil, "", &badRequest{"reason_text (--reason-text) is required: say why the movements are sent again (it is recorded in the store's audit journal)"}
+		}
+		return func() (any, error) { return r.redrive(c, a, reasonText, spread) }, reasonText, nil
+	}
+	return nil, "", &badRequest{"no such command"}
+}
+
+func (r *Responder) redrive(c command, a RedriveArgs, reasonText string, spread time.Duration) (RedriveResult, error) {
+	res, err := r.o.DLQ.Redrive(context.Background(), dlq.RedriveRequest{
+		Selection: a.Selection, Actor: c.actor, ReasonText: reasonText, Spread: spread, DryRun: a.DryRun,
+	})
+	out := RedriveResult{DryRun: res.DryRun, Redriven: len(res.Redriven), Keys: []string{}, NotFound: res.NotFound, Actor: c.actor, Nonce: c.env.Nonce}
+	for i, rd := range res.Redriven {
+		if i == MaxReplyKeys {
+			out.MoreKeys = len(res.Redriven) - MaxReplyKeys
+			break
+		}
+		out.Keys = append(out.Keys, rd.Key)
+	}
+	r.o.Logger.Info("REMOTE_REDRIVE", "actor", c.actor, "nonce", c.nonce(), "redriven", out.Redriven, "not_found", len(out.NotFound), "dry_run", a.DryRun)
+	return out, err
+}
+
+func clip(s string) string {
+	if r := []rune(s); len(r) > 40 {
+		return string(r[:40]) + "…"
+	}
+	return s
+}
