@@ -276,6 +276,8 @@ func (c Config) Validate() (Options, error) {
 		bad("store_id", "is required (the store's id as central knows it, e.g. S0042; flag --store-id, variable RXEDGE_STORE_ID)")
 	case !ValidStoreID(c.StoreID):
 		bad("store_id", "must be 1 to 32 letters, digits, '-' or '_' (it is part of NATS subjects)")
+	case c.StoreID == "fleet":
+		bad("store_id", "\"fleet\" is reserved for commands to every store (rx.ctl.fleet.>)")
 	}
 
 	if c.DataDir == "" {

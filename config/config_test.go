@@ -74,6 +74,10 @@ func TestValidateReportsEveryProblemByField(t *testing.T) {
 	if strings.Contains(msg, "secret") {
 		t.Errorf("error echoes a password:\n%s", msg)
 	}
+	c = Config{StoreID: "fleet", DataDir: t.TempDir()}
+	if _, err := c.Validate(); err == nil || !strings.Contains(err.Error(), "reserved") {
+		t.Errorf("store id fleet: %v", err)
+	}
 	// Listening beyond loopback needs a token; with one it is allowed.
 	c = Config{StoreID: "S1", DataDir: t.TempDir()}
 	c.Ingest.Listen = "0.0.0.0:8717"

@@ -18,6 +18,7 @@ const (
 	ActionStart      = "start"   // the agent started, with a summary of its configuration
 	ActionRefused    = "refused" // a remote command was refused
 	ActionCompact    = "compact"
+	ActionRemote     = "remote" // a signed remote command was accepted
 )
 
 // ActorAgent is the actor of the agent's own decisions.

@@ -24,7 +24,7 @@ import (
 // ActionRemote is the journal action of an accepted signed command,
 // recorded before it is applied, with its nonce, expiry and command in
 // Detail.
-const ActionRemote = "remote"
+const ActionRemote = queue.ActionRemote
 
 // Actors of remote commands.
 const (

@@ -34,7 +34,7 @@ func (f *natsFlags) register(fs *pflag.FlagSet, defaultInbox string) {
 	fs.StringVar(&f.ca, "ca", "", "CA certificate file for TLS")
 	fs.StringVar(&f.cert, "cert", "", "client certificate file for TLS")
 	fs.StringVar(&f.key, "key", "", "client key file for TLS")
-	fs.StringVar(&f.inboxPrefix, "inbox-prefix", defaultInbox, "inbox prefix for replies (the server grants each user its own: _INBOX_<user>)")
+	fs.StringVar(&f.inboxPrefix, "inbox-prefix", defaultInbox, "inbox prefix for replies; default _INBOX_<user> with --user (the server grants each user its own)")
 	fs.DurationVar(&f.timeout, "timeout", 5*time.Second, "how long to wait for the server")
 }
 

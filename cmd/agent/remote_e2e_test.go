@@ -173,6 +173,14 @@ func submitted(t *testing.T, body string) map[string]string {
 
 // raiseMaxPayload restarts the hub, on the same address and store, with a
 // larger max_payload: what an operator does to central.
+// reconnectedSince reports whether the agent is online on a connection
+// made after t (its state before the restart may not have noticed the
+// outage yet).
+func reconnectedSince(st *status.Status, t time.Time) bool {
+	c := st.Connection
+	return c.State == status.Online && c.Since != nil && c.Since.After(t)
+}
+
 func raiseMaxPayload(t *testing.T, h *natstest.Server, n int32) *natstest.Server {
 	t.Helper()
 	addr, dir := h.Addr(), h.StoreDir()
@@ -264,8 +272,9 @@ func TestRemoteRedriveEndToEnd(t *testing.T) {
 		t.Errorf("quarantined movement ids %q, want BIG-A and BIG-B", ids)
 	}
 
+	restarted := time.Now()
 	h = raiseMaxPayload(t, h, 1<<20)
-	a.waitFor(t, "reconnected", func(st *status.Status) bool { return st.Connection.State == status.Online })
+	a.waitFor(t, "reconnected", func(st *status.Status) bool { return reconnectedSince(st, restarted) })
 
 	// A local redrive delivers A exactly once.
 	const localWhy = "central max_payload raised to 1 MiB"
@@ -418,8 +427,9 @@ func TestNoPatientDataAnywhere(t *testing.T) {
 		t.Fatalf("dlq show --payload lacks the marker: the test could not fail\n%s", out)
 	}
 
+	restarted := time.Now()
 	h = raiseMaxPayload(t, h, 1<<20)
-	a.waitFor(t, "reconnected", func(st *status.Status) bool { return st.Connection.State == status.Online })
+	a.waitFor(t, "reconnected", func(st *status.Status) bool { return reconnectedSince(st, restarted) })
 	watcher = natstest.Connect(t, h.URL())
 	if _, err := watcher.Subscribe("rx.status.>", func(m *nats.Msg) { beats.Write(append(m.Data, '\n')) }); err != nil {
 		t.Fatal(err)
