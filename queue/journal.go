@@ -85,11 +85,25 @@ func appendEvents(tx *bolt.Tx, ev Event) error {
 }
 
 // Events calls fn for each journal event at or after since, oldest first,
-// until fn returns false.
+// until fn returns false. Events are appended in time order, so it reads
+// back from the newest only as far as since: reading the last minutes of
+// a two-year journal costs the minutes, not the years.
 func (q *Queue) Events(since time.Time, fn func(Event) bool) error {
 	return q.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketJournal).Cursor()
-		for k, v := c.First(); k != nil; k, v = c.Next() {
+		k, v := c.First()
+		if !since.IsZero() {
+			for k, v = c.Last(); k != nil; k, v = c.Prev() {
+				var e struct{ At time.Time }
+				if err := json.Unmarshal(v, &e); err != nil || e.At.Before(since) {
+					break
+				}
+			}
+			if k == nil {
+				k, v = c.First()
+			}
+		}
+		for ; k != nil; k, v = c.Next() {
 			var e Event
 			if err := json.Unmarshal(v, &e); err != nil {
 				return fmt.Errorf("queue: journal entry %d: %w", binary.BigEndian.Uint64(k), err)

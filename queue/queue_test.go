@@ -480,3 +480,30 @@ func TestPruneDropsOldSyncedKeysAndJournal(t *testing.T) {
 	}
 	verify(t, q)
 }
+
+func TestEventsSinceReadsOnlyTheTail(t *testing.T) {
+	clk := newClock()
+	q := openTest(t, filepath.Join(t.TempDir(), "agent.db"), clk)
+	start := clk.Now()
+	for i := 0; i < 5; i++ {
+		if err := q.Journal(Event{Action: ActionStart, Actor: ActorAgent, Reason: fmt.Sprint(i)}); err != nil {
+			t.Fatal(err)
+		}
+		clk.Add(time.Hour)
+	}
+	var got []string
+	q.Events(start.Add(2*time.Hour), func(e Event) bool { got = append(got, e.Reason); return true })
+	if fmt.Sprint(got) != "[2 3 4]" {
+		t.Fatalf("events since the third = %v", got)
+	}
+	got = nil
+	q.Events(time.Time{}, func(e Event) bool { got = append(got, e.Reason); return len(got) < 2 })
+	if fmt.Sprint(got) != "[0 1]" {
+		t.Fatalf("all events, stopping after two = %v", got)
+	}
+	got = nil
+	q.Events(start.Add(10*time.Hour), func(e Event) bool { got = append(got, e.Reason); return true })
+	if len(got) != 0 {
+		t.Fatalf("events after the last = %v", got)
+	}
+}
