@@ -96,12 +96,16 @@ func (e *Engine) Run(ctx context.Context) error {
 // store's own inbox prefix, a short ping interval so a dead link is noticed
 // quickly, and the configured credentials and TLS.
 func connOptions(o config.Options, s *sender) ([]nats.Option, error) {
+	wait := o.NATS.ReconnectWait
+	if wait <= 0 {
+		wait = time.Second
+	}
 	opts := []nats.Option{
 		nats.Name("rxedge-agent/" + o.StoreID),
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
-		nats.ReconnectWait(time.Second),
-		nats.ReconnectJitter(time.Second, 2*time.Second),
+		nats.ReconnectWait(wait),
+		nats.ReconnectJitter(o.NATS.ReconnectJitter, 2*o.NATS.ReconnectJitter),
 		nats.ReconnectBufSize(-1),
 		nats.CustomInboxPrefix(InboxPrefix(o.StoreID)),
 		nats.PingInterval(o.NATS.PingInterval),
