@@ -54,6 +54,7 @@ func Run(ctx context.Context, opts config.Options, log *slog.Logger, hooks Hooks
 	if err := os.MkdirAll(opts.DataDir, 0o750); err != nil {
 		return fmt.Errorf("create data directory: %w", err)
 	}
+	compactAtStart(config.DataFile(opts.DataDir), log)
 	q, err := queue.Open(queue.Options{
 		Path:     config.DataFile(opts.DataDir),
 		StoreID:  opts.StoreID,

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/rxedge/agent/config"
+	"github.com/rxedge/agent/control"
+	"github.com/rxedge/agent/daemon"
+	"github.com/rxedge/agent/dlq"
+	"github.com/rxedge/agent/queue"
+)
+
+// freePages leaves n bytes of free pages in the data file of dir, as a
+// drained backlog does.
+func freePages(t *testing.T, dir string, n int) {
+	t.Helper()
+	db, err := bolt.Open(config.DataFile(dir), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	val := bytes.Repeat([]byte{'x'}, 1<<20)
+	err = db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucket([]byte("scratch"))
+		if err != nil {
+			return err
+		}
+		for i := 0; i < n>>20; i++ {
+			if err := b.Put([]byte(fmt.Sprint(i)), val); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		err = db.Update(func(tx *bolt.Tx) error { return tx.DeleteBucket([]byte("scratch")) })
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCompactCLI(t *testing.T) {
+	dir, keys := quarantinedDataDir(t, mv{id: "A"}, mv{id: "B", reason: "exhausted:timeout"})
+	freePages(t, dir, 8<<20)
+	path := config.DataFile(dir)
+	before, _ := os.Stat(path)
+
+	out := mustCLI(t, "compact", "--data-dir", dir)
+	if !strings.Contains(out, "not worth compacting") || !strings.Contains(out, "--force") {
+		t.Errorf("compact of a small file:\n%s", out)
+	}
+	if fi, _ := os.Stat(path); !os.SameFile(fi, before) || fi.Size() != before.Size() {
+		t.Errorf("compact without --force changed the file")
+	}
+	out = mustCLI(t, "compact", "--data-dir", dir, "--json")
+	var rep compactReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.Compacted || rep.BeforeBytes != before.Size() || rep.FreeBytes < 8<<20 {
+		t.Errorf("compact --json of a small file: %+v, %v\n%s", rep, err, out)
+	}
+
+	out = mustCLI(t, "compact", "--data-dir", dir, "--force", "--json")
+	rep = compactReport{}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	after, _ := os.Stat(path)
+	if !rep.Compacted || !rep.Journaled || rep.BeforeBytes != before.Size() || rep.AfterBytes != after.Size() || rep.AfterBytes >= rep.BeforeBytes/4 || rep.Path != path {
+		t.Errorf("compact --force --json = %+v; file %d bytes before, %d after", rep, before.Size(), after.Size())
+	}
+
+	out = mustCLI(t, "compact", "--data-dir", dir, "--force")
+	if !strings.HasPrefix(out, "compacted "+path+": ") || !strings.Contains(out, "% of before") {
+		t.Errorf("compact --force:\n%s", out)
+	}
+
+	out = mustCLI(t, "dlq", "list", "--data-dir", dir)
+	for _, k := range keys {
+		if !strings.Contains(out, k) {
+			t.Errorf("quarantined %s missing after compaction:\n%s", k, out)
+		}
+	}
+	out = mustCLI(t, "audit", "--data-dir", dir, "--json")
+	var audit dlq.AuditResult
+	if err := json.Unmarshal([]byte(out), &audit); err != nil {
+		t.Fatal(err)
+	}
+	var compacts int
+	for _, e := range audit.Events {
+		if e.Action == queue.ActionCompact {
+			compacts++
+			if e.Actor != control.LocalActor() || e.Reason != "agent compact" || e.Detail["before_bytes"] == "" {
+				t.Errorf("journal entry %+v", e)
+			}
+		}
+	}
+	if compacts != 2 {
+		t.Errorf("%d compact entries in the journal, want 2", compacts)
+	}
+}
+
+func TestCompactCLIRefusesWhileTheAgentRuns(t *testing.T) {
+	dir, _ := quarantinedDataDir(t, mv{id: "A"})
+
+	// Another process holds the file.
+	q, err := queue.Open(queue.Options{Path: config.DataFile(dir), StoreID: cliStore})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, errs, code := cli(t, "compact", "--data-dir", dir, "--force")
+	q.Close()
+	if code != 1 || !strings.Contains(errs, "the agent is running") || !strings.Contains(errs, "stop the service first") {
+		t.Errorf("compact of a locked file: exit %d, stderr %q", code, errs)
+	}
+
+	// The agent runs and answers on its socket.
+	if n := len(config.SocketPath(dir)); n >= 104 {
+		t.Skipf("the control socket's path in the temporary directory is %d bytes, over the limit of unix socket addresses", n)
+	}
+	c := config.Config{StoreID: cliStore, DataDir: dir}
+	c.Ingest.Listen = "off"
+	opts, err := c.Validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- daemon.Run(ctx, opts, nil, daemon.Hooks{Ready: func(string) { close(ready) }})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("daemon.Run: %v", err)
+		}
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("daemon.Run: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the agent did not become ready")
+	}
+	_, errs, code = cli(t, "compact", "--data-dir", dir, "--force")
+	if code != 1 || !strings.Contains(errs, "stop the service first") {
+		t.Errorf("compact while the agent runs: exit %d, stderr %q", code, errs)
+	}
+	if _, err := os.Stat(config.DataFile(dir) + queue.CompactSuffix); !os.IsNotExist(err) {
+		t.Errorf("a refused compaction left %s%s: %v", config.DataFile(dir), queue.CompactSuffix, err)
+	}
+}
