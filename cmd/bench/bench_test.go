@@ -1,0 +1,120 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rxedge/agent/movement"
+)
+
+// tinyBench is a bench with sizes small enough for a unit test.
+func tinyBench(t *testing.T) (*bench, *bytes.Buffer) {
+	t.Helper()
+	s := quickSizes()
+	s.ingestN, s.naiveN, s.ingestConns = 400, 50, 16
+	s.ingestRounds = 2
+	s.syncN, s.syncRounds = 600, 2
+	var log bytes.Buffer
+	b := &bench{size: s, root: t.TempDir(), log: &log, rep: newReport(), now: time.Now(), backlogs: make(map[string]string)}
+	b.rep.mode = "test"
+	return b, &log
+}
+
+func TestGeneratedMovementsAreValid(t *testing.T) {
+	now := time.Now()
+	for _, i := range []int{0, 1, 4, 5, 9, 10, 99, 12345, 999_999} {
+		g := generate("S0001", i, now)
+		p, es := movement.Prepare(g.Payload, "S0001", now)
+		if es != nil {
+			t.Fatalf("movement %d: %v\n%s", i, es, g.Payload)
+		}
+		if string(p.Payload) != string(g.Payload) || p.Key != g.Key || p.Digest != g.Digest || p.Class != g.Class || p.Schedule != g.Schedule || p.MovementID != g.MovementID {
+			t.Errorf("movement %d: generated %+v, Prepare gives %+v", i, g, p)
+		}
+		if len(g.Payload) != payloadSize {
+			t.Errorf("movement %d: payload is %d bytes, want %d", i, len(g.Payload), payloadSize)
+		}
+	}
+}
+
+// TestIngestAndSyncScenarios runs the ingest and sync scenarios at a tiny
+// size: every part runs against real files, a real HTTP listener and real
+// hubs, and every figure they promise comes out.
+func TestIngestAndSyncScenarios(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts hubs and an agent")
+	}
+	b, log := tinyBench(t)
+	ctx := context.Background()
+	if err := benchIngest(ctx, b); err != nil {
+		t.Fatalf("ingest: %v\n%s", err, log)
+	}
+	if err := benchSync(ctx, b); err != nil {
+		t.Fatalf("sync: %v\n%s", err, log)
+	}
+	got := b.rep.json()
+	for _, name := range []string{"ingest_vs_naive", "ingest_http_p50_ms", "ingest_http_p99_ms", "trickle_vs_raw_durable", "backlog_drain_vs_raw_durable", "sync_drain_nosync_rate"} {
+		if v, ok := got.Figures[name]; !ok || !(v > 0) {
+			t.Errorf("figure %s = %v (present %v), want a positive number", name, v, ok)
+		}
+	}
+	var md bytes.Buffer
+	b.rep.writeMarkdown(&md)
+	if !strings.Contains(md.String(), "`ingest_vs_naive`") || !strings.Contains(md.String(), "| scenario | figure | baseline | ratio | target | met? |") {
+		t.Errorf("the Markdown report lacks the table or a figure:\n%s", md.String())
+	}
+	t.Logf("\n%s", md.String())
+}
+
+func TestBinTimes(t *testing.T) {
+	start := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return start.Add(time.Duration(ms) * time.Millisecond) }
+	times := []time.Time{at(-5), at(10), at(20), at(150), at(390), at(399)}
+	r := binTimes(times, start, 100*time.Millisecond)
+	want := []int{3, 1, 0, 2}
+	if len(r.bins) != len(want) {
+		t.Fatalf("bins %v, want %v", r.bins, want)
+	}
+	for i := range want {
+		if r.bins[i] != want[i] {
+			t.Fatalf("bins %v, want %v", r.bins, want)
+		}
+	}
+	if r.peak != 3 || r.mean != 1.5 || r.peakToMean != 2 {
+		t.Errorf("peak %d mean %v peak/mean %v, want 3, 1.5, 2", r.peak, r.mean, r.peakToMean)
+	}
+}
+
+func TestUsage(t *testing.T) {
+	var out, errb bytes.Buffer
+	for _, args := range [][]string{{"-only", "ingest,nope"}, {"extra"}, {"-bogus"}} {
+		err := run(context.Background(), args, &out, &errb)
+		var ue usageError
+		if !errors.As(err, &ue) {
+			t.Errorf("run %q: %v, want a usage error", args, err)
+		}
+	}
+}
+
+func TestQuickRunMarksMillionFiguresNotMeasured(t *testing.T) {
+	r := newReport()
+	r.mode = "quick"
+	r.missing("3 scale", "backlog_1m_heap_mib", "heap", atMost(64), "quick run")
+	r.value("3 scale", "backlog_100k_heap_mib", "heap", 12, "MiB", nil)
+	j := r.json()
+	if _, ok := j.Figures["backlog_1m_heap_mib"]; ok {
+		t.Error("a figure not measured has a value in the JSON")
+	}
+	if j.NotMeasured["backlog_1m_heap_mib"] == "" || j.Targets["backlog_1m_heap_mib"].Met != nil {
+		t.Errorf("not_measured %v, target %+v", j.NotMeasured, j.Targets["backlog_1m_heap_mib"])
+	}
+	var md bytes.Buffer
+	r.writeMarkdown(&md)
+	if !strings.Contains(md.String(), "Quick run") || !strings.Contains(md.String(), "not measured") {
+		t.Errorf("report:\n%s", md.String())
+	}
+}

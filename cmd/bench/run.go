@@ -1,0 +1,212 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"time"
+)
+
+// usageError is a mistake on the command line (exit code 2).
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+// scenarioNames lists the scenarios in the order they run.
+var scenarioNames = []string{"ingest", "sync", "scale", "herd", "compact"}
+
+// sizes are the sizes of one run.
+type sizes struct {
+	quick bool
+
+	ingestN      int // movements posted over HTTP and enqueued in-process
+	naiveN       int // movements of the naive baseline (a rate: fewer suffice)
+	ingestConns  int // concurrent clients / goroutines
+	ingestRounds int // turns the naive baseline and the agent take
+
+	syncN      int // backlog of the sync scenario
+	syncRounds int // turns the raw baseline and the trickle take
+
+	scaleNs     []int // pending backlogs of the scale scenario
+	stepSamples int   // single steps timed per size
+	statusCalls int   // GET /v1/status calls per size
+
+	herdStores   int
+	herdPerStore int
+	herdJitter   time.Duration
+	herdOutage   time.Duration
+
+	compactN int
+}
+
+func fullSizes() sizes {
+	return sizes{
+		ingestN: 50_000, naiveN: 5_000, ingestConns: 64, ingestRounds: 10,
+		syncN: 100_000, syncRounds: 5,
+		scaleNs: []int{10_000, 100_000, 1_000_000}, stepSamples: 201, statusCalls: 100,
+		herdStores: 1000, herdPerStore: 5, herdJitter: 5 * time.Second, herdOutage: 3 * time.Second,
+		compactN: 1_000_000,
+	}
+}
+
+func quickSizes() sizes {
+	return sizes{
+		quick:   true,
+		ingestN: 10_000, naiveN: 1_000, ingestConns: 64, ingestRounds: 5,
+		syncN: 10_000, syncRounds: 3,
+		scaleNs: []int{10_000, 100_000}, stepSamples: 101, statusCalls: 100,
+		herdStores: 200, herdPerStore: 5, herdJitter: 5 * time.Second, herdOutage: 2 * time.Second,
+		compactN: 100_000,
+	}
+}
+
+// bench is one run: its sizes, its temporary directory and its report.
+type bench struct {
+	size sizes
+	root string
+	log  io.Writer
+	rep  *report
+	// now is the time movements are generated for (their occurred_at is
+	// an hour before it).
+	now time.Time
+	// backlogs caches built backlog files by store and size; scenarios
+	// work on copies.
+	backlogs map[string]string
+}
+
+// dir creates a fresh directory for one part of the run.
+func (b *bench) dir(name string) (string, error) {
+	d := filepath.Join(b.root, name)
+	if err := os.RemoveAll(d); err != nil {
+		return "", err
+	}
+	return d, os.MkdirAll(d, 0o750)
+}
+
+func (b *bench) logf(format string, args ...any) {
+	fmt.Fprintf(b.log, "%s  "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+// run is the command: it parses args, runs the chosen scenarios and writes
+// the report.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	quick := fs.Bool("quick", false, "small sizes for a CI smoke run (about a minute or two)")
+	jsonFile := fs.String("json", "", "also write the figures as JSON to `FILE`")
+	only := fs.String("only", "", "run only these scenarios, comma-separated: "+strings.Join(scenarioNames, ","))
+	child := fs.String("ready-child", "", "internal: measure start-up of the agent on this data directory")
+	childStore := fs.String("ready-store", "", "internal: the store id of -ready-child")
+	childCalls := fs.Int("ready-calls", 100, "internal: status calls of -ready-child")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to `FILE` (go tool pprof)")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return nil
+		}
+		return usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("unexpected arguments: %s", strings.Join(fs.Args(), " "))}
+	}
+	if *child != "" {
+		return readyChild(ctx, *child, *childStore, *childCalls, stdout)
+	}
+
+	chosen := scenarioNames
+	if *only != "" {
+		chosen = nil
+		for _, n := range strings.Split(*only, ",") {
+			n = strings.TrimSpace(n)
+			if !slices.Contains(scenarioNames, n) {
+				return usageError{fmt.Sprintf("-only: unknown scenario %q (known: %s)", n, strings.Join(scenarioNames, ", "))}
+			}
+			chosen = append(chosen, n)
+		}
+	}
+
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	size := fullSizes()
+	if *quick {
+		size = quickSizes()
+	}
+	root, err := os.MkdirTemp("", "rxbench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(root)
+
+	b := &bench{size: size, root: root, log: stderr, rep: newReport(), now: time.Now(), backlogs: make(map[string]string)}
+	b.rep.mode = "full"
+	if size.quick {
+		b.rep.mode = "quick"
+	}
+	b.rep.scenarios = chosen
+	started := time.Now()
+	b.logf("bench: %s run of %s in %s", b.rep.mode, strings.Join(chosen, ", "), root)
+
+	scenarios := map[string]func(context.Context, *bench) error{
+		"ingest":  benchIngest,
+		"sync":    benchSync,
+		"scale":   benchScale,
+		"herd":    benchHerd,
+		"compact": benchCompact,
+	}
+	var failed []string
+	for _, name := range scenarioNames {
+		if !slices.Contains(chosen, name) {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		t0 := time.Now()
+		b.logf("%s: start", name)
+		if err := scenarios[name](ctx, b); err != nil {
+			failed = append(failed, name)
+			b.rep.note(fmt.Sprintf("scenario %s failed: %v", name, err))
+			b.logf("%s: FAILED: %v", name, err)
+		}
+		b.rep.durations = append(b.rep.durations, scenarioTime{name, time.Since(t0)})
+		b.logf("%s: done in %s", name, time.Since(t0).Round(100*time.Millisecond))
+	}
+	b.rep.runtime = time.Since(started)
+
+	b.rep.writeMarkdown(stdout)
+	if *jsonFile != "" {
+		data, err := json.MarshalIndent(b.rep.json(), "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(*jsonFile, append(data, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("scenario(s) failed: %s", strings.Join(failed, ", "))
+	}
+	return nil
+}
+
+// environment describes the machine for the report's header.
+func environment() string {
+	return fmt.Sprintf("%s/%s, %d CPU, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())
+}
