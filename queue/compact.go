@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -64,7 +63,9 @@ func (s Space) FreeFraction() float64 {
 // also removes a <path>.compact left by an interrupted one: a start-up
 // never leaves such a file behind.
 func CompactionNeeded(path string) (bool, Space, error) {
-	sp, err := space(path, time.Second)
+	// A short wait: a held lock means an agent runs, and the caller's own
+	// open reports that; the start-up of a second agent must stay quick.
+	sp, err := space(path, 100*time.Millisecond)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, sp, nil
 	}
@@ -185,11 +186,9 @@ func (r CompactResult) Ratio() float64 {
 // On Unix the rename happens while the old file is still open and locked,
 // so no other process can write to the old file in between. A process that
 // opened the old file before the rename and waits for its lock would get
-// the lock on the replaced file once Compact closes it; so before closing
-// it, Compact marks the replaced file with an impossible store id and
-// schema version, and such a process fails to open it (and succeeds on its
-// next try, which opens the new file) instead of writing where nobody will
-// read.
+// the lock on the replaced file once Compact closes it; Open notices that
+// the file it locked is no longer the one at path and opens the new one,
+// so nothing is written where nobody will read.
 //
 // On Windows a file that is open cannot be replaced, so Compact closes the
 // old file just before the rename (os.Rename, which is MoveFileEx with
@@ -289,13 +288,6 @@ func Compact(path string, opts CompactOptions) (res CompactResult, err error) {
 	}
 	if srcOpen {
 		srcOpen = false
-		// Best effort: the data is safe either way (see the doc comment).
-		// Open checks the store id first, so an agent is told why; a
-		// process that opens without a store id trips on the schema.
-		src.Update(func(tx *bolt.Tx) error {
-			meta := tx.Bucket(bucketMeta)
-			return errors.Join(meta.Put(metaStore, []byte(replacedMarker)), meta.Put(metaSchema, u64(math.MaxUint64)))
-		})
 		src.Close()
 	}
 	hook(phaseReleased)
@@ -313,10 +305,6 @@ func Compact(path string, opts CompactOptions) (res CompactResult, err error) {
 	hook(phaseJournaled)
 	return res, nil
 }
-
-// replacedMarker is the store id written into a data file that a
-// compaction replaced, for a process that opened it before the rename.
-const replacedMarker = "(none: this file was replaced by a compaction; open the data file again)"
 
 // checkAgentFile refuses to compact a file that is not an agent data file
 // or was written by a newer agent.

@@ -192,11 +192,7 @@ func Open(opts Options) (*Queue, error) {
 	} else if err := os.MkdirAll(filepath.Dir(opts.Path), 0o750); err != nil {
 		return nil, fmt.Errorf("queue: open: create data directory: %w", err)
 	}
-	db, err := bolt.Open(opts.Path, 0o600, &bolt.Options{
-		Timeout:      opts.LockTimeout,
-		ReadOnly:     opts.ReadOnly,
-		FreelistType: bolt.FreelistMapType,
-	})
+	db, err := openFile(opts)
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("queue: open %s: %w", opts.Path, ErrLocked)
 	}
@@ -220,6 +216,32 @@ func Open(opts Options) (*Queue, error) {
 		go q.writer()
 	}
 	return q, nil
+}
+
+// openFile opens and locks the bbolt file at opts.Path, making sure the
+// file it locked is still the one at that path: a compaction renames a new
+// file over the data file while a waiting opener holds the old one, and
+// writing there would be writing where nobody reads.
+func openFile(opts Options) (*bolt.DB, error) {
+	for attempt := 0; ; attempt++ {
+		before, statErr := os.Stat(opts.Path)
+		db, err := bolt.Open(opts.Path, 0o600, &bolt.Options{
+			Timeout:      opts.LockTimeout,
+			ReadOnly:     opts.ReadOnly,
+			FreelistType: bolt.FreelistMapType,
+		})
+		if err != nil {
+			return nil, err
+		}
+		after, err := os.Stat(opts.Path)
+		if err == nil && (statErr != nil || os.SameFile(before, after)) {
+			return db, nil
+		}
+		db.Close()
+		if attempt == 2 {
+			return nil, errors.New("the data file kept being replaced while opening it (is a compaction running?): try again")
+		}
+	}
 }
 
 func (q *Queue) init(tx *bolt.Tx) error {
