@@ -73,9 +73,10 @@ func TestIngestAndSyncScenarios(t *testing.T) {
 func TestBinTimes(t *testing.T) {
 	start := time.Unix(1000, 0)
 	at := func(ms int) time.Time { return start.Add(time.Duration(ms) * time.Millisecond) }
+	// Bins run from the first time (5 ms before start) to the last.
 	times := []time.Time{at(-5), at(10), at(20), at(150), at(390), at(399)}
 	r := binTimes(times, start, 100*time.Millisecond)
-	want := []int{3, 1, 0, 2}
+	want := []int{3, 1, 0, 1, 1}
 	if len(r.bins) != len(want) {
 		t.Fatalf("bins %v, want %v", r.bins, want)
 	}
@@ -84,8 +85,11 @@ func TestBinTimes(t *testing.T) {
 			t.Fatalf("bins %v, want %v", r.bins, want)
 		}
 	}
-	if r.peak != 3 || r.mean != 1.5 || r.peakToMean != 2 {
-		t.Errorf("peak %d mean %v peak/mean %v, want 3, 1.5, 2", r.peak, r.mean, r.peakToMean)
+	if r.peak != 3 || r.mean != 1.2 || r.peakToMean != 2.5 {
+		t.Errorf("peak %d mean %v peak/mean %v, want 3, 1.2, 2.5", r.peak, r.mean, r.peakToMean)
+	}
+	if r.first != 0 || r.window != 399*time.Millisecond {
+		t.Errorf("first %s window %s, want 0 and 399ms", r.first, r.window)
 	}
 }
 
