@@ -165,7 +165,7 @@ func Render(w io.Writer, s *Status, maxAge time.Duration) {
 	fmt.Fprintf(&b, "In flight       %d\n", s.Leased)
 	fmt.Fprintf(&b, "Rates           %.1f accepted/min, %.1f synced/min, %.1f quarantined/min\n",
 		s.Rates.AcceptedPerMinute, s.Rates.SyncedPerMinute, s.Rates.QuarantinedPerMinute)
-	fmt.Fprintf(&b, "Data file       %s, %s, %s free on disk\n", s.DataFile.Path, bytesHuman(uint64(max(s.DataFile.SizeBytes, 0))), bytesHuman(s.DataFile.FreeBytes))
+	fmt.Fprintf(&b, "Data file       %s, %s, %s free on disk\n", s.DataFile.Path, Bytes(uint64(max(s.DataFile.SizeBytes, 0))), Bytes(s.DataFile.FreeBytes))
 	if p := s.Problems(maxAge); len(p) > 0 {
 		b.WriteString("\nNeeds attention:\n")
 		for _, line := range p {
@@ -193,7 +193,8 @@ func round(d time.Duration) time.Duration {
 	}
 }
 
-func bytesHuman(n uint64) string {
+// Bytes is a byte count for people: 1.5 GiB, 120.0 MiB, 512 B.
+func Bytes(n uint64) string {
 	const unit = 1024
 	if n < unit {
 		return fmt.Sprintf("%d B", n)

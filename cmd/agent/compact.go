@@ -13,6 +13,7 @@ import (
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/internal/progress"
 	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/status"
 )
 
 // errAgentRunning is the answer when the agent holds the data file.
@@ -127,15 +128,4 @@ func compact(ctx context.Context, s *streams, dataDir string, asJSON, force bool
 }
 
 // sizeString is a byte count for people: 1.5 GiB, 120.0 MiB, 512 B.
-func sizeString(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
+func sizeString(n int64) string { return status.Bytes(uint64(max(n, 0))) }
