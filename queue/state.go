@@ -416,17 +416,13 @@ func (q *Queue) Redrive(rq Redrive) (RedriveResult, error) {
 		b := buckets(tx)
 		var keys []string
 		for _, k := range rq.Keys {
-			v := b.quarantine.Get(k[:])
-			if v == nil {
-				res.NotFound = append(res.NotFound, k)
-				continue
-			}
-			r, err := unmarshalRecord(v)
+			r, err := b.takeQuarantined(k)
 			if err != nil {
 				return fatal(err)
 			}
-			if err := b.quarantine.Delete(k[:]); err != nil {
-				return fatal(err)
+			if r == nil {
+				res.NotFound = append(res.NotFound, k)
+				continue
 			}
 			r.Quarantine = nil
 			r.Attempts = 0
@@ -513,17 +509,13 @@ func (q *Queue) Purge(rq Purge) (PurgeResult, error) {
 		b := buckets(tx)
 		var keys []string
 		for _, k := range rq.Keys {
-			v := b.quarantine.Get(k[:])
-			if v == nil {
-				res.NotFound = append(res.NotFound, k)
-				continue
-			}
-			r, err := unmarshalRecord(v)
+			r, err := b.takeQuarantined(k)
 			if err != nil {
 				return fatal(err)
 			}
-			if err := b.quarantine.Delete(k[:]); err != nil {
-				return fatal(err)
+			if r == nil {
+				res.NotFound = append(res.NotFound, k)
+				continue
 			}
 			if err := b.setState(r, Purged, now); err != nil {
 				return fatal(err)
@@ -571,6 +563,20 @@ func (b txBuckets) takePending(seq uint64) (*Record, error) {
 		return nil, err
 	}
 	return r, b.pending.Delete(u64(seq))
+}
+
+// takeQuarantined deletes a quarantined record and returns it, or nil when
+// key is not quarantined.
+func (b txBuckets) takeQuarantined(key [16]byte) (*Record, error) {
+	v := b.quarantine.Get(key[:])
+	if v == nil {
+		return nil, nil
+	}
+	r, err := unmarshalRecord(v)
+	if err != nil {
+		return nil, err
+	}
+	return r, b.quarantine.Delete(key[:])
 }
 
 // setState moves r's key to state s and adjusts the counters.
