@@ -52,7 +52,7 @@ func fullSizes() sizes {
 		ingestN: 50_000, naiveN: 5_000, ingestConns: 64, ingestRounds: 10,
 		syncN: 100_000, syncRounds: 5,
 		scaleNs: []int{10_000, 100_000, 1_000_000}, stepSamples: 201, statusCalls: 100,
-		herdStores: 1000, herdPerStore: 5, herdJitter: 5 * time.Second, herdOutage: 3 * time.Second,
+		herdStores: 2000, herdPerStore: 3, herdJitter: 5 * time.Second, herdOutage: 3 * time.Second,
 		compactN: 1_000_000,
 	}
 }
