@@ -9,8 +9,9 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os/user"
+	"strings"
+	stdsync "sync"
 	"time"
 
 	"github.com/rxedge/agent/status"
@@ -55,13 +56,60 @@ func LocalActor() string {
 	return "local:unknown"
 }
 
+// handlerTransport serves requests with a handler in this process. The
+// answer streams: RoundTrip returns once the handler wrote its header, and
+// the body is read while the handler writes it, so a large export is never
+// held in memory. Closing the body early makes the handler's writes fail.
 type handlerTransport struct{ h http.Handler }
 
 func (t handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	rec := httptest.NewRecorder()
-	t.h.ServeHTTP(rec, r)
-	return rec.Result(), nil
+	pr, pw := io.Pipe()
+	w := &pipeWriter{header: make(http.Header), pw: pw, ready: make(chan struct{})}
+	resp := &http.Response{Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Body: pr, Request: r, Trailer: make(http.Header)}
+	go func() {
+		defer func() {
+			w.WriteHeader(http.StatusOK) // a handler that wrote nothing
+			// Trailers are set before the reader can see the end of the body.
+			for _, k := range strings.Split(w.sent.Get("Trailer"), ",") {
+				if k = strings.TrimSpace(k); k != "" {
+					resp.Trailer[http.CanonicalHeaderKey(k)] = w.header.Values(k)
+				}
+			}
+			pw.Close()
+		}()
+		t.h.ServeHTTP(w, r)
+	}()
+	<-w.ready
+	resp.StatusCode, resp.Status, resp.Header = w.code, fmt.Sprintf("%d %s", w.code, http.StatusText(w.code)), w.sent
+	return resp, nil
 }
+
+// pipeWriter is the http.ResponseWriter of handlerTransport.
+type pipeWriter struct {
+	header http.Header
+	sent   http.Header // the header as it was when written
+	code   int
+	pw     *io.PipeWriter
+	once   stdsync.Once
+	ready  chan struct{}
+}
+
+func (w *pipeWriter) Header() http.Header { return w.header }
+
+func (w *pipeWriter) WriteHeader(code int) {
+	w.once.Do(func() {
+		w.code, w.sent = code, w.header.Clone()
+		close(w.ready)
+	})
+}
+
+func (w *pipeWriter) Write(b []byte) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	return w.pw.Write(b)
+}
+
+// Flush is a no-op: every write reaches the reader at once.
+func (w *pipeWriter) Flush() {}
 
 // Ping reports whether an agent answers.
 func (c *Client) Ping(ctx context.Context) error {
