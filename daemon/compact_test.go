@@ -8,34 +8,16 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	stdsync "sync"
 	"testing"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/rxedge/agent/config"
+	"github.com/rxedge/agent/internal/syncbuf"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
 )
-
-// lockedBuffer is a bytes.Buffer safe for the logger's goroutines.
-type lockedBuffer struct {
-	mu stdsync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // inflate leaves n bytes of free pages in the bbolt file at path, the way
 // a drained backlog does: it writes a scratch bucket and deletes it.
@@ -105,7 +87,7 @@ func TestRunCompactsAtStartWhenMostlyFree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs lockedBuffer
+	var logs syncbuf.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	err = Run(ctx, opts, slog.New(slog.NewJSONHandler(&logs, nil)), Hooks{Ready: func(string) { cancel() }})
@@ -154,7 +136,7 @@ func TestRunCompactsAtStartWhenMostlyFree(t *testing.T) {
 	}
 
 	// A second start finds nothing to compact.
-	logs = lockedBuffer{}
+	logs = syncbuf.Buffer{}
 	ctx, cancel = context.WithCancel(context.Background())
 	defer cancel()
 	q.Close()

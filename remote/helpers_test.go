@@ -1,13 +1,11 @@
 package remote_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	stdsync "sync"
 	"testing"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/internal/natstest"
+	"github.com/rxedge/agent/internal/syncbuf"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/remote"
@@ -32,7 +31,7 @@ type store struct {
 	svc  *dlq.Service
 	nc   *nats.Conn
 	keys []string // quarantined at start
-	logs *logBuffer
+	logs *syncbuf.Buffer
 	opts remote.Options
 }
 
@@ -45,7 +44,7 @@ func startStore(t *testing.T, url, id string, operatorKeys []string, n int) *sto
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { q.Close() })
-	s := &store{t: t, id: id, url: url, q: q, svc: dlq.New(q), logs: &logBuffer{}}
+	s := &store{t: t, id: id, url: url, q: q, svc: dlq.New(q), logs: &syncbuf.Buffer{}}
 	for i := range n {
 		s.keys = append(s.keys, quarantine(t, q, id, fmt.Sprintf("M%03d", i), ""))
 	}
@@ -216,22 +215,4 @@ func testContext(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-// logBuffer collects log lines from several goroutines.
-type logBuffer struct {
-	mu  stdsync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }

@@ -3,12 +3,9 @@ package sync
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
-	stdsync "sync"
 	"testing"
 	"time"
 
@@ -17,6 +14,7 @@ import (
 	"github.com/rxedge/agent/config"
 	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/internal/natstest"
+	"github.com/rxedge/agent/internal/syncbuf"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/retry"
@@ -34,7 +32,7 @@ type rig struct {
 	opts   config.Options
 	tune   func(*SenderOptions)
 	log    *slog.Logger
-	logs   *logBuffer
+	logs   *syncbuf.Buffer
 }
 
 // testOptions are the agent's options for tests: short timeouts and delays
@@ -62,7 +60,7 @@ func startRig(t *testing.T, o config.Options, tune func(*SenderOptions)) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &logBuffer{}
+	logs := &syncbuf.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	r := &rig{t: t, q: q, opts: o, tune: tune, log: log, logs: logs}
 	r.start()
@@ -70,7 +68,7 @@ func startRig(t *testing.T, o config.Options, tune func(*SenderOptions)) *rig {
 		r.stop()
 		q.Close()
 		if t.Failed() {
-			t.Logf("agent log (last lines):\n%s", logs.tail(40))
+			t.Logf("agent log (last lines):\n%s", logs.Tail(40))
 		}
 	})
 	return r
@@ -214,34 +212,6 @@ func noAttemptsCharged(t *testing.T, q *queue.Queue) {
 		t.Fatal(err)
 	}
 }
-
-// logBuffer collects the agent's log lines.
-type logBuffer struct {
-	mu  stdsync.Mutex
-	buf strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-func (l *logBuffer) tail(n int) string {
-	lines := strings.Split(strings.TrimSpace(l.String()), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-var _ io.Writer = (*logBuffer)(nil)
 
 func writeFile(t *testing.T, dir, name, content string) string {
 	t.Helper()

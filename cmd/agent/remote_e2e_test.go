@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	stdsync "sync"
 	"testing"
 	"time"
 
@@ -26,6 +24,7 @@ import (
 	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/internal/natstest"
+	"github.com/rxedge/agent/internal/syncbuf"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/remote"
 	"github.com/rxedge/agent/status"
@@ -38,7 +37,7 @@ const liveStore = "S0001"
 type liveAgent struct {
 	dir    string
 	ingest string
-	logs   *syncBuffer
+	logs   *syncbuf.Buffer
 }
 
 // startLiveAgent runs the agent for liveStore with short retry delays,
@@ -64,7 +63,7 @@ func startLiveAgent(t *testing.T, hubURL string, operatorKeys ...string) *liveAg
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &liveAgent{dir: dir, logs: &syncBuffer{}}
+	a := &liveAgent{dir: dir, logs: &syncbuf.Buffer{}}
 	log := slog.New(slog.NewJSONHandler(a.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
@@ -376,7 +375,7 @@ func TestNoPatientDataAnywhere(t *testing.T) {
 
 	// Heartbeats are status output too.
 	watcher := natstest.Connect(t, h.URL())
-	beats := &syncBuffer{}
+	beats := &syncbuf.Buffer{}
 	if _, err := watcher.Subscribe("rx.status.>", func(m *nats.Msg) { beats.Write(append(m.Data, '\n')) }); err != nil {
 		t.Fatal(err)
 	}
@@ -469,22 +468,4 @@ func TestNoPatientDataAnywhere(t *testing.T) {
 			t.Errorf("patient data outside the payload in %s", s)
 		}
 	}
-}
-
-// syncBuffer collects output written from several goroutines.
-type syncBuffer struct {
-	mu  stdsync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

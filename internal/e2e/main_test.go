@@ -13,11 +13,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	stdsync "sync"
 	"testing"
 	"time"
 
 	"github.com/rxedge/agent/internal/agentbin"
+	"github.com/rxedge/agent/internal/syncbuf"
 )
 
 func TestMain(m *testing.M) {
@@ -31,26 +31,8 @@ type agent struct {
 	t      *testing.T
 	cmd    *exec.Cmd
 	addr   string // ingest host:port
-	stderr *syncBuffer
+	stderr *syncbuf.Buffer
 	exited chan error
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writes and reads.
-type syncBuffer struct {
-	mu  stdsync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func freeAddr(t *testing.T) string {
@@ -72,7 +54,7 @@ func startAgent(t *testing.T, dataDir, addr string, prefix []string, extra ...st
 	args = append(args, bin, "run", "--store-id", "S0042", "--data-dir", dataDir, "--ingest", addr, "--log-level", "warn")
 	args = append(args, extra...)
 	cmd := exec.Command(args[0], args[1:]...)
-	a := &agent{t: t, cmd: cmd, addr: addr, stderr: &syncBuffer{}, exited: make(chan error, 1)}
+	a := &agent{t: t, cmd: cmd, addr: addr, stderr: &syncbuf.Buffer{}, exited: make(chan error, 1)}
 	cmd.Stderr = a.stderr
 	cmd.Stdout = io.Discard
 	if err := cmd.Start(); err != nil {
