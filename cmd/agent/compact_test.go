@@ -2,19 +2,16 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/rxedge/agent/config"
 	"github.com/rxedge/agent/control"
-	"github.com/rxedge/agent/daemon"
 	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/queue"
 )
@@ -123,34 +120,7 @@ func TestCompactCLIRefusesWhileTheAgentRuns(t *testing.T) {
 	}
 
 	// The agent runs and answers on its socket.
-	if n := len(config.SocketPath(dir)); n >= 104 {
-		t.Skipf("the control socket's path in the temporary directory is %d bytes, over the limit of unix socket addresses", n)
-	}
-	c := config.Config{StoreID: cliStore, DataDir: dir}
-	c.Ingest.Listen = "off"
-	opts, err := c.Validate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- daemon.Run(ctx, opts, nil, daemon.Hooks{Ready: func(string) { close(ready) }})
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("daemon.Run: %v", err)
-		}
-	}()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("daemon.Run: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the agent did not become ready")
-	}
+	runDaemon(t, localOptions(t, dir), nil)
 	_, errs, code = cli(t, "compact", "--data-dir", dir, "--force")
 	if code != 1 || !strings.Contains(errs, "stop the service first") {
 		t.Errorf("compact while the agent runs: exit %d, stderr %q", code, errs)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/rxedge/agent/config"
 	"github.com/rxedge/agent/control"
-	"github.com/rxedge/agent/daemon"
 	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
@@ -453,42 +452,10 @@ func TestDLQWithoutADataFile(t *testing.T) {
 // quarantine through the control socket.
 func TestDLQThroughTheRunningAgent(t *testing.T) {
 	dir, keys := quarantinedDataDir(t, mv{id: "A"}, mv{id: "B", reason: "exhausted:timeout"})
-	if n := len(config.SocketPath(dir)); n >= 104 {
-		t.Skipf("the control socket's path in the temporary directory is %d bytes, over the limit of unix socket addresses", n)
-	}
-	c := config.Config{StoreID: cliStore, DataDir: dir}
-	c.Ingest.Listen = "off"
-	opts, err := c.Validate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- daemon.Run(ctx, opts, nil, daemon.Hooks{Ready: func(string) { close(ready) }})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("daemon.Run: %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Errorf("the agent did not stop")
-		}
-	})
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("daemon.Run: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the agent did not become ready")
-	}
+	runDaemon(t, localOptions(t, dir), nil)
 
 	// The agent holds the file: only the socket can answer.
-	conn, err := connect(ctx, dir, readOnly, "")
+	conn, err := connect(context.Background(), dir, readOnly, "")
 	if err != nil {
 		t.Fatal(err)
 	}

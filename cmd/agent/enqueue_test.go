@@ -1,17 +1,12 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/rxedge/agent/config"
-	"github.com/rxedge/agent/daemon"
 )
 
 func enqueueLine(id string, qty int) string {
@@ -63,29 +58,7 @@ func TestEnqueueDirectlyIntoTheFile(t *testing.T) {
 
 func TestEnqueueThroughTheRunningAgent(t *testing.T) {
 	dir := t.TempDir()
-	c := config.Config{StoreID: "S0042", DataDir: dir}
-	c.Ingest.Listen = "off"
-	opts, err := c.Validate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan struct{})
-	done := make(chan error, 1)
-	go func() { done <- daemon.Run(ctx, opts, nil, daemon.Hooks{Ready: func(string) { close(ready) }}) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatal(err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("agent not ready")
-	}
+	runDaemon(t, localOptions(t, dir), nil)
 	checkEnqueue(t, dir)
 	var st struct {
 		Agent struct{ Running bool } `json:"agent"`

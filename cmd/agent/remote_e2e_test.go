@@ -20,7 +20,6 @@ import (
 
 	"github.com/rxedge/agent/config"
 	"github.com/rxedge/agent/control"
-	"github.com/rxedge/agent/daemon"
 	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/internal/natstest"
@@ -65,33 +64,12 @@ func startLiveAgent(t *testing.T, hubURL string, operatorKeys ...string) *liveAg
 	}
 	a := &liveAgent{dir: dir, logs: &syncbuf.Buffer{}}
 	log := slog.New(slog.NewJSONHandler(a.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- daemon.Run(ctx, opts, log, daemon.Hooks{Ready: func(addr string) { ready <- addr }})
-	}()
 	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("daemon.Run: %v", err)
-			}
-		case <-time.After(15 * time.Second):
-			t.Errorf("the agent did not stop within 15s")
-		}
 		if t.Failed() {
 			t.Logf("agent log:\n%s", a.logs.String())
 		}
 	})
-	select {
-	case a.ingest = <-ready:
-	case err := <-done:
-		t.Fatalf("daemon.Run: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the agent did not become ready within 10s")
-	}
+	a.ingest = runDaemon(t, opts, log)
 	return a
 }
 
