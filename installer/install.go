@@ -404,6 +404,28 @@ type control struct{}
 func (control) Start(service.Service) error { return nil }
 func (control) Stop(service.Service) error  { return nil }
 
+// checkFreshInstall refuses a plan made for another system, a caller who is
+// not an administrator, and a service that is installed already: the
+// checks every system's preflight starts with.
+func checkFreshInstall(p *Plan) error {
+	if p.GOOS != runtime.GOOS {
+		return fmt.Errorf("installer: the plan is for %s; run `agent install` on that system", p.GOOS)
+	}
+	if err := requireAdmin(); err != nil {
+		return err
+	}
+	s, err := newControl(p.Paths.ServiceName)
+	if err != nil {
+		return err
+	}
+	if st, err := status(s); err != nil {
+		return err
+	} else if st != StateNotInstalled {
+		return ErrInstalled
+	}
+	return nil
+}
+
 func newControl(name string) (service.Service, error) {
 	if err := supported(); err != nil {
 		return nil, err

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"os/user"
-	"runtime"
 	"strconv"
 	"strings"
 
@@ -19,20 +18,8 @@ import (
 type osHost struct{}
 
 func (osHost) preflight(p *Plan) error {
-	if p.GOOS != runtime.GOOS {
-		return fmt.Errorf("installer: the plan is for %s; run `agent install` on that system", p.GOOS)
-	}
-	if err := requireAdmin(); err != nil {
+	if err := checkFreshInstall(p); err != nil {
 		return err
-	}
-	s, err := newControl(p.Paths.ServiceName)
-	if err != nil {
-		return err
-	}
-	if st, err := status(s); err != nil {
-		return err
-	} else if st != StateNotInstalled {
-		return ErrInstalled
 	}
 	if _, err := os.Lstat(p.Unit.Path); err == nil {
 		return fmt.Errorf("installer: %s exists although systemd does not list it; remove it (or run `agent uninstall`) and install again", p.Unit.Path)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"time"
 	"unsafe"
 
@@ -19,20 +18,8 @@ import (
 type osHost struct{}
 
 func (osHost) preflight(p *Plan) error {
-	if p.GOOS != runtime.GOOS {
-		return fmt.Errorf("installer: the plan is for %s; run `agent install` on that system", p.GOOS)
-	}
-	if err := requireAdmin(); err != nil {
+	if err := checkFreshInstall(p); err != nil {
 		return err
-	}
-	s, err := newControl(p.Paths.ServiceName)
-	if err != nil {
-		return err
-	}
-	if st, err := status(s); err != nil {
-		return err
-	} else if st != StateNotInstalled {
-		return ErrInstalled
 	}
 	fi, err := os.Stat(p.Executable)
 	if err != nil {
