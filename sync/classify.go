@@ -26,6 +26,17 @@ const (
 	codeBatchIncomplete    = 10176
 	codeBatchNotEnabled    = 10174
 	codeBatchTooManyFlight = 10210
+
+	// Central cannot store anything for now.
+	codeAccountResources = 10002
+	codeClusterNoPeers   = 10005
+	codeClusterNotAvail  = 10008
+	codeClusterNotLeader = 10009
+	codeMemoryResources  = 10028
+	codeStorageResources = 10047
+	codeTempStorage      = 10072
+	codeStreamOffline    = 10118
+	codeStreamOfflineWhy = 10194
 )
 
 // Texts that distinguish the meanings of error code 10077. The server gives
@@ -51,6 +62,9 @@ type verdict struct {
 	soon bool
 	// noBatch: the stream does not take atomic batches.
 	noBatch bool
+	// answered: central answered the publish (an API error): it is alive,
+	// so a transient failure is this movement's own.
+	answered bool
 }
 
 // classify maps a publish error to a verdict, by API error code wherever
@@ -58,32 +72,9 @@ type verdict struct {
 func classify(err error) verdict {
 	var api *jetstream.APIError
 	if errors.As(err, &api) {
-		switch api.ErrorCode {
-		case codeWrongLastSequence:
-			return verdict{outcome: retry.AlreadyStored, kind: "already_stored", verify: true}
-		case codeStoreFailed:
-			if strings.Contains(api.Description, textPerSubjectLimit) {
-				return verdict{outcome: retry.AlreadyStored, kind: "already_stored", verify: true}
-			}
-			return verdict{outcome: retry.Systemic, kind: "systemic:stream_full"}
-		case codeDuplicateInProcess:
-			return verdict{outcome: retry.ItemTransient, kind: "transient:in_process", soon: true}
-		case codeMessageTooLarge:
-			return verdict{outcome: retry.ItemPermanent, kind: "permanent:too_large"}
-		case codeStreamNotFound:
-			return verdict{outcome: retry.Systemic, kind: "systemic:stream_missing"}
-		case codeInsufficientRes:
-			return verdict{outcome: retry.Systemic, kind: "systemic:insufficient_resources"}
-		case codeNotEnabled, codeNotEnabledAccount:
-			return verdict{outcome: retry.Systemic, kind: "systemic:jetstream_disabled"}
-		case codeBatchDuplicate:
-			return verdict{outcome: retry.AlreadyStored, kind: "already_stored", singly: true}
-		case codeBatchIncomplete, codeBatchTooManyFlight:
-			return verdict{outcome: retry.ItemTransient, kind: "transient:batch_incomplete"}
-		case codeBatchNotEnabled:
-			return verdict{outcome: retry.ItemTransient, kind: "transient:batch_not_enabled", noBatch: true}
-		}
-		return verdict{outcome: retry.ItemTransient, kind: "transient:api_error"}
+		v := classifyAPI(api)
+		v.answered = true
+		return v
 	}
 	switch {
 	case errors.Is(err, nats.ErrMaxPayload):
@@ -97,13 +88,49 @@ func classify(err error) verdict {
 		errors.Is(err, nats.ErrConnectionDraining), errors.Is(err, nats.ErrStaleConnection),
 		errors.Is(err, nats.ErrInvalidConnection):
 		return verdict{outcome: retry.Offline, kind: "offline"}
+	case errors.Is(err, jetstream.ErrTooManyStalledMsgs):
+		// The agent's own window was full: nobody's failure.
+		return verdict{outcome: retry.Offline, kind: "local:backpressure"}
 	case errors.Is(err, jetstream.ErrAsyncPublishTimeout), errors.Is(err, nats.ErrTimeout),
-		errors.Is(err, context.DeadlineExceeded), errors.Is(err, jetstream.ErrTooManyStalledMsgs):
+		errors.Is(err, context.DeadlineExceeded):
 		return verdict{outcome: retry.ItemTransient, kind: "transient:timeout"}
 	case errors.Is(err, context.Canceled):
 		return verdict{outcome: retry.Offline, kind: "offline"}
 	}
 	return verdict{outcome: retry.ItemTransient, kind: "transient:error"}
+}
+
+// classifyAPI maps an error central answered with.
+func classifyAPI(api *jetstream.APIError) verdict {
+	switch api.ErrorCode {
+	case codeWrongLastSequence:
+		return verdict{outcome: retry.AlreadyStored, kind: "already_stored", verify: true}
+	case codeStoreFailed:
+		if strings.Contains(api.Description, textPerSubjectLimit) {
+			return verdict{outcome: retry.AlreadyStored, kind: "already_stored", verify: true}
+		}
+		return verdict{outcome: retry.Systemic, kind: "systemic:stream_full"}
+	case codeDuplicateInProcess:
+		return verdict{outcome: retry.ItemTransient, kind: "transient:in_process", soon: true}
+	case codeMessageTooLarge:
+		return verdict{outcome: retry.ItemPermanent, kind: "permanent:too_large"}
+	case codeStreamNotFound:
+		return verdict{outcome: retry.Systemic, kind: "systemic:stream_missing"}
+	case codeInsufficientRes:
+		return verdict{outcome: retry.Systemic, kind: "systemic:insufficient_resources"}
+	case codeNotEnabled, codeNotEnabledAccount:
+		return verdict{outcome: retry.Systemic, kind: "systemic:jetstream_disabled"}
+	case codeBatchDuplicate:
+		return verdict{outcome: retry.AlreadyStored, kind: "already_stored", singly: true}
+	case codeBatchIncomplete, codeBatchTooManyFlight:
+		return verdict{outcome: retry.ItemTransient, kind: "transient:batch_incomplete"}
+	case codeBatchNotEnabled:
+		return verdict{outcome: retry.ItemTransient, kind: "transient:batch_not_enabled", noBatch: true}
+	case codeAccountResources, codeClusterNoPeers, codeClusterNotAvail, codeClusterNotLeader,
+		codeMemoryResources, codeStorageResources, codeTempStorage, codeStreamOffline, codeStreamOfflineWhy:
+		return verdict{outcome: retry.Systemic, kind: "systemic:unavailable"}
+	}
+	return verdict{outcome: retry.ItemTransient, kind: "transient:api_error"}
 }
 
 // isPermission reports whether an asynchronous connection error is a

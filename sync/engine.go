@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strings"
 	stdsync "sync"
 	"time"
@@ -60,35 +61,81 @@ func (e *Engine) OnConnect(fn func(*nats.Conn) error) {
 func (e *Engine) Connection() status.Connection { return e.s.connection() }
 
 // Run connects (retrying for ever in the background: the agent accepts
-// movements with no network at all) and delivers until ctx ends.
+// movements with no network at all) and delivers until ctx ends. nats.go
+// reconnects by itself; if it gives up on a connection (a server error it
+// treats as fatal), Run makes a new one.
 func (e *Engine) Run(ctx context.Context) error {
+	senderDone := make(chan struct{})
+	go func() {
+		defer close(senderDone)
+		e.s.run(ctx)
+	}()
+	for {
+		closed := make(chan error, 1)
+		nc, err := e.connect(closed)
+		if err != nil {
+			// Bad credentials files and the like: nothing to retry.
+			<-senderDone
+			return err
+		}
+		hbCtx, stopHB := context.WithCancel(ctx)
+		go e.heartbeat(hbCtx, nc)
+		select {
+		case <-ctx.Done():
+			// The sender finishes with this connection's transport first.
+			<-senderDone
+			stopHB()
+			nc.Close()
+			return nil
+		case err := <-closed:
+			stopHB()
+			e.log.Error("CONNECTION_CLOSED", "error", errText(err), "action", "connecting again")
+			e.s.notify(event{kind: evDisconnected, err: err})
+		}
+		wait := e.o.NATS.ReconnectWait + time.Duration(rand.Float64()*float64(e.o.NATS.ReconnectJitter))
+		select {
+		case <-ctx.Done():
+			<-senderDone
+			return nil
+		case <-time.After(max(wait, time.Second)):
+		}
+	}
+}
+
+// connect makes a connection, its transport and its subscriptions. closed
+// receives the error of a connection nats.go closed by itself.
+func (e *Engine) connect(closed chan<- error) (*nats.Conn, error) {
 	opts, err := connOptions(e.o, e.s)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	opts = append(opts, nats.ClosedHandler(func(nc *nats.Conn) {
+		select {
+		case closed <- nc.LastError():
+		default:
+		}
+	}))
 	nc, err := nats.Connect(strings.Join(e.o.NATS.Servers, ","), opts...)
 	if err != nil {
-		return fmt.Errorf("sync: connect to central: %w", err)
+		return nil, fmt.Errorf("sync: connect to central: %w", err)
 	}
-	defer nc.Close()
-	tr, err := newJSTransport(nc, e.o.MaxInFlight, e.o.AttemptTimeout)
+	// The window of single publishes, the singly resent members of a
+	// refused batch, and a batch's oversized members all publish at once.
+	tr, err := newJSTransport(nc, 2*e.o.MaxInFlight+e.o.BatchSize, e.o.AttemptTimeout)
 	if err != nil {
-		return err
+		nc.Close()
+		return nil, err
 	}
-	e.s.tr = tr
+	e.s.setTransport(tr)
 	e.mu.Lock()
 	handlers := e.handlers
 	e.mu.Unlock()
 	for _, h := range handlers {
 		if err := h(nc); err != nil {
-			return err
+			e.log.Error("SUBSCRIBE_FAILED", "error", err.Error())
 		}
 	}
-	hbCtx, stopHB := context.WithCancel(ctx)
-	defer stopHB()
-	go e.heartbeat(hbCtx, nc)
-	e.s.run(ctx)
-	return nil
+	return nc, nil
 }
 
 // connOptions are the nats.go options of the agent's connection: retry
@@ -107,6 +154,9 @@ func connOptions(o config.Options, s *sender) ([]nats.Option, error) {
 		nats.ReconnectWait(wait),
 		nats.ReconnectJitter(o.NATS.ReconnectJitter, 2*o.NATS.ReconnectJitter),
 		nats.ReconnectBufSize(-1),
+		// A rejected credential (rotated, expired) is retried like any
+		// outage instead of closing the connection for good.
+		nats.IgnoreAuthErrorAbort(),
 		nats.CustomInboxPrefix(InboxPrefix(o.StoreID)),
 		nats.PingInterval(o.NATS.PingInterval),
 		nats.MaxPingsOutstanding(2),

@@ -196,3 +196,55 @@ func waitState(t *testing.T, r *rig, state, reason string) status.Connection {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestCredentialRotationIsAnOutage: central refuses the agent's password
+// for a while (a rotation, an operator's mistake) and then accepts it
+// again. The agent must keep trying and deliver, not give up on the
+// connection for good as nats.go does by default after two refusals.
+func TestCredentialRotationIsAnOutage(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "server.conf")
+	write := func(port int, password string) {
+		t.Helper()
+		c := fmt.Sprintf(`
+listen: 127.0.0.1:%d
+jetstream { store_dir: %q, sync_interval: always }
+accounts { RX { jetstream: enabled, users: [ { user: admin, password: admin-pass }, { user: S0001, password: %q } ] } }
+`, port, filepath.Join(dir, "js"), password)
+		if err := os.WriteFile(conf, []byte(c), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(-1, "store-pass")
+	h, err := hub.Start(hub.Options{Listen: "127.0.0.1:0", StoreDir: filepath.Join(dir, "js"), ConfigFile: conf,
+		ConnectOptions: []nats.Option{nats.UserInfo("admin", "admin-pass")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Shutdown()
+	_, port, _ := net.SplitHostPort(h.Addr())
+	p, _ := strconv.Atoi(port)
+
+	o := testOptions(t, h.URL())
+	o.NATS.User, o.NATS.Password = "S0001", "store-pass"
+	o.NATS.ReconnectWait, o.NATS.ReconnectJitter = 100*time.Millisecond, 100*time.Millisecond
+	r := startRig(t, o, func(s *SenderOptions) { s.NoBatch = true })
+	r.enqueue(0, 10)
+	r.waitSynced(10, 20*time.Second)
+
+	write(p, "rotated")
+	if err := h.Server().Reload(); err != nil {
+		t.Fatal(err)
+	}
+	r.enqueue(10, 10)
+	time.Sleep(3 * time.Second) // many refused reconnects
+	if s := r.stats(); s.Count(queue.Synced) != 10 {
+		t.Fatalf("%d synced with the password refused", s.Count(queue.Synced))
+	}
+	write(p, "store-pass")
+	if err := h.Server().Reload(); err != nil {
+		t.Fatal(err)
+	}
+	r.waitSynced(20, 30*time.Second)
+	noAttemptsCharged(t, r.q)
+}

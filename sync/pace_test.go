@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/retry"
@@ -29,6 +30,12 @@ type scripted struct {
 	seq     uint64
 	sends   []time.Time
 	timeout time.Duration
+	// poison makes one subject fail on its own: "api" (central answers
+	// with an error about it) or "silent" (no answer).
+	poison     map[string]string
+	batchErr   error // every atomic batch fails with it
+	singleErr  error // every single publish fails with it
+	digestHang bool  // direct gets are never answered
 }
 
 type scriptedFuture struct {
@@ -55,10 +62,22 @@ func (c *scripted) publishAsync(m *nats.Msg) (future, error) {
 	f := &scriptedFuture{ok: make(chan *jetstream.PubAck, 1), err: make(chan error, 1)}
 	c.mu.Lock()
 	mode := c.mode
+	if p := c.poison[m.Subject]; p != "" {
+		mode = "poison-" + p
+	}
+	if c.singleErr != nil {
+		mode = "error"
+	}
 	c.sends = append(c.sends, time.Now())
 	c.mu.Unlock()
 	go func() {
 		switch mode {
+		case "poison-api":
+			time.Sleep(time.Millisecond)
+			f.err <- &jetstream.APIError{Code: 400, ErrorCode: 10999, Description: "something about this message"}
+		case "error":
+			time.Sleep(time.Millisecond)
+			f.err <- c.singleErr
 		case "ok":
 			time.Sleep(time.Millisecond)
 			c.mu.Lock()
@@ -81,21 +100,19 @@ func (c *scripted) publishAsync(m *nats.Msg) (future, error) {
 	return f, nil
 }
 
-func (c *scripted) publish(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error) {
-	f, _ := c.publishAsync(m)
-	select {
-	case a := <-f.Ok():
-		return a, nil
-	case err := <-f.Err():
-		return nil, err
-	}
-}
-
 func (c *scripted) publishBatch(context.Context, []*nats.Msg) (uint64, error) {
-	return 0, fmt.Errorf("not used")
+	time.Sleep(time.Millisecond)
+	if c.batchErr != nil {
+		return 0, c.batchErr
+	}
+	return 0, fmt.Errorf("not scripted")
 }
 
-func (c *scripted) lastDigest(context.Context, string) (string, uint64, error) {
+func (c *scripted) lastDigest(ctx context.Context, _ string) (string, uint64, error) {
+	if c.digestHang {
+		<-ctx.Done()
+		return "", 0, ctx.Err()
+	}
 	return "", 0, errNotStored
 }
 
@@ -108,7 +125,7 @@ func pacingRig(t *testing.T, c *scripted, o SenderOptions) (*queue.Queue, *sende
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.StoreID, o.NoBatch = testStore, true
+	o.StoreID = testStore
 	s := newSender(q, c, o, nil, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -155,7 +172,7 @@ func counts(t *testing.T, q *queue.Queue) (pending, synced, quarantined uint64) 
 func TestPacingThroughAThirtyMinuteOutage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := &scripted{mode: "ok", stored: map[string]bool{}, timeout: 5 * time.Second}
-		q, s, stop := pacingRig(t, c, SenderOptions{ResumeJitter: 30 * time.Second, Probe: retry.Probe})
+		q, s, stop := pacingRig(t, c, SenderOptions{NoBatch: true, ResumeJitter: 30 * time.Second, Probe: retry.Probe})
 		defer stop()
 
 		s.notify(event{kind: evConnected, url: "nats://central"})
@@ -235,7 +252,7 @@ func TestPacingThroughAThirtyMinuteOutage(t *testing.T) {
 func TestPacingSilentCentral(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := &scripted{mode: "silent", stored: map[string]bool{}, timeout: 5 * time.Second}
-		q, s, stop := pacingRig(t, c, SenderOptions{ResumeJitter: time.Second, Probe: retry.Probe})
+		q, s, stop := pacingRig(t, c, SenderOptions{NoBatch: true, ResumeJitter: time.Second, Probe: retry.Probe})
 		defer stop()
 		s.notify(event{kind: evConnected, url: "nats://central"})
 		enqueueN(t, q, 0, 20)
@@ -251,6 +268,78 @@ func TestPacingSilentCentral(t *testing.T) {
 		time.Sleep(6 * time.Minute)
 		if _, synced, _ := counts(t, q); synced != 20 {
 			t.Fatalf("synced %d after central answered again, want 20", synced)
+		}
+	})
+}
+
+// TestPacingPoisonMovement: on a quiet store, one movement keeps failing on
+// its own while central stores everything else — answering with an error
+// about it, or not answering for it at all. The store's other movements
+// must still be delivered, and the sender must not probe with the poison
+// one for ever. A movement central answers about is charged until it is
+// quarantined. One central never answers for is charged only when another
+// movement succeeds behind it in the same window, so on a quiet store it
+// may stay pending (visible as the oldest pending movement) for long.
+func TestPacingPoisonMovement(t *testing.T) {
+	for _, tc := range []struct{ poison, reason string }{
+		{"api", "exhausted:api_error"},
+		{"silent", ""},
+	} {
+		t.Run(tc.poison, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c := &scripted{mode: "ok", stored: map[string]bool{}, timeout: 5 * time.Second}
+				q, s, stop := pacingRig(t, c, SenderOptions{NoBatch: true, ResumeJitter: time.Second, Probe: retry.Probe})
+				defer stop()
+				s.notify(event{kind: evConnected, url: "nats://central"})
+				bad, es := movement.Prepare([]byte(movementJSON("BAD", "")), testStore, time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC))
+				if es != nil {
+					t.Fatal(es)
+				}
+				c.mu.Lock()
+				c.poison = map[string]string{hub.Subject(testStore, bad.KeyString()): tc.poison}
+				c.mu.Unlock()
+				if _, err := q.Enqueue([]movement.Prepared{bad}); err != nil {
+					t.Fatal(err)
+				}
+				// The pharmacy keeps working: a movement a minute.
+				for i := 0; i < 120; i++ {
+					time.Sleep(time.Minute)
+					enqueueN(t, q, i, 1)
+				}
+				time.Sleep(10 * time.Minute)
+				_, synced, quarantined := counts(t, q)
+				e, _ := q.Get(bad.Key)
+				if synced != 120 {
+					t.Fatalf("%d of 120 movements synced while central took everything but one; poison %s after %d attempt(s); %+v",
+						synced, e.State, e.Record.Attempts, s.connection())
+				}
+				if tc.reason == "" {
+					return
+				}
+				if quarantined != 1 || e.State != queue.Quarantined || e.Record.Quarantine.Reason != tc.reason {
+					t.Fatalf("the poison movement: %s %+v", e.State, e.Record)
+				}
+			})
+		})
+	}
+}
+
+// TestPacingStopIsBounded: the agent stops within its grace time even while
+// the members of a refused batch are being read back from a central that
+// never answers the read-backs.
+func TestPacingStopIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := &scripted{mode: "ok", stored: map[string]bool{}, timeout: 5 * time.Second, digestHang: true,
+			batchErr:  &jetstream.APIError{Code: 400, ErrorCode: codeBatchDuplicate, Description: "atomic publish batch contains duplicate message id"},
+			singleErr: &jetstream.APIError{Code: 400, ErrorCode: codeWrongLastSequence, Description: "wrong last sequence: 1"}}
+		q, s, stop := pacingRig(t, c, SenderOptions{ResumeJitter: time.Millisecond, AttemptTimeout: 5 * time.Second})
+		enqueueN(t, q, 0, 1000)
+		s.notify(event{kind: evConnected, url: "nats://central"})
+		time.Sleep(3 * time.Second) // the batch was refused; its members are being read back
+		start := time.Now()
+		stop()
+		if took := time.Since(start); took > 5*time.Second {
+			t.Fatalf("stopping took %s with read-backs outstanding, want within the grace time", took)
 		}
 	})
 }

@@ -80,10 +80,11 @@ type event struct {
 	err     error
 	url     string
 	reason  string
-	singles int  // single flights settled
-	batches int  // batch flights settled
-	probe   bool // a probe was among them
-	ok      bool // for a probe: it succeeded
+	singles int      // single flights settled
+	batches int      // batch flights settled
+	probe   bool     // a probe was among them
+	seqs    []uint64 // evSystemic: movements not to probe with; evSettled: the probe's
+	ok      bool     // for a probe: it succeeded
 }
 
 type eventKind int
@@ -118,7 +119,6 @@ type batchResult struct {
 // goroutine owns outcomes.
 type sender struct {
 	q   *queue.Queue
-	tr  transport
 	o   SenderOptions
 	log *slog.Logger
 	m   *metrics.Metrics
@@ -137,12 +137,16 @@ type sender struct {
 	resumeAt     time.Time
 	probeAt      time.Time
 	noBatch      bool
+	// suspects are movements whose failures made the sender pause: it
+	// probes with others while others are due.
+	suspects map[uint64]bool
 	// batchWait: a backlog is due and the loop waits for the single
 	// publishes in the air to settle before it sends a batch.
 	batchWait bool
 
-	mu   stdsync.Mutex // guards snap and the link context
+	mu   stdsync.Mutex // guards snap, the link context and the transport
 	snap status.Connection
+	tr   transport // of the current connection
 	// linkCtx lives as long as one connection: requests waiting on the
 	// connection (batches, read-backs) end at once when it drops, instead
 	// of waiting out their timeouts.
@@ -156,7 +160,7 @@ func newSender(q *queue.Queue, tr transport, o SenderOptions, log *slog.Logger, 
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &sender{
-		q: q, tr: tr, o: o, log: log, m: m,
+		q: q, tr: tr, o: o, log: log, m: m, suspects: make(map[uint64]bool),
 		events: make(chan event, 64),
 		// Room for a full window, a batch's worth of oversized movements
 		// sent alone, two batches and a probe: the loop never blocks here.
@@ -179,6 +183,19 @@ func (s *sender) notify(ev event) {
 	case s.events <- ev:
 	case <-s.done:
 	}
+}
+
+// transport is the current connection's transport.
+func (s *sender) transport() transport {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tr
+}
+
+func (s *sender) setTransport(tr transport) {
+	s.mu.Lock()
+	s.tr = tr
+	s.mu.Unlock()
 }
 
 // link is the context of the current connection; it is cancelled when the
@@ -315,6 +332,9 @@ func (s *sender) handle(ev event) {
 			s.log.Warn("NATS_ERROR", "error", errText(ev.err))
 		}
 	case evSystemic:
+		for _, seq := range ev.seqs {
+			s.suspects[seq] = true
+		}
 		if st == stOnline {
 			s.pause(now, ev.reason)
 		}
@@ -335,6 +355,9 @@ func (s *sender) handle(ev event) {
 			case ev.ok:
 				s.resume("probe succeeded")
 			default:
+				for _, seq := range ev.seqs {
+					s.suspects[seq] = true
+				}
 				s.probeAttempt++
 				s.probeAt = now.Add(s.o.Probe.Delay(s.probeAttempt, s.o.Rand()))
 			}
@@ -356,6 +379,7 @@ func (s *sender) resume(why string) {
 	reason := s.snap.Reason
 	s.mu.Unlock()
 	s.probeAttempt = 0
+	clear(s.suspects)
 	s.log.Info("SYNC_RESUMED", "reason", reason, "because", why)
 	s.setState(stOnline, "")
 }
@@ -363,6 +387,9 @@ func (s *sender) resume(why string) {
 // step does what the state allows at now: finish a resume, send a probe,
 // or fill the window.
 func (s *sender) step(now time.Time) {
+	if s.transport() == nil {
+		return // connected a moment before the transport was made
+	}
 	switch s.state.Load() {
 	case stResuming:
 		if !now.Before(s.resumeAt) {
@@ -371,23 +398,52 @@ func (s *sender) step(now time.Time) {
 		}
 	case stPaused:
 		if !s.probeOut && !now.Before(s.probeAt) {
-			items, err := s.q.Lease(now, 1)
+			probe, err := s.probe(now)
 			if err != nil {
-				s.log.Error("QUEUE_ERROR", "error", err.Error())
+				s.queueError(now, err)
 				return
 			}
-			if len(items) == 0 {
+			if probe == nil {
 				// Nothing to probe with: the next publish will tell.
 				s.resume("nothing due to probe with")
 				return
 			}
 			s.probeOut = true
-			s.sendSingles(now, items, true)
+			s.sendSingles(now, []*queue.Record{probe}, true)
 		}
 	}
 	if s.state.Load() == stOnline {
 		s.fill(now)
 	}
+}
+
+// probe leases the movement to probe central with: the oldest due that is
+// not a suspect, or the oldest suspect when only suspects are due.
+func (s *sender) probe(now time.Time) (*queue.Record, error) {
+	items, err := s.q.Lease(now, len(s.suspects)+1)
+	if err != nil || len(items) == 0 {
+		return nil, err
+	}
+	pick := items[0]
+	for _, r := range items {
+		if !s.suspects[r.Seq] {
+			pick = r
+			break
+		}
+	}
+	for _, r := range items {
+		if r != pick {
+			s.q.Release(r.Seq)
+		}
+	}
+	return pick, nil
+}
+
+// queueError pauses the sender on a failure to read the data file, so it
+// retries with backoff instead of spinning.
+func (s *sender) queueError(now time.Time, err error) {
+	s.log.Error("QUEUE_ERROR", "error", err.Error())
+	s.pause(now, "local:queue_error: "+err.Error())
 }
 
 // fill sends due movements: an atomic batch when a backlog is due and no
@@ -400,7 +456,7 @@ func (s *sender) fill(now time.Time) {
 	if !s.noBatch && s.batches < 2 {
 		n, err := s.q.DueCount(now, s.o.BatchThreshold)
 		if err != nil {
-			s.log.Error("QUEUE_ERROR", "error", err.Error())
+			s.queueError(now, err)
 			return
 		}
 		if n >= s.o.BatchThreshold {
@@ -410,7 +466,7 @@ func (s *sender) fill(now time.Time) {
 			}
 			items, err := s.q.Lease(now, s.o.BatchSize)
 			if err != nil {
-				s.log.Error("QUEUE_ERROR", "error", err.Error())
+				s.queueError(now, err)
 				return
 			}
 			s.sendBatch(now, items)
@@ -423,7 +479,7 @@ func (s *sender) fill(now time.Time) {
 	}
 	items, err := s.q.Lease(now, free)
 	if err != nil {
-		s.log.Error("QUEUE_ERROR", "error", err.Error())
+		s.queueError(now, err)
 		return
 	}
 	s.sendSingles(now, items, false)
@@ -432,7 +488,7 @@ func (s *sender) fill(now time.Time) {
 func (s *sender) sendSingles(now time.Time, items []*queue.Record, probe bool) {
 	for _, r := range items {
 		f := &flight{items: []*queue.Record{r}, sentAt: now, probe: probe}
-		f.fut, f.err = s.tr.publishAsync(message(s.o.StoreID, r))
+		f.fut, f.err = s.transport().publishAsync(message(s.o.StoreID, r))
 		s.singles++
 		s.flights <- f
 	}
@@ -448,7 +504,8 @@ func (s *sender) sendBatch(now time.Time, items []*queue.Record) {
 	// Movements that might not fit the server's max_payload go alone: a
 	// single publish refuses them precisely, without failing a batch.
 	var batch, alone []*queue.Record
-	limit := s.tr.maxPayload()
+	tr := s.transport()
+	limit := tr.maxPayload()
 	for _, r := range items {
 		if limit > 0 && int64(len(r.Payload))+1024 > limit {
 			alone = append(alone, r)
@@ -474,7 +531,7 @@ func (s *sender) sendBatch(now time.Time, items []*queue.Record) {
 	go func() {
 		ctx, cancel := context.WithTimeout(s.link(), s.batchTimeout(len(msgs)))
 		defer cancel()
-		seq, err := s.tr.publishBatch(ctx, msgs)
+		seq, err := tr.publishBatch(ctx, msgs)
 		f.batch <- batchResult{lastSeq: seq, err: err}
 		s.notify(event{kind: evBatchSent})
 	}()

@@ -60,12 +60,16 @@ func (s *sender) settle(ctx context.Context) {
 		}
 		var outs []outcome
 		var singles, batches int
+		var probeSeq []uint64
 		add := func(f *flight, rs []outcome) {
 			outs = append(outs, rs...)
 			if f.batch != nil {
 				batches++
 			} else {
 				singles++
+			}
+			if f.probe {
+				probeSeq = append(probeSeq, f.items[0].Seq)
 			}
 		}
 		rs, ok := st.resolve(ctx, f, true)
@@ -91,14 +95,17 @@ func (s *sender) settle(ctx context.Context) {
 			}
 		}
 		probe, probeOK := st.apply(outs)
-		s.notify(event{kind: evSettled, singles: singles, batches: batches, probe: probe, ok: probeOK})
+		s.notify(event{kind: evSettled, singles: singles, batches: batches, probe: probe, ok: probeOK, seqs: probeSeq})
 	}
 }
 
 // take waits for the next flight. While failures are held for evidence and
-// nothing more is sent for an attempt timeout, the evidence will not come:
-// everything sent recently failed, which is central's problem, not the
-// movements'.
+// nothing more is sent for an attempt timeout, the evidence will not come.
+// If central answered each of them (an error about that movement), central
+// is alive and the failures are the movements' own: they are charged. If
+// some went unanswered, everything sent recently failed, which is
+// central's problem: the sender pauses, charging nothing, and will not
+// probe with those movements while others are due.
 func (st *settler) take(ctx context.Context) (*flight, bool) {
 	if len(st.held) == 0 {
 		select {
@@ -116,10 +123,23 @@ func (st *settler) take(ctx context.Context) (*flight, bool) {
 	case <-ctx.Done():
 		return nil, false
 	case <-t.C:
+		answered := true
+		for _, h := range st.held {
+			answered = answered && h.v.answered
+		}
+		if answered {
+			var set queue.Settlement
+			st.chargeHeld(&set)
+			if err := st.commit(set, 0); err != nil {
+				st.notify(event{kind: evSystemic, reason: "local:store_error: " + err.Error()})
+			}
+			return st.take(ctx)
+		}
 		reason := fmt.Sprintf("systemic:unresponsive: %d movement(s) failed and none succeeded since (last: %s)", len(st.held), st.held[len(st.held)-1].v.kind)
+		suspects := st.heldSeqs()
 		st.releaseHeld()
 		st.consecutive = 0
-		st.notify(event{kind: evSystemic, reason: reason})
+		st.notify(event{kind: evSystemic, reason: reason, seqs: suspects})
 		return st.take(ctx)
 	}
 }
@@ -186,7 +206,12 @@ func (st *settler) judge(ctx context.Context, r *queue.Record, ack *jetstream.Pu
 	}
 	ch := make(chan outcome, 1)
 	go func() {
-		st.verifies <- struct{}{}
+		select {
+		case st.verifies <- struct{}{}:
+		case <-ctx.Done():
+			ch <- outcome{rec: r, v: verdict{outcome: retry.Offline, kind: "offline"}, text: "shutting down"}
+			return
+		}
 		defer func() { <-st.verifies }()
 		ch <- st.verify(ctx, r, o)
 	}()
@@ -196,9 +221,13 @@ func (st *settler) judge(ctx context.Context, r *queue.Record, ack *jetstream.Pu
 // verify compares central's stored copy of r with r: the same digest is
 // r's own earlier delivery, another digest a conflict.
 func (st *settler) verify(ctx context.Context, r *queue.Record, o outcome) outcome {
-	ctx, cancel := context.WithTimeout(st.link(), st.o.AttemptTimeout)
+	// The read-back ends with the connection, with the settler, or after
+	// an attempt timeout, whichever comes first.
+	rctx, cancel := context.WithTimeout(st.link(), st.o.AttemptTimeout)
 	defer cancel()
-	digest, seq, err := st.tr.lastDigest(ctx, hub.Subject(st.o.StoreID, r.KeyString()))
+	defer context.AfterFunc(ctx, cancel)()
+	ctx = rctx
+	digest, seq, err := st.transport().lastDigest(ctx, hub.Subject(st.o.StoreID, r.KeyString()))
 	switch {
 	case err == nil && digest == hex.EncodeToString(r.Digest[:]):
 		return outcome{rec: r, v: verdict{outcome: retry.AlreadyStored, kind: "already_stored"}, streamSeq: seq}
@@ -206,7 +235,7 @@ func (st *settler) verify(ctx context.Context, r *queue.Record, o outcome) outco
 		return outcome{rec: r, v: verdict{outcome: retry.ItemPermanent, kind: "permanent:conflict"},
 			text: fmt.Sprintf("central holds another movement under this key (stream sequence %d, different digest)", seq)}
 	case errors.Is(err, errNotStored):
-		return outcome{rec: r, v: verdict{outcome: retry.ItemTransient, kind: "transient:not_readable"}, text: "central reported the key stored but returned no message"}
+		return outcome{rec: r, v: verdict{outcome: retry.ItemTransient, kind: "transient:not_readable", answered: true}, text: "central reported the key stored but returned no message"}
 	}
 	v := classify(err)
 	if v.outcome != retry.Offline && v.outcome != retry.Systemic {
@@ -265,7 +294,7 @@ func (st *settler) singly(ctx context.Context, items []*queue.Record) []outcome 
 		futs := make([]future, len(chunk))
 		errs := make([]error, len(chunk))
 		for i, r := range chunk {
-			futs[i], errs[i] = st.tr.publishAsync(message(st.o.StoreID, r))
+			futs[i], errs[i] = st.transport().publishAsync(message(st.o.StoreID, r))
 		}
 		var stop *outcome
 		for i, r := range chunk {
@@ -306,10 +335,14 @@ func (st *settler) apply(outs []outcome) (probe, probeOK bool) {
 			outs[i].probe = p
 		}
 		if outs[i].probe {
+			// The probe reached central if central stored it or answered
+			// about it.
 			probe = true
-			switch outs[i].v.outcome {
+			switch v := outs[i].v; v.outcome {
 			case retry.Stored, retry.AlreadyStored, retry.ItemPermanent:
 				probeOK = true
+			case retry.ItemTransient:
+				probeOK = v.answered
 			}
 		}
 	}
@@ -364,14 +397,8 @@ func (st *settler) apply(outs []outcome) (probe, probeOK bool) {
 			set.Release = append(set.Release, o.rec.Seq)
 		}
 	}
-	if err := st.q.Settle(set); err != nil {
-		// Nothing of the group was recorded: give everything back. What
-		// central stored is recognised on the next attempt (same key).
-		st.q.Release(allSeqs(set)...)
-		st.log.Error("QUEUE_ERROR", "error", err.Error(), "movements", len(outs))
+	if err := st.commit(set, synced); err != nil {
 		systemic = "local:store_error: " + err.Error()
-	} else {
-		st.logSettlement(set, synced)
 	}
 	st.mu.Lock()
 	if synced > 0 {
@@ -387,6 +414,19 @@ func (st *settler) apply(outs []outcome) (probe, probeOK bool) {
 		st.notify(event{kind: evSystemic, reason: systemic})
 	}
 	return probe, probeOK
+}
+
+// commit applies a settlement in one transaction. When that fails nothing
+// of it was recorded, and every movement is given back: what central stored
+// is recognised on the next attempt (same key).
+func (st *settler) commit(set queue.Settlement, synced int) error {
+	if err := st.q.Settle(set); err != nil {
+		st.q.Release(allSeqs(set)...)
+		st.log.Error("QUEUE_ERROR", "error", err.Error(), "movements", len(allSeqs(set)))
+		return err
+	}
+	st.logSettlement(set, synced)
+	return nil
 }
 
 // chargeHeld charges the held failures: each is an attempt; a movement out

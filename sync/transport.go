@@ -60,8 +60,6 @@ type transport interface {
 	// publishAsync sends one message; the future resolves with central's
 	// acknowledgement, an error, or a timeout.
 	publishAsync(m *nats.Msg) (future, error)
-	// publish sends one message and waits for its acknowledgement.
-	publish(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error)
 	// publishBatch sends an atomic batch and returns the stream sequence of
 	// its last message.
 	publishBatch(ctx context.Context, msgs []*nats.Msg) (uint64, error)
@@ -94,10 +92,6 @@ func newJSTransport(nc *nats.Conn, maxPending int, attemptTimeout time.Duration)
 func (t *jsTransport) publishAsync(m *nats.Msg) (future, error) {
 	// No publish retries on "no responders": the sender decides.
 	return t.js.PublishMsgAsync(m, jetstream.WithRetryAttempts(0), jetstream.WithStallWait(time.Second))
-}
-
-func (t *jsTransport) publish(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error) {
-	return t.js.PublishMsg(ctx, m, jetstream.WithRetryAttempts(0))
 }
 
 func (t *jsTransport) maxPayload() int64 { return t.nc.MaxPayload() }
