@@ -169,7 +169,7 @@ func enqueueError(err error, lines []int) *httpError {
 	var pe *queue.PurgedError
 	switch {
 	case errors.As(err, &ce):
-		e := refuse(http.StatusConflict, "movement %d has the movement_id of a %s movement with different content; nothing was stored", ce.Index, ce.State)
+		e := refuse(http.StatusConflict, "movement %d has the movement_id of a %s with different content; nothing was stored", ce.Index, conflictWith(ce))
 		e.body.Key = hexKey(ce.Key)
 		e.body.Errors = []ItemError{{Item: ce.Index, Line: lineOf(lines, ce.Index), Field: "movement_id", Error: "already used by a movement with different content"}}
 		return e
@@ -248,7 +248,7 @@ func submitEach(q *queue.Queue, items [][]byte, lines []int, maxMov int64, store
 		bad, why := -1, ""
 		switch {
 		case errors.As(err, &ce):
-			bad, why = ce.Index, "movement_id already used by a "+ce.State.String()+" movement with different content"
+			bad, why = ce.Index, "movement_id already used by a "+conflictWith(ce)+" with different content"
 		case errors.As(err, &pe):
 			bad, why = pe.Index, "purged by an operator; cannot be submitted again"
 		default:
@@ -261,6 +261,14 @@ func submitEach(q *queue.Queue, items [][]byte, lines []int, maxMov int64, store
 		index = append(index[:bad], index[bad+1:]...)
 	}
 	return res, nil
+}
+
+// conflictWith names what a conflicting movement conflicts with.
+func conflictWith(ce *queue.ConflictError) string {
+	if ce.State == 0 {
+		return fmt.Sprintf("movement earlier in this submission (item %d)", ce.Other)
+	}
+	return ce.State.String() + " movement"
 }
 
 func hexKey(k [16]byte) string { return fmt.Sprintf("%x", k[:]) }

@@ -33,7 +33,7 @@ func (q *Queue) Enqueue(items []movement.Prepared) ([]Result, error) {
 			res[i] = Result{Key: it.Key}
 			if j, ok := first[it.Key]; ok {
 				if items[j].Digest != it.Digest {
-					return &ConflictError{Index: i, Key: it.Key, State: Pending}
+					return &ConflictError{Index: i, Key: it.Key, Other: j}
 				}
 				res[i].Duplicate = true
 				continue

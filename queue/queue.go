@@ -61,14 +61,19 @@ var (
 )
 
 // ConflictError reports a movement whose movement_id is already held with
-// different content. Nothing of its submission was stored.
+// different content, or is used twice with different content in one
+// submission. Nothing of its submission was stored.
 type ConflictError struct {
 	Index int      // position in the submission
 	Key   [16]byte // the key both share
-	State State    // the state of the existing movement
+	State State    // the state of the held movement; 0 when the other is in the submission
+	Other int      // with State 0: the position of the other movement
 }
 
 func (e *ConflictError) Error() string {
+	if e.State == 0 {
+		return fmt.Sprintf("queue: movements %d and %d of the submission (key %s) share a movement_id but differ in content", e.Other, e.Index, hexKey(e.Key))
+	}
 	return fmt.Sprintf("queue: movement %d (key %s) conflicts with a %s movement of the same movement_id and different content", e.Index, hexKey(e.Key), e.State)
 }
 
@@ -129,9 +134,10 @@ type Queue struct {
 	ops      chan *op
 	stop     chan struct{}
 	done     chan struct{}
-	closeMu  stdsync.RWMutex // held for reading while submitting, for writing by Close
-	closed   bool
-	closeErr error
+	closeMu   stdsync.RWMutex // held for reading while submitting, for writing by Close
+	closed    bool
+	closeOnce stdsync.Once
+	closeErr  error
 
 	commits atomic.Uint64 // write transactions committed
 	changed chan struct{} // signalled when new work became pending
@@ -333,18 +339,16 @@ func (q *Queue) DB() *bolt.DB { return q.db }
 // Close finishes the submissions already accepted, stops the writer and
 // closes the file. It is safe to call more than once.
 func (q *Queue) Close() error {
-	q.closeMu.Lock()
-	if q.closed {
+	q.closeOnce.Do(func() {
+		q.closeMu.Lock()
+		q.closed = true // no new submissions from here on
 		q.closeMu.Unlock()
-		return q.closeErr
-	}
-	q.closed = true
-	q.closeMu.Unlock()
-	if !q.readOnly {
-		close(q.stop)
-		<-q.done
-	}
-	q.closeErr = q.db.Close()
+		if !q.readOnly {
+			close(q.stop)
+			<-q.done
+		}
+		q.closeErr = q.db.Close()
+	})
 	return q.closeErr
 }
 
@@ -400,14 +404,23 @@ func (q *Queue) writer() {
 		case o := <-q.ops:
 			group = append(group, o)
 		case <-q.stop:
-			// Close holds no submitter out any more; drain what was queued.
+			// No submission can arrive any more: commit what was queued, in
+			// groups, then stop.
 			for {
-				select {
-				case o := <-q.ops:
-					q.commit([]*op{o})
-				default:
+				group = group[:0]
+			drain:
+				for len(group) < q.opts.MaxGroup {
+					select {
+					case o := <-q.ops:
+						group = append(group, o)
+					default:
+						break drain
+					}
+				}
+				if len(group) == 0 {
 					return
 				}
+				q.commit(group)
 			}
 		}
 	fill:

@@ -126,7 +126,7 @@ func TestEnqueueDuplicateAndConflict(t *testing.T) {
 	}
 	// Same id, different content, in one submission: a conflict.
 	_, err = q.Enqueue([]movement.Prepared{mv(t, "D", 0, ""), mv(t, "D", 1, "")})
-	if !errors.As(err, &ce) || ce.Index != 1 {
+	if !errors.As(err, &ce) || ce.Index != 1 || ce.State != 0 || ce.Other != 0 {
 		t.Fatalf("in-submission conflict err = %v", err)
 	}
 	s, _ := q.Stats()
@@ -506,4 +506,46 @@ func TestEventsSinceReadsOnlyTheTail(t *testing.T) {
 	if len(got) != 0 {
 		t.Fatalf("events after the last = %v", got)
 	}
+}
+
+func TestCloseConcurrentlyAndUnderLoad(t *testing.T) {
+	clk := newClock()
+	q, err := Open(Options{Path: filepath.Join(t.TempDir(), "agent.db"), StoreID: testStore, Clock: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg stdsync.WaitGroup
+	var stored atomic.Int32
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				if _, err := q.Enqueue([]movement.Prepared{mv(t, fmt.Sprintf("c%d-%d", w, i), 0, "")}); err != nil {
+					if !errors.Is(err, ErrClosed) {
+						t.Errorf("enqueue: %v", err)
+					}
+					return
+				}
+				stored.Add(1)
+			}
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	errs := make(chan error, 2)
+	for i := 0; i < 2; i++ {
+		go func() { errs <- q.Close() }()
+	}
+	for i := 0; i < 2; i++ {
+		if err := <-errs; err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	}
+	wg.Wait()
+	q = openTest(t, q.Path(), clk)
+	s, _ := q.Stats()
+	if s.Count(Pending) != uint64(stored.Load()) {
+		t.Fatalf("%d pending after close, %d acknowledged", s.Count(Pending), stored.Load())
+	}
+	verify(t, q)
 }
