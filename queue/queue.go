@@ -131,9 +131,9 @@ type Queue struct {
 	opts     Options
 	readOnly bool
 
-	ops      chan *op
-	stop     chan struct{}
-	done     chan struct{}
+	ops       chan *op
+	stop      chan struct{}
+	done      chan struct{}
 	closeMu   stdsync.RWMutex // held for reading while submitting, for writing by Close
 	closed    bool
 	closeOnce stdsync.Once
