@@ -2,11 +2,12 @@
 // listener and the control socket, runs the sender, and shuts all of it
 // down in order. `agent run` and the system service run the same Run.
 //
-// Shutdown order, when the context ends: new submissions are refused (503)
-// and the listeners stop accepting; requests in flight finish, so every
-// movement acknowledged is committed; the sender stops, letting publishes
-// in flight finish for a short grace time or abandoning them (they are
-// keyed, so a later resend cannot duplicate them); the file is closed.
+// Shutdown, when the context ends: the listeners refuse new submissions
+// (503) and stop accepting while requests in flight finish, so every
+// movement acknowledged is committed; meanwhile the sender stops, letting
+// publishes in flight settle for a short grace time or abandoning them
+// (they are keyed, so a later resend cannot duplicate them). The file is
+// closed once both are done.
 package daemon
 
 import (
@@ -102,16 +103,19 @@ func Run(ctx context.Context, opts config.Options, log *slog.Logger, hooks Hooks
 	if opts.IngestListen != "" {
 		if ingestLn, err = net.Listen("tcp", opts.IngestListen); err != nil {
 			ctlLn.Close()
+			os.Remove(config.SocketPath(opts.DataDir))
 			return fmt.Errorf("ingest.listen %s: %w", opts.IngestListen, err)
 		}
 	}
 
 	// Everything below runs until ctx ends; the first error ends the rest.
 	g, gctx := errgroup.WithContext(ctx)
-	servers := []*http.Server{{Handler: srv.ControlHandler(), ReadHeaderTimeout: 10 * time.Second}}
+	// A request body must arrive within ReadTimeout, so a stalled client
+	// cannot hold a clean stop beyond its deadline.
+	servers := []*http.Server{{Handler: srv.ControlHandler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute}}
 	lns := []net.Listener{ctlLn}
 	if ingestLn != nil {
-		servers = append(servers, &http.Server{Handler: srv.IngestHandler(), ReadHeaderTimeout: 10 * time.Second})
+		servers = append(servers, &http.Server{Handler: srv.IngestHandler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second})
 		lns = append(lns, ingestLn)
 	}
 	for i, hs := range servers {
@@ -124,6 +128,7 @@ func Run(ctx context.Context, opts config.Options, log *slog.Logger, hooks Hooks
 		})
 	}
 	g.Go(func() error { srv.Run(gctx); return nil })
+	g.Go(func() error { prunePeriodically(gctx, q, opts, log); return nil })
 	if engine != nil {
 		g.Go(func() error { return engine.Run(gctx) })
 	}
@@ -194,6 +199,25 @@ func prune(q *queue.Queue, opts config.Options, log *slog.Logger) {
 	}
 }
 
+// pruneInterval is how often a running agent drops synced keys and journal
+// events past their horizons.
+const pruneInterval = time.Hour
+
+// prunePeriodically prunes every pruneInterval until ctx ends, so an agent
+// that runs for months keeps its horizons.
+func prunePeriodically(ctx context.Context, q *queue.Queue, opts config.Options, log *slog.Logger) {
+	t := time.NewTicker(pruneInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			prune(q, opts, log)
+		}
+	}
+}
+
 // summary is the start-up configuration recorded in the journal (DESIGN
 // P8): settings, never secrets.
 func summary(o config.Options) map[string]string {
@@ -219,7 +243,7 @@ func summary(o config.Options) map[string]string {
 		"retry_controlled": policyString(o.Controlled.MaxAttempts, o.Controlled.BaseDelay, o.Controlled.MaxDelay),
 		"retry_ordinary":   policyString(o.Ordinary.MaxAttempts, o.Ordinary.BaseDelay, o.Ordinary.MaxDelay),
 		"resume_jitter":    o.ResumeJitter.String(),
-		"operator_keys":    fmt.Sprint(len(o.OperatorKeys)),
+		"operator_keys":    strings.Join(o.OperatorKeys, ","), // public keys: who may sign remote commands
 	}
 }
 
