@@ -49,17 +49,6 @@ func (c Class) String() string {
 	return "ordinary"
 }
 
-// ParseClass is the inverse of Class.String.
-func ParseClass(s string) (Class, bool) {
-	switch s {
-	case "ordinary":
-		return Ordinary, true
-	case "controlled":
-		return Controlled, true
-	}
-	return 0, false
-}
-
 // Movement is one inventory movement as submitted by the store's software.
 // Field order here is the canonical field order.
 type Movement struct {

@@ -80,9 +80,9 @@ func (p Policy) Exhausted(attempts int) bool { return attempts >= p.MaxAttempts 
 // Outcome is what one delivery attempt of one movement came to.
 type Outcome uint8
 
-// Outcomes (DESIGN §5). Only ItemTransient and ItemPermanent are charged to
-// the movement; Systemic and Offline pause the sender and charge nothing
-// (DESIGN P4).
+// Outcomes (DESIGN §5). Only failures of the movement itself, ItemTransient
+// and ItemPermanent, may be charged to it; Systemic pauses the sender and
+// Offline waits for the connection, and neither charges anything (DESIGN P4).
 const (
 	Stored        Outcome = iota + 1 // central acknowledged it
 	AlreadyStored                    // central already holds it with the same digest
@@ -100,6 +100,3 @@ func (o Outcome) String() string {
 	}
 	return fmt.Sprintf("outcome(%d)", uint8(o))
 }
-
-// Charged reports whether the outcome counts as one of the movement's attempts.
-func (o Outcome) Charged() bool { return o == ItemTransient || o == ItemPermanent }

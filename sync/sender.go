@@ -176,8 +176,8 @@ func newSender(q *queue.Queue, tr transport, o SenderOptions, log *slog.Logger, 
 }
 
 // notify hands an event to the loop; after the loop ended it is dropped.
-// The loop never blocks on anything but its select, so this waits briefly
-// at most.
+// The loop spends its time in its select or in short local work, so this
+// waits briefly at most.
 func (s *sender) notify(ev event) {
 	select {
 	case s.events <- ev:
