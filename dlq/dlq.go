@@ -326,7 +326,12 @@ func (s *Service) List(f Filter) (ListResult, error) {
 // Show returns one quarantined movement with its whole failure context;
 // the payload only when withPayload is set. A key that is not quarantined
 // is a *KeyError, a key that is not a key an *InputError.
-func (s *Service) Show(key string, withPayload bool) (Detail, error) {
+//
+// A payload is shown only after its viewing is recorded in the audit
+// journal with actor (DESIGN P8: access to the records is auditable); on a
+// file opened read-only, or when the journal cannot be written, the
+// payload is refused.
+func (s *Service) Show(key string, withPayload bool, actor string) (Detail, error) {
 	keys, err := parseKeys("show", []string{key})
 	if err != nil {
 		return Detail{}, err
@@ -340,6 +345,15 @@ func (s *Service) Show(key string, withPayload bool) (Detail, error) {
 	}
 	if e.State != queue.Quarantined || e.Record == nil {
 		return Detail{}, &KeyError{Key: keyString(keys[0]), State: e.State.String()}
+	}
+	if withPayload {
+		err := s.q.Journal(queue.Event{Action: queue.ActionView, Actor: actorOr(actor), Reason: "payload shown", Keys: []string{keyString(keys[0])}})
+		if errors.Is(err, queue.ErrReadOnly) {
+			return Detail{}, &InputError{Field: "payload", Op: "show", Flag: "--payload", Msg: "showing a payload is recorded in the audit journal, which a read-only file cannot take: run the command so it can open the data file for writing (the agent running, or as its user)"}
+		}
+		if err != nil {
+			return Detail{}, fmt.Errorf("dlq: show: recording the access in the journal: %w", err)
+		}
 	}
 	return s.detailOf(e.Record, s.q.StoreID(), withPayload), nil
 }

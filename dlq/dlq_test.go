@@ -131,14 +131,14 @@ func TestShow(t *testing.T) {
 	keys := f.quarantine(t, spec{id: "A", rxRef: "RX-1"})
 	pendingKey, _ := f.enqueue(t, spec{id: "P"})
 
-	d, err := f.svc.Show(keys[0], false)
+	d, err := f.svc.Show(keys[0], false, "local:test")
 	if err != nil {
 		t.Fatalf("Show: %v", err)
 	}
 	if d.Payload != nil || d.Key != keys[0] || d.StoreID != testStore || len(d.Digest) != 64 {
 		t.Errorf("Show without payload = %+v", d)
 	}
-	d, err = f.svc.Show(strings.ToUpper(keys[0]), true)
+	d, err = f.svc.Show(strings.ToUpper(keys[0]), true, "local:test")
 	if err != nil {
 		t.Fatalf("Show upper-case key: %v", err)
 	}
@@ -158,7 +158,7 @@ func TestShow(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := f.svc.Show(tt.key, false)
+			_, err := f.svc.Show(tt.key, false, "local:test")
 			if tt.state == "" {
 				var ie *InputError
 				if !errors.As(err, &ie) || !strings.Contains(err.Error(), tt.key) {
@@ -480,5 +480,49 @@ func TestAudit(t *testing.T) {
 				t.Errorf("actions %v, want %v", got, tt.actions)
 			}
 		})
+	}
+}
+
+// TestShowPayloadIsJournalled: viewing a payload is an access to the
+// records (DESIGN P8): it is journalled with who, before the payload is
+// shown; on a read-only file it is refused.
+func TestShowPayloadIsJournalled(t *testing.T) {
+	f := newFixture(t)
+	keys := f.quarantine(t, spec{id: "A", rxRef: "RX-1"})
+	views := func() []queue.Event {
+		var out []queue.Event
+		f.q.Events(time.Time{}, func(e queue.Event) bool {
+			if e.Action == queue.ActionView {
+				out = append(out, e)
+			}
+			return true
+		})
+		return out
+	}
+	if _, err := f.svc.Show(keys[0], false, "local:alice"); err != nil {
+		t.Fatal(err)
+	}
+	if v := views(); len(v) != 0 {
+		t.Fatalf("a show without payload was journalled: %+v", v)
+	}
+	if _, err := f.svc.Show(keys[0], true, "local:alice"); err != nil {
+		t.Fatal(err)
+	}
+	v := views()
+	if len(v) != 1 || v[0].Actor != "local:alice" || len(v[0].Keys) != 1 || v[0].Keys[0] != keys[0] {
+		t.Fatalf("view journalled as %+v", v)
+	}
+
+	path := f.q.Path()
+	f.q.Close()
+	ro, err := queue.Open(queue.Options{Path: path, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	d, err := New(ro).Show(keys[0], true, "local:alice")
+	var ie *InputError
+	if !errors.As(err, &ie) || d.Payload != nil {
+		t.Fatalf("payload on a read-only file: %+v, %v", d, err)
 	}
 }

@@ -162,7 +162,7 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request) {
 
 func (s *Service) handleShow(w http.ResponseWriter, r *http.Request) {
 	withPayload, _ := strconv.ParseBool(r.URL.Query().Get("payload"))
-	d, err := s.Show(r.PathValue("key"), withPayload)
+	d, err := s.Show(r.PathValue("key"), withPayload, r.Header.Get(control.ActorHeader))
 	if err != nil {
 		writeError(w, err)
 		return

@@ -48,7 +48,7 @@ func TestNoPatientDataOutsideThePayload(t *testing.T) {
 	}
 	add("list", list)
 	add("GET /v1/dlq", serve(h, "GET", "/v1/dlq", "", nil).Body.String())
-	d, err := f.svc.Show(keys[0], false)
+	d, err := f.svc.Show(keys[0], false, "local:test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,13 +65,13 @@ func TestNoPatientDataOutsideThePayload(t *testing.T) {
 		t.Fatal(err)
 	}
 	add("redrive", rr)
-	_, err = f.svc.Show(keys[1], true)
+	_, err = f.svc.Show(keys[1], true, "local:test")
 	addErr("show of a redriven key", err)
 	_, err = f.svc.Redrive(ctx, RedriveRequest{Selection: Selection{Keys: []string{keys[0], "not-a-key"}}, ReasonText: "x"})
 	addErr("redrive with a bad key", err)
 
 	// Positive controls: the payload is there when asked for.
-	withPayload, err := f.svc.Show(keys[0], true)
+	withPayload, err := f.svc.Show(keys[0], true, "local:test")
 	if err != nil || !strings.Contains(string(withPayload.Payload), marker) {
 		t.Fatalf("show with payload lacks the marker: %s, %v", withPayload.Payload, err)
 	}

@@ -19,6 +19,7 @@ const (
 	ActionRefused    = "refused" // a remote command was refused
 	ActionCompact    = "compact"
 	ActionRemote     = "remote" // a signed remote command was accepted
+	ActionView       = "view"   // an operator was shown a movement's payload
 )
 
 // ActorAgent is the actor of the agent's own decisions.

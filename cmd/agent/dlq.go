@@ -215,10 +215,16 @@ the attempts, the first and last failure, the retry delays waited, the
 connection state and the agent version when it was quarantined.
 
 The movement itself (its payload, which may hold prescription references) is
-shown only with --payload.`,
+shown only with --payload, and each such viewing is recorded in the audit
+journal with your user name.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			conn, err := dial(cmd.Context(), &loc, readOnly)
+			// Showing a payload is journalled: the file must be writable.
+			mode := readOnly
+			if withPayload {
+				mode = readWrite
+			}
+			conn, err := dial(cmd.Context(), &loc, mode)
 			if err != nil {
 				return err
 			}
