@@ -50,7 +50,7 @@ The agent must be stopped: compaction needs the data file to itself. The
 agent compacts by itself at start-up when more than %.0f%% of the file and
 more than %d MiB are free; without --force this command compacts only then
 too, and otherwise says how much is free.`, 100*queue.CompactFreeFraction, queue.CompactFreeBytes>>20),
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			dataDir, err := loc.resolveDataDir()
 			if err != nil {

@@ -44,7 +44,7 @@ data file directly when the agent is stopped. Redrive, export and purge are
 recorded in the audit journal with your user name (see ` + "`agent audit`" + `).`,
 	}
 	cmd.AddCommand(newDLQListCmd(s), newDLQShowCmd(s), newDLQRedriveCmd(s), newDLQExportCmd(s), newDLQPurgeCmd(s))
-	return cmd
+	return group(cmd)
 }
 
 // filterFlags select quarantined movements by reason and time.
@@ -86,16 +86,6 @@ func timeFlag(name, v string, now time.Time) (time.Time, error) {
 		return t, usageError("--%s: %v", name, err)
 	}
 	return t, nil
-}
-
-// usageArgs makes a wrong number of arguments a usage error (exit 2).
-func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
-	return func(cmd *cobra.Command, args []string) error {
-		if err := check(cmd, args); err != nil {
-			return usageError("%v (see `%s --help`)", err, cmd.CommandPath())
-		}
-		return nil
-	}
 }
 
 // dial reaches the agent the location flags name.

@@ -51,7 +51,7 @@ Through the running agent's control socket when it runs, straight into the
 data file when it does not. Each line is accepted, recognised as a duplicate
 of a movement already held, or rejected with its line number and reasons.
 Exit status 1 when any line was rejected.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if file == "" {
 				return usageError("enqueue: -f FILE is required (use -f - for standard input)")

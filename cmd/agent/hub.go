@@ -29,7 +29,7 @@ JetStream on disk under --store-dir (every acknowledged write fsynced) and
 the RX_MOVEMENTS stream provisioned. Prints its URL, then runs until
 interrupted. For production, run nats-server with configs/nats/ and
 ` + "`agent provision`" + `.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if storeDir == "" {
 				return usageError("hub: --store-dir DIR is required (where JetStream keeps the stream)")
@@ -68,7 +68,7 @@ func newProvisionCmd(s *streams) *cobra.Command {
 		Long: `Create the RX_MOVEMENTS stream, or bring an existing one to the product's
 settings, idempotently, and print what changed. Use the provisioning
 identity (the admin user of configs/nats/production.conf.template).`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if replicas < 1 || replicas > 5 {
 				return usageError("--replicas must be between 1 and 5 (3 for a production cluster)")

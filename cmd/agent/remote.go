@@ -42,7 +42,7 @@ journal with that key as the actor. A signed command is valid for
 must agree with yours within 30s.`,
 	}
 	cmd.AddCommand(newRemoteStatusCmd(s), newRemoteListCmd(s), newRemoteRedriveCmd(s))
-	return cmd
+	return group(cmd)
 }
 
 // remoteFlags are the flags every remote command has.

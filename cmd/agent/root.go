@@ -53,7 +53,28 @@ delivered wait in a local quarantine for an operator.`,
 		newVersionCmd(s),
 	)
 	root.AddCommand(newServiceCmds(s)...)
-	return root
+	return group(root)
+}
+
+// usageArgs turns an argument check's failure into a usage error (exit 2).
+func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := check(cmd, args); err != nil {
+			return usageError("%v (see `%s --help`)", err, cmd.CommandPath())
+		}
+		return nil
+	}
+}
+
+// noArgs refuses arguments with a usage error.
+var noArgs = usageArgs(cobra.NoArgs)
+
+// group makes a command that only holds subcommands refuse an unknown one
+// with a usage error (exit 2) instead of printing help and succeeding.
+func group(cmd *cobra.Command) *cobra.Command {
+	cmd.Args = noArgs
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	return cmd
 }
 
 // location are the flags that say which agent a command talks to.

@@ -42,7 +42,7 @@ lets publishes in flight finish briefly, and closes the data file, within
 that deadline, and when it stops on its own (the service manager then
 restarts it).
 Flags win over RXEDGE_* environment variables, which win over the file.`,
-		Args:        cobra.NoArgs,
+		Args:        noArgs,
 		Annotations: map[string]string{ownSignals: "true"},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.dev {

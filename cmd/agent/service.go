@@ -125,14 +125,6 @@ func (f *installFlags) run(ctx context.Context, s *streams) error {
 	return nil
 }
 
-// noArgs refuses arguments as a usage error (exit 2).
-func noArgs(cmd *cobra.Command, args []string) error {
-	if err := cobra.NoArgs(cmd, args); err != nil {
-		return usageError("%v (see `%s --help`)", err, cmd.CommandPath())
-	}
-	return nil
-}
-
 // newConfig is the config install writes when the service has none.
 type newConfig struct {
 	template []byte // the example with store_id set

@@ -32,7 +32,7 @@ Works while the agent runs (through its control socket) and while it is
 stopped (reading the data file). Exit status 3 when movements are
 quarantined or the oldest pending movement is older than --max-age, so
 monitoring systems (Nagios, Zabbix, ...) can run it.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			dataDir, err := loc.resolveDataDir()
 			if err != nil {

@@ -37,3 +37,15 @@ func TestStatusExitCodes(t *testing.T) {
 		t.Fatalf("with a quarantined movement: exit %d\n%s", code, out)
 	}
 }
+
+// TestUnknownCommandsAreUsageErrors: a typo must not succeed in a script.
+func TestUnknownCommandsAreUsageErrors(t *testing.T) {
+	for _, args := range [][]string{{"bogus"}, {"dlq", "purg"}, {"remote", "bogus"}, {"status", "extra"}, {"version", "x"}, {"compact", "x"}} {
+		if _, _, code := cli(t, args...); code != exitUsage {
+			t.Errorf("agent %s: exit %d, want %d", strings.Join(args, " "), code, exitUsage)
+		}
+	}
+	if out, _, code := cli(t, "dlq"); code != 0 || !strings.Contains(out, "redrive") {
+		t.Errorf("agent dlq: exit %d\n%s", code, out)
+	}
+}

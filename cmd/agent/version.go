@@ -14,7 +14,7 @@ func newVersionCmd(s *streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print the agent's version, commit, build date and Go version",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(*cobra.Command, []string) error {
 			v := version.Get()
 			if asJSON {
