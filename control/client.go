@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/user"
 	"strings"
 	stdsync "sync"
@@ -48,12 +49,21 @@ func InProcess(h http.Handler) *Client {
 }
 
 // LocalActor names the operating-system user running this process, as
-// recorded in the audit journal.
+// recorded in the audit journal. Operators of an installed agent run its
+// commands with sudo; the journal then names the person, not root.
 func LocalActor() string {
-	if u, err := user.Current(); err == nil && u.Username != "" {
-		return "local:" + u.Username
+	return localActor(os.Getenv("SUDO_USER"), user.Current)
+}
+
+func localActor(sudoUser string, current func() (*user.User, error)) string {
+	name := "unknown"
+	if u, err := current(); err == nil && u.Username != "" {
+		name = u.Username
 	}
-	return "local:unknown"
+	if sudoUser != "" && sudoUser != name {
+		return "local:" + sudoUser + " (sudo as " + name + ")"
+	}
+	return "local:" + name
 }
 
 // handlerTransport serves requests with a handler in this process. The

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os/user"
 	"testing"
 	"time"
 )
@@ -51,5 +52,18 @@ func TestInProcessStreams(t *testing.T) {
 	rest, _ := io.ReadAll(resp.Body)
 	if string(rest) != "second" || resp.Trailer.Get("Rx-Error") != "cut short" {
 		t.Fatalf("rest %q, trailer %q", rest, resp.Trailer.Get("Rx-Error"))
+	}
+}
+
+func TestLocalActorNamesThePersonBehindSudo(t *testing.T) {
+	root := func() (*user.User, error) { return &user.User{Username: "root"}, nil }
+	if got := localActor("alice", root); got != "local:alice (sudo as root)" {
+		t.Errorf("under sudo: %q", got)
+	}
+	if got := localActor("", root); got != "local:root" {
+		t.Errorf("as root: %q", got)
+	}
+	if got := localActor("", func() (*user.User, error) { return nil, io.EOF }); got != "local:unknown" {
+		t.Errorf("no user: %q", got)
 	}
 }
