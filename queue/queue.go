@@ -198,7 +198,15 @@ func Open(opts Options) (*Queue, error) {
 	} else if err := os.MkdirAll(filepath.Dir(opts.Path), 0o750); err != nil {
 		return nil, fmt.Errorf("queue: open: create data directory: %w", err)
 	}
+	_, statErr := os.Stat(opts.Path)
+	created := errors.Is(statErr, os.ErrNotExist) && !opts.ReadOnly
 	db, err := openFile(opts)
+	if err == nil && created {
+		if oerr := ownLikeDir(opts.Path); oerr != nil {
+			db.Close()
+			return nil, fmt.Errorf("queue: open %s: give the new file its directory's owner: %w", opts.Path, oerr)
+		}
+	}
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("queue: open %s: %w", opts.Path, ErrLocked)
 	}
