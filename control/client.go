@@ -177,6 +177,9 @@ func (c *Client) Raw(ctx context.Context, method, path string, body io.Reader, c
 	req.Header.Set(ActorHeader, c.actor)
 	resp, err := c.http.Do(req)
 	if err != nil {
+		if errors.Is(err, os.ErrPermission) {
+			return nil, fmt.Errorf("%w: run the command as an administrator (sudo), or as the agent's user", ErrNoPermission)
+		}
 		if isNotRunning(err) {
 			return nil, errNotRunning
 		}
@@ -196,8 +199,9 @@ func (c *Client) Raw(ctx context.Context, method, path string, body io.Reader, c
 // errNotRunning is returned when no agent answers on the socket.
 var errNotRunning = errors.New("control: the agent is not running")
 
-// IsNotRunning reports whether err means no agent answered on the socket.
-func IsNotRunning(err error) bool { return errors.Is(err, errNotRunning) }
+// ErrNoPermission is returned when the control socket refuses this user:
+// only administrators and the agent's own user may use it (DESIGN P7).
+var ErrNoPermission = errors.New("control: permission denied on the agent's control socket")
 
 func isNotRunning(err error) bool {
 	var op *net.OpError

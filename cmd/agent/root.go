@@ -112,6 +112,13 @@ func (l *location) loadConfig() (config.Config, string, error) {
 		}
 	}
 	if path != "" {
+		if f, err := os.Open(path); errors.Is(err, os.ErrPermission) {
+			return c, path, fmt.Errorf("cannot read the configuration %s: permission denied: run the command as an administrator (sudo), or pass --data-dir", path)
+		} else if err == nil {
+			f.Close()
+		}
+	}
+	if path != "" {
 		var err error
 		if c, err = config.LoadFile(path); err != nil {
 			if errors.Is(err, os.ErrNotExist) {
@@ -172,16 +179,25 @@ func (a *agentConn) Close() error {
 // new data file (enqueue before the agent ever ran).
 func connect(ctx context.Context, dataDir string, mode openMode, storeID string) (*agentConn, error) {
 	c := control.Dial(config.SocketPath(dataDir))
-	if err := c.Ping(ctx); err == nil {
+	err := c.Ping(ctx)
+	if err == nil {
 		return &agentConn{Client: c, running: true, dataDir: dataDir}, nil
 	}
+	if errors.Is(err, control.ErrNoPermission) {
+		return nil, err
+	}
 	path := config.DataFile(dataDir)
-	if _, err := os.Stat(path); err != nil {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrPermission) {
+		return nil, fmt.Errorf("cannot read %s: permission denied: run the command as an administrator (sudo), or as the agent's user", path)
+	} else if err != nil {
 		if mode == readOnly || storeID == "" {
 			return nil, fmt.Errorf("no agent data file at %s: check --data-dir / --config (has the agent ever run here?)", path)
 		}
 	}
 	q, err := queue.Open(queue.Options{Path: path, StoreID: storeID, ReadOnly: mode == readOnly})
+	if errors.Is(err, os.ErrPermission) {
+		return nil, fmt.Errorf("cannot open %s: permission denied: run the command as an administrator (sudo), or as the agent's user", path)
+	}
 	if errors.Is(err, queue.ErrLocked) {
 		return nil, fmt.Errorf("the data file %s is locked by another process, but no agent answers on its control socket: is another `agent` command running? try again in a moment", path)
 	}
