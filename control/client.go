@@ -121,6 +121,9 @@ func (w *pipeWriter) Write(b []byte) (int, error) {
 // Flush is a no-op: every write reaches the reader at once.
 func (w *pipeWriter) Flush() {}
 
+// CloseIdleConnections closes the connections kept for reuse.
+func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }
+
 // Ping reports whether an agent answers.
 func (c *Client) Ping(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -11,8 +10,6 @@ import (
 
 	"github.com/rxedge/agent/hub"
 )
-
-func lookupEnv(k string) string { return os.Getenv(k) }
 
 func newHubCmd(s *streams) *cobra.Command {
 	var (
@@ -36,7 +33,7 @@ interrupted. For production, run nats-server with configs/nats/ and
 			}
 			h, err := hub.Start(hub.Options{Listen: listen, StoreDir: storeDir, ConfigFile: confFile, MaxPayload: maxPayload})
 			if err != nil {
-				return fmt.Errorf("hub: %w", err)
+				return err
 			}
 			defer h.Shutdown()
 			fmt.Fprintf(s.out, "hub listening on %s (store %s)\n", h.URL(), storeDir)
@@ -48,9 +45,9 @@ interrupted. For production, run nats-server with configs/nats/ and
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&listen, "listen", hub.DefaultListen, "client address host:port")
+	fs.StringVar(&listen, "listen", "", "client address host:port (default "+hub.DefaultListen+", or the --server-config file's)")
 	fs.StringVar(&storeDir, "store-dir", "", "JetStream directory (required)")
-	fs.StringVar(&confFile, "server-config", "", "optional nats-server configuration file (e.g. configs/nats/hub-dev.conf)")
+	fs.StringVar(&confFile, "server-config", "", "optional nats-server configuration file without authorization (e.g. configs/nats/hub-dev.conf)")
 	fs.Int32Var(&maxPayload, "max-payload", 0, "largest message the server accepts, in bytes (0: server default)")
 	return cmd
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -45,7 +46,7 @@ func (f *natsFlags) connect(name string) (*nats.Conn, error) {
 	}
 	opts := []nats.Option{nats.Name(name), nats.Timeout(f.timeout)}
 	if f.password == "" {
-		f.password = lookupEnv("RXEDGE_NATS_PASSWORD")
+		f.password = os.Getenv("RXEDGE_NATS_PASSWORD")
 	}
 	set := 0
 	for _, s := range []string{f.user, f.token, f.nkeySeed, f.creds} {

@@ -16,6 +16,7 @@ import (
 	"github.com/rxedge/agent/config"
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/dlq"
+	"github.com/rxedge/agent/installer"
 	"github.com/rxedge/agent/queue"
 )
 
@@ -89,16 +90,7 @@ func (l *location) register(fs *pflag.FlagSet) {
 }
 
 // defaultConfigPath is where the installed service reads its configuration.
-func defaultConfigPath() string {
-	if runtime.GOOS == "windows" {
-		pd := os.Getenv("ProgramData")
-		if pd == "" {
-			pd = `C:\ProgramData`
-		}
-		return filepath.Join(pd, "RxEdge", "agent.yaml")
-	}
-	return "/etc/rxedge/agent.yaml"
-}
+func defaultConfigPath() string { return installer.DefaultPaths(runtime.GOOS).ConfigFile }
 
 // loadConfig reads the configuration: the file given by --config, or the
 // default file when it exists, then RXEDGE_* variables and --data-dir. It
@@ -169,6 +161,7 @@ type agentConn struct {
 }
 
 func (a *agentConn) Close() error {
+	a.Client.CloseIdleConnections()
 	if a.q != nil {
 		return a.q.Close()
 	}
