@@ -32,9 +32,13 @@ func (s *Service) Audit(f AuditFilter) (AuditResult, error) {
 	}
 	actions := make([]string, 0, len(f.Actions))
 	for _, a := range f.Actions {
-		if a = strings.ToLower(strings.TrimSpace(a)); a != "" {
-			actions = append(actions, a)
+		if a = strings.ToLower(strings.TrimSpace(a)); a == "" {
+			continue
 		}
+		if !slices.Contains(queue.Actions, a) {
+			return AuditResult{}, inputErr("audit", "action", "--action", "%q is not an action; the actions are %s", a, strings.Join(queue.Actions, ", "))
+		}
+		actions = append(actions, a)
 	}
 	res := AuditResult{Events: []queue.Event{}}
 	err := s.q.Events(f.Since, func(e queue.Event) bool {

@@ -22,6 +22,9 @@ const (
 	ActionView       = "view"   // an operator was shown a movement's payload
 )
 
+// Actions lists every journal action.
+var Actions = []string{ActionQuarantine, ActionRedrive, ActionPurge, ActionExport, ActionStart, ActionRefused, ActionCompact, ActionRemote, ActionView}
+
 // ActorAgent is the actor of the agent's own decisions.
 const ActorAgent = "agent"
 

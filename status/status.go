@@ -91,8 +91,9 @@ type DataFile struct {
 }
 
 // Problems lists what makes the store need attention: anything quarantined,
-// or a pending movement older than maxAge. `agent status` exits 3 when
-// there is any, for monitoring systems.
+// a pending movement older than maxAge, or the sender paused (central
+// cannot take anything). `agent status` exits 3 when there is any, for
+// monitoring systems.
 func (s *Status) Problems(maxAge time.Duration) []string {
 	var p []string
 	if n := s.Counts.Quarantined.Total; n > 0 {

@@ -309,7 +309,7 @@ func (s *sender) handle(ev event) {
 		s.log.Info("CONNECTED", "url", ev.url)
 		if st == stOffline {
 			s.resumeAt = now.Add(time.Duration(s.o.Rand() * float64(s.o.ResumeJitter)))
-			s.setState(stResuming, "resuming after reconnect")
+			s.setState(stResuming, "connected; resuming after a random wait of up to sync.resume_jitter")
 		}
 	case evDisconnected:
 		s.mu.Lock()

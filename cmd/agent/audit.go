@@ -63,7 +63,7 @@ The table abbreviates keys; --json prints them in full.`,
 	loc.register(fs)
 	fs.StringVar(&since, "since", "", "only events at or after T: RFC 3339 time, date (2026-03-01) or duration ago (24h, 7d)")
 	fs.StringVar(&until, "until", "", "only events before T (same forms as --since)")
-	fs.StringSliceVar(&actions, "action", nil, "only these actions: quarantine, redrive, purge, export, start, ... (repeat or comma-separate)")
+	fs.StringSliceVar(&actions, "action", nil, "only these actions: "+strings.Join(queue.Actions, ", ")+" (repeat or comma-separate)")
 	fs.BoolVar(&asJSON, "json", false, "print the events as JSON, keys in full")
 	return cmd
 }

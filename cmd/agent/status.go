@@ -30,8 +30,9 @@ data file.
 
 Works while the agent runs (through its control socket) and while it is
 stopped (reading the data file). Exit status 3 when movements are
-quarantined or the oldest pending movement is older than --max-age, so
-monitoring systems (Nagios, Zabbix, ...) can run it.`,
+quarantined, the oldest pending movement is older than --max-age, or sync
+is paused because central cannot take anything, so monitoring systems
+(Nagios, Zabbix, ...) can run it.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			dataDir, err := loc.resolveDataDir()

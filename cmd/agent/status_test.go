@@ -45,6 +45,13 @@ func TestUnknownCommandsAreUsageErrors(t *testing.T) {
 			t.Errorf("agent %s: exit %d, want %d", strings.Join(args, " "), code, exitUsage)
 		}
 	}
+	dir := t.TempDir()
+	file := filepath.Join(t.TempDir(), "in.jsonl")
+	os.WriteFile(file, []byte(enqueueLine("OK-1", 1)+"\n"), 0o600)
+	mustCLI(t, "enqueue", "-f", file, "--data-dir", dir, "--store-id", cliStore)
+	if _, errs, code := cli(t, "audit", "--action", "bogus", "--data-dir", dir); code != exitUsage || !strings.Contains(errs, "--action") {
+		t.Errorf("audit --action bogus: exit %d %s", code, errs)
+	}
 	if out, _, code := cli(t, "dlq"); code != 0 || !strings.Contains(out, "redrive") {
 		t.Errorf("agent dlq: exit %d\n%s", code, out)
 	}
