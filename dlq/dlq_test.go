@@ -399,13 +399,7 @@ func TestRedriveStopsWhenCancelled(t *testing.T) {
 func TestRedriveOnReadOnlyQueue(t *testing.T) {
 	f := newFixture(t)
 	keys := f.quarantine(t, spec{id: "A"})
-	path := f.q.Path()
-	f.q.Close()
-	ro, err := queue.Open(queue.Options{Path: path, ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ro.Close()
+	ro := f.reopenReadOnly(t)
 	svc := New(ro)
 	if res, err := svc.Redrive(context.Background(), RedriveRequest{Selection: Selection{Keys: keys}, ReasonText: "x", DryRun: true}); err != nil || len(res.Redriven) != 1 {
 		t.Errorf("dry run on a read-only file = %+v, %v", res, err)
@@ -513,13 +507,7 @@ func TestShowPayloadIsJournalled(t *testing.T) {
 		t.Fatalf("view journalled as %+v", v)
 	}
 
-	path := f.q.Path()
-	f.q.Close()
-	ro, err := queue.Open(queue.Options{Path: path, ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ro.Close()
+	ro := f.reopenReadOnly(t)
 	d, err := New(ro).Show(keys[0], true, "local:alice")
 	var ie *InputError
 	if !errors.As(err, &ie) || d.Payload != nil {

@@ -76,13 +76,7 @@ func TestExportWritesContextAndPayloadAndJournalsFirst(t *testing.T) {
 func TestExportNeedsAWritableFile(t *testing.T) {
 	f := newFixture(t)
 	f.quarantine(t, spec{id: "A"})
-	path := f.q.Path()
-	f.q.Close()
-	ro, err := queue.Open(queue.Options{Path: path, ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ro.Close()
+	ro := f.reopenReadOnly(t)
 	var buf bytes.Buffer
 	if _, err := New(ro).Export(context.Background(), &buf, ExportRequest{}); !errors.Is(err, queue.ErrReadOnly) {
 		t.Fatalf("Export on a read-only file: %v, want ErrReadOnly", err)
@@ -256,14 +250,8 @@ func TestPurgeFilesOfTheSameSecondDoNotCollide(t *testing.T) {
 func TestPurgeOnAReadOnlyFileWritesNothing(t *testing.T) {
 	f := newFixture(t)
 	keys := f.quarantine(t, spec{id: "A"})
-	path := f.q.Path()
-	f.q.Close()
-	ro, err := queue.Open(queue.Options{Path: path, ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ro.Close()
-	_, err = New(ro).Purge(context.Background(), PurgeRequest{Keys: keys, ReasonText: "x", Confirm: true})
+	ro := f.reopenReadOnly(t)
+	_, err := New(ro).Purge(context.Background(), PurgeRequest{Keys: keys, ReasonText: "x", Confirm: true})
 	if !errors.Is(err, queue.ErrReadOnly) {
 		t.Fatalf("Purge on a read-only file: %v, want ErrReadOnly", err)
 	}

@@ -46,6 +46,19 @@ type fixture struct {
 	svc *Service
 }
 
+// reopenReadOnly closes the fixture's queue and opens its file read-only,
+// as a CLI command does while the agent is stopped.
+func (f *fixture) reopenReadOnly(t *testing.T) *queue.Queue {
+	t.Helper()
+	f.q.Close()
+	ro, err := queue.Open(queue.Options{Path: f.q.Path(), ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ro.Close() })
+	return ro
+}
+
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	dir := t.TempDir()

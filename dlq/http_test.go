@@ -192,13 +192,7 @@ func TestHTTPExportStreamsAndJournals(t *testing.T) {
 func TestHTTPReadOnlyFileIsServiceUnavailableForWrites(t *testing.T) {
 	f := newFixture(t)
 	keys := f.quarantine(t, spec{id: "A"})
-	path := f.q.Path()
-	f.q.Close()
-	ro, err := queue.Open(queue.Options{Path: path, ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ro.Close()
+	ro := f.reopenReadOnly(t)
 	h := handler(ro, New(ro))
 	tests := []struct {
 		name, method, path, body string
