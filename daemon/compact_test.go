@@ -13,10 +13,10 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/rxedge/agent/config"
 	"github.com/rxedge/agent/internal/syncbuf"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/settings"
 )
 
 // inflate leaves n bytes of free pages in the bbolt file at path, the way
@@ -51,10 +51,10 @@ func inflate(t *testing.T, path string, n int) {
 
 func TestRunCompactsAtStartWhenMostlyFree(t *testing.T) {
 	dir := t.TempDir()
-	if n := len(config.SocketPath(dir)); n >= 104 {
+	if n := len(settings.SocketPath(dir)); n >= 104 {
 		t.Skipf("the control socket's path in the temporary directory is %d bytes, over the limit of unix socket addresses", n)
 	}
-	path := config.DataFile(dir)
+	path := settings.DataFile(dir)
 	q, err := queue.Open(queue.Options{Path: path, StoreID: "S0042"})
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +81,7 @@ func TestRunCompactsAtStartWhenMostlyFree(t *testing.T) {
 		t.Fatalf("CompactionNeeded = %v, %+v, %v; want true", need, sp, err)
 	}
 
-	c := config.Config{StoreID: "S0042", DataDir: dir}
+	c := settings.Config{StoreID: "S0042", DataDir: dir}
 	c.Ingest.Listen = "off"
 	opts, err := c.Validate()
 	if err != nil {

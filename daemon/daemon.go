@@ -24,13 +24,13 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/rxedge/agent/config"
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/internal/version"
 	"github.com/rxedge/agent/metrics"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/remote"
+	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/status"
 	"github.com/rxedge/agent/sync"
 )
@@ -47,7 +47,7 @@ type Hooks struct {
 
 // Run runs the agent until ctx ends, then shuts it down cleanly. It returns
 // nil after a clean shutdown.
-func Run(ctx context.Context, opts config.Options, log *slog.Logger, hooks Hooks) error {
+func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hooks) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -55,9 +55,9 @@ func Run(ctx context.Context, opts config.Options, log *slog.Logger, hooks Hooks
 	if err := os.MkdirAll(opts.DataDir, 0o750); err != nil {
 		return fmt.Errorf("create data directory: %w", err)
 	}
-	compactAtStart(config.DataFile(opts.DataDir), log)
+	compactAtStart(settings.DataFile(opts.DataDir), log)
 	q, err := queue.Open(queue.Options{
-		Path:     config.DataFile(opts.DataDir),
+		Path:     settings.DataFile(opts.DataDir),
 		StoreID:  opts.StoreID,
 		MaxAhead: opts.MaxRetryDelay(),
 	})
@@ -95,7 +95,7 @@ func Run(ctx context.Context, opts config.Options, log *slog.Logger, hooks Hooks
 		engine.OnConnect(remote.New(remote.Options{Queue: q, DLQ: svc, StoreID: opts.StoreID, OperatorKeys: opts.OperatorKeys, Status: srv.Status, Logger: log}).Subscribe)
 	}
 
-	ctlLn, err := listenControl(config.SocketPath(opts.DataDir))
+	ctlLn, err := listenControl(settings.SocketPath(opts.DataDir))
 	if err != nil {
 		return err
 	}
@@ -103,7 +103,7 @@ func Run(ctx context.Context, opts config.Options, log *slog.Logger, hooks Hooks
 	if opts.IngestListen != "" {
 		if ingestLn, err = net.Listen("tcp", opts.IngestListen); err != nil {
 			ctlLn.Close()
-			os.Remove(config.SocketPath(opts.DataDir))
+			os.Remove(settings.SocketPath(opts.DataDir))
 			return fmt.Errorf("ingest.listen %s: %w", opts.IngestListen, err)
 		}
 	}
@@ -155,7 +155,7 @@ func Run(ctx context.Context, opts config.Options, log *slog.Logger, hooks Hooks
 		return nil
 	})
 	err = g.Wait()
-	os.Remove(config.SocketPath(opts.DataDir))
+	os.Remove(settings.SocketPath(opts.DataDir))
 	if cerr := q.Close(); err == nil {
 		err = cerr
 	}
@@ -181,7 +181,7 @@ func listenControl(path string) (net.Listener, error) {
 
 // prune drops synced keys and journal events past their horizons, in
 // bounded steps.
-func prune(q *queue.Queue, opts config.Options, log *slog.Logger) {
+func prune(q *queue.Queue, opts settings.Options, log *slog.Logger) {
 	total := 0
 	for {
 		n, err := q.Prune(opts.SyncedHorizon, opts.JournalRetention, 10000)
@@ -205,7 +205,7 @@ const pruneInterval = time.Hour
 
 // prunePeriodically prunes every pruneInterval until ctx ends, so an agent
 // that runs for months keeps its horizons.
-func prunePeriodically(ctx context.Context, q *queue.Queue, opts config.Options, log *slog.Logger) {
+func prunePeriodically(ctx context.Context, q *queue.Queue, opts settings.Options, log *slog.Logger) {
 	t := time.NewTicker(pruneInterval)
 	defer t.Stop()
 	for {
@@ -220,7 +220,7 @@ func prunePeriodically(ctx context.Context, q *queue.Queue, opts config.Options,
 
 // summary is the start-up configuration recorded in the journal (DESIGN
 // P8): settings, never secrets.
-func summary(o config.Options) map[string]string {
+func summary(o settings.Options) map[string]string {
 	auth := "none"
 	switch {
 	case o.NATS.CredsFile != "":

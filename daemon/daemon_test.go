@@ -13,8 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/rxedge/agent/config"
 	"github.com/rxedge/agent/internal/natstest"
+	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/status"
 )
 
@@ -30,7 +30,7 @@ func TestMetricsAndHeartbeat(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	c := config.Config{StoreID: "S0042", DataDir: t.TempDir()}
+	c := settings.Config{StoreID: "S0042", DataDir: t.TempDir()}
 	c.Ingest.Listen = addr
 	c.NATS.Servers = []string{h.URL()}
 	c.Sync.ResumeJitter = 10 * time.Millisecond

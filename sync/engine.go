@@ -12,17 +12,17 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/rxedge/agent/config"
 	"github.com/rxedge/agent/internal/version"
 	"github.com/rxedge/agent/metrics"
 	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/status"
 )
 
 // Engine connects to central and runs the sender and the heartbeat.
 type Engine struct {
 	q      *queue.Queue
-	o      config.Options
+	o      settings.Options
 	log    *slog.Logger
 	m      *metrics.Metrics
 	status func() (*status.Status, error)
@@ -34,7 +34,7 @@ type Engine struct {
 
 // New returns an engine for the queue q. statusFn builds the status
 // document for heartbeats.
-func New(q *queue.Queue, o config.Options, log *slog.Logger, m *metrics.Metrics, statusFn func() (*status.Status, error)) *Engine {
+func New(q *queue.Queue, o settings.Options, log *slog.Logger, m *metrics.Metrics, statusFn func() (*status.Status, error)) *Engine {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -142,7 +142,7 @@ func (e *Engine) connect(closed chan<- error) (*nats.Conn, error) {
 // for ever, no reconnect buffer (the bbolt queue is the only buffer), the
 // store's own inbox prefix, a short ping interval so a dead link is noticed
 // quickly, and the configured credentials and TLS.
-func connOptions(o config.Options, s *sender) ([]nats.Option, error) {
+func connOptions(o settings.Options, s *sender) ([]nats.Option, error) {
 	wait := o.NATS.ReconnectWait
 	if wait <= 0 {
 		wait = time.Second

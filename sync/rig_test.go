@@ -11,13 +11,13 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/rxedge/agent/config"
 	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/internal/natstest"
 	"github.com/rxedge/agent/internal/syncbuf"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/retry"
+	"github.com/rxedge/agent/settings"
 )
 
 const testStore = "S0001"
@@ -29,7 +29,7 @@ type rig struct {
 	e      *Engine
 	cancel context.CancelFunc
 	done   chan error
-	opts   config.Options
+	opts   settings.Options
 	tune   func(*SenderOptions)
 	log    *slog.Logger
 	logs   *syncbuf.Buffer
@@ -37,15 +37,15 @@ type rig struct {
 
 // testOptions are the agent's options for tests: short timeouts and delays
 // so outages resolve in seconds.
-func testOptions(t *testing.T, servers ...string) config.Options {
+func testOptions(t *testing.T, servers ...string) settings.Options {
 	t.Helper()
-	c := config.Config{StoreID: testStore, DataDir: t.TempDir()}
+	c := settings.Config{StoreID: testStore, DataDir: t.TempDir()}
 	c.NATS.Servers = servers
 	c.NATS.PingInterval = 500 * time.Millisecond
 	c.Sync.AttemptTimeout = 2 * time.Second
 	c.Sync.ResumeJitter = 200 * time.Millisecond
-	c.Retry.Ordinary = config.PolicyConfig{MaxAttempts: 5, BaseDelay: 20 * time.Millisecond, MaxDelay: 100 * time.Millisecond}
-	c.Retry.Controlled = config.PolicyConfig{MaxAttempts: 7, BaseDelay: 20 * time.Millisecond, MaxDelay: 100 * time.Millisecond}
+	c.Retry.Ordinary = settings.PolicyConfig{MaxAttempts: 5, BaseDelay: 20 * time.Millisecond, MaxDelay: 100 * time.Millisecond}
+	c.Retry.Controlled = settings.PolicyConfig{MaxAttempts: 7, BaseDelay: 20 * time.Millisecond, MaxDelay: 100 * time.Millisecond}
 	o, err := c.Validate()
 	if err != nil {
 		t.Fatal(err)
@@ -54,9 +54,9 @@ func testOptions(t *testing.T, servers ...string) config.Options {
 }
 
 // startRig opens a queue and runs an engine until the test ends.
-func startRig(t *testing.T, o config.Options, tune func(*SenderOptions)) *rig {
+func startRig(t *testing.T, o settings.Options, tune func(*SenderOptions)) *rig {
 	t.Helper()
-	q, err := queue.Open(queue.Options{Path: config.DataFile(o.DataDir), StoreID: o.StoreID, MaxAhead: o.MaxRetryDelay()})
+	q, err := queue.Open(queue.Options{Path: settings.DataFile(o.DataDir), StoreID: o.StoreID, MaxAhead: o.MaxRetryDelay()})
 	if err != nil {
 		t.Fatal(err)
 	}

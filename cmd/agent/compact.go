@@ -9,10 +9,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rxedge/agent/config"
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/internal/progress"
 	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/status"
 )
 
@@ -67,12 +67,12 @@ too, and otherwise says how much is free.`, 100*queue.CompactFreeFraction, queue
 }
 
 func compact(ctx context.Context, s *streams, dataDir string, asJSON, force bool) error {
-	path := config.DataFile(dataDir)
+	path := settings.DataFile(dataDir)
 	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("no agent data file at %s: check --data-dir / --config", path)
 	}
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	running := control.Dial(config.SocketPath(dataDir)).Ping(pctx) == nil
+	running := control.Dial(settings.SocketPath(dataDir)).Ping(pctx) == nil
 	cancel()
 	if running {
 		return errAgentRunning

@@ -10,17 +10,17 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/rxedge/agent/config"
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/settings"
 )
 
 // freePages leaves n bytes of free pages in the data file of dir, as a
 // drained backlog does.
 func freePages(t *testing.T, dir string, n int) {
 	t.Helper()
-	db, err := bolt.Open(config.DataFile(dir), 0o600, nil)
+	db, err := bolt.Open(settings.DataFile(dir), 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func freePages(t *testing.T, dir string, n int) {
 func TestCompactCLI(t *testing.T) {
 	dir, keys := quarantinedDataDir(t, mv{id: "A"}, mv{id: "B", reason: "exhausted:timeout"})
 	freePages(t, dir, 8<<20)
-	path := config.DataFile(dir)
+	path := settings.DataFile(dir)
 	before, _ := os.Stat(path)
 
 	out := mustCLI(t, "compact", "--data-dir", dir)
@@ -109,7 +109,7 @@ func TestCompactCLIRefusesWhileTheAgentRuns(t *testing.T) {
 	dir, _ := quarantinedDataDir(t, mv{id: "A"})
 
 	// Another process holds the file.
-	q, err := queue.Open(queue.Options{Path: config.DataFile(dir), StoreID: cliStore})
+	q, err := queue.Open(queue.Options{Path: settings.DataFile(dir), StoreID: cliStore})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestCompactCLIRefusesWhileTheAgentRuns(t *testing.T) {
 	if code != 1 || !strings.Contains(errs, "stop the service first") {
 		t.Errorf("compact while the agent runs: exit %d, stderr %q", code, errs)
 	}
-	if _, err := os.Stat(config.DataFile(dir) + queue.CompactSuffix); !os.IsNotExist(err) {
-		t.Errorf("a refused compaction left %s%s: %v", config.DataFile(dir), queue.CompactSuffix, err)
+	if _, err := os.Stat(settings.DataFile(dir) + queue.CompactSuffix); !os.IsNotExist(err) {
+		t.Errorf("a refused compaction left %s%s: %v", settings.DataFile(dir), queue.CompactSuffix, err)
 	}
 }

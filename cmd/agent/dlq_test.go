@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rxedge/agent/config"
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/settings"
 )
 
 const cliStore = "S0042"
@@ -33,7 +33,7 @@ type mv struct {
 func quarantinedDataDir(t *testing.T, mvs ...mv) (string, []string) {
 	t.Helper()
 	dir := t.TempDir()
-	q, err := queue.Open(queue.Options{Path: config.DataFile(dir), StoreID: cliStore})
+	q, err := queue.Open(queue.Options{Path: settings.DataFile(dir), StoreID: cliStore})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -430,7 +430,7 @@ func TestCLIKeepsPatientDataInThePayload(t *testing.T) {
 
 func TestDLQOnAFileLockedByAnotherProcess(t *testing.T) {
 	dir, _ := quarantinedDataDir(t, mv{id: "A"})
-	q, err := queue.Open(queue.Options{Path: config.DataFile(dir), StoreID: cliStore})
+	q, err := queue.Open(queue.Options{Path: settings.DataFile(dir), StoreID: cliStore})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,15 +6,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rxedge/agent/config"
 	"github.com/rxedge/agent/daemon"
+	"github.com/rxedge/agent/settings"
 )
 
 // runDaemon runs the agent in this process until the test ends and
 // returns its ingest address ("" when it has none) once it is ready.
-func runDaemon(t *testing.T, opts config.Options, log *slog.Logger) string {
+func runDaemon(t *testing.T, opts settings.Options, log *slog.Logger) string {
 	t.Helper()
-	if n := len(config.SocketPath(opts.DataDir)); n >= 104 {
+	if n := len(settings.SocketPath(opts.DataDir)); n >= 104 {
 		t.Skipf("the control socket's path in the temporary directory is %d bytes, over the limit of unix socket addresses", n)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -47,9 +47,9 @@ func runDaemon(t *testing.T, opts config.Options, log *slog.Logger) string {
 
 // localOptions are the options of an agent for dir with no ingest
 // listener and no central.
-func localOptions(t *testing.T, dir string) config.Options {
+func localOptions(t *testing.T, dir string) settings.Options {
 	t.Helper()
-	c := config.Config{StoreID: cliStore, DataDir: dir}
+	c := settings.Config{StoreID: cliStore, DataDir: dir}
 	c.Ingest.Listen = "off"
 	opts, err := c.Validate()
 	if err != nil {

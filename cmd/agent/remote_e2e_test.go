@@ -18,7 +18,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
-	"github.com/rxedge/agent/config"
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/hub"
@@ -26,6 +25,7 @@ import (
 	"github.com/rxedge/agent/internal/syncbuf"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/remote"
+	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/status"
 )
 
@@ -44,18 +44,18 @@ type liveAgent struct {
 func startLiveAgent(t *testing.T, hubURL string, operatorKeys ...string) *liveAgent {
 	t.Helper()
 	dir := t.TempDir()
-	if n := len(config.SocketPath(dir)); n >= 104 {
+	if n := len(settings.SocketPath(dir)); n >= 104 {
 		t.Skipf("the control socket's path in the temporary directory is %d bytes, over the limit of unix socket addresses", n)
 	}
-	c := config.Config{StoreID: liveStore, DataDir: dir}
+	c := settings.Config{StoreID: liveStore, DataDir: dir}
 	c.Ingest.Listen = "127.0.0.1:0"
 	c.NATS.Servers = []string{hubURL}
 	c.NATS.PingInterval = 500 * time.Millisecond
 	c.Sync.AttemptTimeout = 2 * time.Second
 	c.Sync.ResumeJitter = 100 * time.Millisecond
 	c.Sync.HeartbeatInterval = 200 * time.Millisecond
-	c.Retry.Ordinary = config.PolicyConfig{MaxAttempts: 5, BaseDelay: 20 * time.Millisecond, MaxDelay: 100 * time.Millisecond}
-	c.Retry.Controlled = config.PolicyConfig{MaxAttempts: 7, BaseDelay: 20 * time.Millisecond, MaxDelay: 100 * time.Millisecond}
+	c.Retry.Ordinary = settings.PolicyConfig{MaxAttempts: 5, BaseDelay: 20 * time.Millisecond, MaxDelay: 100 * time.Millisecond}
+	c.Retry.Controlled = settings.PolicyConfig{MaxAttempts: 7, BaseDelay: 20 * time.Millisecond, MaxDelay: 100 * time.Millisecond}
 	c.Control.OperatorKeys = operatorKeys
 	c.Log.Level = "debug"
 	opts, err := c.Validate()

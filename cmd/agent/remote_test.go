@@ -9,19 +9,19 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/rxedge/agent/config"
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/internal/natstest"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/remote"
+	"github.com/rxedge/agent/settings"
 )
 
 // serveRemote runs the control responder of the agent whose data
 // directory is dir, on a connection with opts, until the test ends.
 func serveRemote(t *testing.T, url, dir, storeID string, opts ...nats.Option) {
 	t.Helper()
-	q, err := queue.Open(queue.Options{Path: config.DataFile(dir), StoreID: storeID})
+	q, err := queue.Open(queue.Options{Path: settings.DataFile(dir), StoreID: storeID})
 	if err != nil {
 		t.Fatal(err)
 	}

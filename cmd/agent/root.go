@@ -13,11 +13,11 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/rxedge/agent/config"
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/installer"
 	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/settings"
 )
 
 type streams struct {
@@ -95,8 +95,8 @@ func defaultConfigPath() string { return installer.DefaultPaths(runtime.GOOS).Co
 // loadConfig reads the configuration: the file given by --config, or the
 // default file when it exists, then RXEDGE_* variables and --data-dir. It
 // says which file it read ("" for none).
-func (l *location) loadConfig() (config.Config, string, error) {
-	var c config.Config
+func (l *location) loadConfig() (settings.Config, string, error) {
+	var c settings.Config
 	path := l.configPath
 	if path == "" {
 		if _, err := os.Stat(defaultConfigPath()); err == nil {
@@ -112,7 +112,7 @@ func (l *location) loadConfig() (config.Config, string, error) {
 	}
 	if path != "" {
 		var err error
-		if c, err = config.LoadFile(path); err != nil {
+		if c, err = settings.LoadFile(path); err != nil {
 			if errors.Is(err, os.ErrNotExist) {
 				return c, path, fmt.Errorf("configuration file %s does not exist: copy configs/agent.example.yaml there and edit it, or pass --config", path)
 			}
@@ -171,7 +171,7 @@ func (a *agentConn) Close() error {
 // connect reaches the agent of dataDir. storeID is needed only to create a
 // new data file (enqueue before the agent ever ran).
 func connect(ctx context.Context, dataDir string, mode openMode, storeID string) (*agentConn, error) {
-	c := control.Dial(config.SocketPath(dataDir))
+	c := control.Dial(settings.SocketPath(dataDir))
 	err := c.Ping(ctx)
 	if err == nil {
 		return &agentConn{Client: c, running: true, dataDir: dataDir}, nil
@@ -179,7 +179,7 @@ func connect(ctx context.Context, dataDir string, mode openMode, storeID string)
 	if errors.Is(err, control.ErrNoPermission) {
 		return nil, err
 	}
-	path := config.DataFile(dataDir)
+	path := settings.DataFile(dataDir)
 	if _, err := os.Stat(path); errors.Is(err, os.ErrPermission) {
 		return nil, fmt.Errorf("cannot read %s: permission denied: run the command as an administrator (sudo), or as the agent's user", path)
 	} else if err != nil {

@@ -11,10 +11,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rxedge/agent/config"
 	"github.com/rxedge/agent/daemon"
 	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/installer"
+	"github.com/rxedge/agent/settings"
 )
 
 type runFlags struct {
@@ -69,10 +69,10 @@ Flags win over RXEDGE_* environment variables, which win over the file.`,
 }
 
 // options merges file, environment and flags, and validates.
-func (f *runFlags) options() (config.Options, error) {
+func (f *runFlags) options() (settings.Options, error) {
 	c, path, err := f.loadConfig()
 	if err != nil {
-		return config.Options{}, err
+		return settings.Options{}, err
 	}
 	f.apply(&c)
 	o, err := c.Validate()
@@ -82,7 +82,7 @@ func (f *runFlags) options() (config.Options, error) {
 	return o, err
 }
 
-func (f *runFlags) apply(c *config.Config) {
+func (f *runFlags) apply(c *settings.Config) {
 	if f.storeID != "" {
 		c.StoreID = f.storeID
 	}
@@ -138,7 +138,7 @@ func (f *runFlags) runDev(s *streams) error {
 }
 
 // printDev greets the trial user with the addresses and a first command.
-func printDev(s *streams, hubURL string, opts config.Options, addr string) {
+func printDev(s *streams, hubURL string, opts settings.Options, addr string) {
 	fmt.Fprintf(s.out, `RxEdge agent (trial mode) for store %s
   central (embedded hub):  %s
   ingest:                  http://%s/v1/movements

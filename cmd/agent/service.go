@@ -13,9 +13,9 @@ import (
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/rxedge/agent/config"
 	"github.com/rxedge/agent/configs"
 	"github.com/rxedge/agent/installer"
+	"github.com/rxedge/agent/settings"
 )
 
 // adminNote ends the help of every command that changes the service.
@@ -85,7 +85,7 @@ config, and changes nothing; it needs no administrator rights.
 }
 
 func (f *installFlags) run(ctx context.Context, s *streams) error {
-	if f.storeID != "" && !config.ValidStoreID(f.storeID) {
+	if f.storeID != "" && !settings.ValidStoreID(f.storeID) {
 		return usageError("--store-id %q: use 1-32 letters, digits, '-' or '_', the store's id as central knows it (e.g. S0107)", f.storeID)
 	}
 	exe, err := executable()
@@ -181,7 +181,7 @@ func storeIDOf(b []byte) string {
 // to id (added at the top when tmpl has none), every other line and comment
 // kept as it is.
 func withStoreID(tmpl []byte, id string) ([]byte, error) {
-	line := "store_id: '" + id + "'" // ids have no quotes: config.ValidStoreID
+	line := "store_id: '" + id + "'" // ids have no quotes: settings.ValidStoreID
 	lines := strings.SplitAfter(string(tmpl), "\n")
 	set := false
 	for i, l := range lines {

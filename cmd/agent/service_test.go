@@ -12,10 +12,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rxedge/agent/config"
 	"github.com/rxedge/agent/configs"
 	"github.com/rxedge/agent/installer"
 	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/status"
 )
 
@@ -92,7 +92,7 @@ func TestInstallDryRun(t *testing.T) {
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, err := config.LoadFile(path)
+	c, err := settings.LoadFile(path)
 	if err != nil {
 		t.Fatalf("the planned config does not load: %v\n%s", err, text)
 	}
@@ -238,7 +238,7 @@ func knownService(s string) bool {
 
 func TestStatusShowsService(t *testing.T) {
 	dir := t.TempDir()
-	q, err := queue.Open(queue.Options{Path: config.DataFile(dir), StoreID: "S0107"})
+	q, err := queue.Open(queue.Options{Path: settings.DataFile(dir), StoreID: "S0107"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,11 +30,11 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/rxedge/agent/config"
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/internal/natstest"
 	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/status"
 )
 
@@ -270,7 +270,7 @@ func (l *loadGen) fail(format string, args ...any) {
 // every key in acked is there, and returns its counts.
 func checkStored(t *testing.T, dataDir string, acked map[string]string) queue.Stats {
 	t.Helper()
-	q, err := queue.Open(queue.Options{Path: config.DataFile(dataDir), ReadOnly: true})
+	q, err := queue.Open(queue.Options{Path: settings.DataFile(dataDir), ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,9 +11,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/rxedge/agent/config"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/settings"
 )
 
 // payloadSize is the size class of the generated movements: their
@@ -138,7 +138,7 @@ func (b *bench) backlog(store string, n int, dataDir string) (string, error) {
 		b.logf("built a backlog of %d movements in %s", n, time.Since(t0).Round(100*time.Millisecond))
 		b.backlogs[id] = src
 	}
-	dst := config.DataFile(dataDir)
+	dst := settings.DataFile(dataDir)
 	if err := copyFile(src, dst); err != nil {
 		return "", err
 	}
@@ -173,8 +173,8 @@ func copyFile(src, dst string) error {
 
 // agentOptions are the agent's validated options for store in dataDir,
 // talking to servers (none: no sender).
-func agentOptions(store, dataDir string, servers ...string) (config.Options, error) {
-	c := config.Config{StoreID: store, DataDir: dataDir}
+func agentOptions(store, dataDir string, servers ...string) (settings.Options, error) {
+	c := settings.Config{StoreID: store, DataDir: dataDir}
 	c.NATS.Servers = servers
 	c.Ingest.Listen = "off"
 	return c.Validate()

@@ -13,9 +13,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/rxedge/agent/config"
 	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/status"
 	"github.com/rxedge/agent/sync"
 )
@@ -153,7 +153,7 @@ func (b *bench) herdRun(ctx context.Context, name string, jitter time.Duration) 
 			o.ResumeJitter = time.Nanosecond
 			o.NATS.ReconnectJitter = 0
 		}
-		q, err := queue.Open(queue.Options{Path: config.DataFile(dataDir), StoreID: id, MaxAhead: o.MaxRetryDelay()})
+		q, err := queue.Open(queue.Options{Path: settings.DataFile(dataDir), StoreID: id, MaxAhead: o.MaxRetryDelay()})
 		if err != nil {
 			return res, err
 		}

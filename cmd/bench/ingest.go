@@ -16,10 +16,10 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/rxedge/agent/config"
 	"github.com/rxedge/agent/daemon"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/status"
 )
 
@@ -63,7 +63,7 @@ func benchIngest(ctx context.Context, b *bench) error {
 	if dir, err = b.dir("ingest-queue"); err != nil {
 		return err
 	}
-	q, err := queue.Open(queue.Options{Path: config.DataFile(dir), StoreID: storeIngest})
+	q, err := queue.Open(queue.Options{Path: settings.DataFile(dir), StoreID: storeIngest})
 	if err != nil {
 		return err
 	}
@@ -229,7 +229,7 @@ type agent struct {
 }
 
 func startAgent(ctx context.Context, dataDir string) (*agent, error) {
-	c := config.Config{StoreID: storeIngest, DataDir: dataDir}
+	c := settings.Config{StoreID: storeIngest, DataDir: dataDir}
 	c.Ingest.Listen = "127.0.0.1:0"
 	o, err := c.Validate()
 	if err != nil {

@@ -18,10 +18,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rxedge/agent/config"
 	"github.com/rxedge/agent/daemon"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/settings"
 )
 
 const storeScale = "S-SCALE"
@@ -233,7 +233,7 @@ func readyChild(ctx context.Context, dataDir, store string, calls int, stdout io
 // until it is ready, the heap in use after a GC once it is, the process's
 // RSS, and GET /v1/status over the control socket.
 func measureReady(ctx context.Context, dataDir, store string, calls int) (readyResult, error) {
-	c := config.Config{StoreID: store, DataDir: dataDir}
+	c := settings.Config{StoreID: store, DataDir: dataDir}
 	c.Ingest.Listen = "127.0.0.1:0"
 	o, err := c.Validate()
 	if err != nil {
@@ -269,7 +269,7 @@ func measureReady(ctx context.Context, dataDir, store string, calls int) (readyR
 
 	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		var d net.Dialer
-		return d.DialContext(ctx, "unix", config.SocketPath(dataDir))
+		return d.DialContext(ctx, "unix", settings.SocketPath(dataDir))
 	}}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}

@@ -14,10 +14,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/rxedge/agent/config"
 	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/sync"
 )
 
@@ -300,7 +300,7 @@ func (r *rawRig) checkStored(ctx context.Context, n int) error {
 type engineRig struct {
 	h    *hub.Hub
 	path string
-	o    config.Options
+	o    settings.Options
 }
 
 func (b *bench) newEngineRig(name string, n int, noSync bool) (*engineRig, error) {

@@ -23,7 +23,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/rxedge/agent/config"
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/hub"
@@ -32,6 +31,7 @@ import (
 	"github.com/rxedge/agent/internal/natstest"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/status"
 )
 
@@ -143,7 +143,7 @@ func TestSoak(t *testing.T) {
 	// The checks.
 	central := r.centralSubjects()
 	quarantined := r.quarantine()
-	q, err := queue.Open(queue.Options{Path: config.DataFile(r.dir), ReadOnly: true})
+	q, err := queue.Open(queue.Options{Path: settings.DataFile(r.dir), ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,8 +207,8 @@ func TestSoak(t *testing.T) {
 	if qs.Count(queue.Pending) != 0 {
 		problem("%d movements still pending after the drain", qs.Count(queue.Pending))
 	}
-	if _, err := os.Stat(config.DataFile(r.dir) + queue.CompactSuffix); !errors.Is(err, os.ErrNotExist) {
-		problem("a compaction's leftover %s%s is still there (%v)", config.DataFile(r.dir), queue.CompactSuffix, err)
+	if _, err := os.Stat(settings.DataFile(r.dir) + queue.CompactSuffix); !errors.Is(err, os.ErrNotExist) {
+		problem("a compaction's leftover %s%s is still there (%v)", settings.DataFile(r.dir), queue.CompactSuffix, err)
 	}
 
 	pl := "prlimit: " + r.prlimit
@@ -276,7 +276,7 @@ func newRig(t *testing.T) *rig {
 	r := &rig{t: t, bin: agentbin.Build(t), logDir: t.TempDir(), filled: map[string]*submission{}}
 	base := t.TempDir()
 	r.dir = filepath.Join(base, "data")
-	if n := len(config.SocketPath(r.dir)); n >= 104 {
+	if n := len(settings.SocketPath(r.dir)); n >= 104 {
 		t.Skipf("the control socket's path in the temporary directory is %d bytes, over the limit of unix socket addresses", n)
 	}
 	r.cfg = filepath.Join(base, "agent.yaml")
@@ -566,7 +566,7 @@ func (r *rig) fill(d time.Duration) (acked int, refusedAt time.Duration) {
 // is stopped).
 func (r *rig) dataEnd() int64 {
 	r.t.Helper()
-	q, err := queue.Open(queue.Options{Path: config.DataFile(r.dir), ReadOnly: true})
+	q, err := queue.Open(queue.Options{Path: settings.DataFile(r.dir), ReadOnly: true})
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -1,9 +1,9 @@
-// Package config is the agent's configuration: the user-facing Config that
+// Package settings is the agent's configuration: the user-facing Config that
 // the YAML file, RXEDGE_* environment variables and command-line flags fill
 // in (flags win over the environment, the environment over the file), and
 // the validated Options with every default applied. Validate reports every
 // problem at once, each naming its field, and says what to do.
-package config
+package settings
 
 import (
 	"bytes"
