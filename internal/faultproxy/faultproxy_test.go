@@ -177,6 +177,9 @@ func TestPass(t *testing.T) {
 	roundTrip(t, c, "hello")
 	roundTrip(t, c, "world!")
 
+	// The proxy counts a chunk after writing it on, so the echo can reach
+	// the client before the last chunk is counted.
+	waitStats(t, p, "11 bytes counted each way", func(s faultproxy.Stats) bool { return s.BytesUp >= 11 && s.BytesDown >= 11 })
 	got := p.Stats()
 	want := faultproxy.Stats{Accepted: 1, Active: 1, BytesUp: 11, BytesDown: 11}
 	if got != want {
@@ -211,6 +214,7 @@ func TestBlackhole(t *testing.T) {
 	p := newProxy(t, e.ln.Addr().String())
 	old := dial(t, p)
 	roundTrip(t, old, "before")
+	waitStats(t, p, "6 bytes counted each way", func(s faultproxy.Stats) bool { return s.BytesUp >= 6 && s.BytesDown >= 6 })
 
 	p.Blackhole()
 	write(t, old, "lost")
