@@ -10,19 +10,14 @@
 package control
 
 import (
-	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"log/slog"
 	"net/http"
-	"os"
 	"strconv"
-	stdsync "sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/rxedge/agent/internal/disk"
-	"github.com/rxedge/agent/internal/version"
 	"github.com/rxedge/agent/metrics"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/status"
@@ -40,11 +35,10 @@ type Options struct {
 	// listener. The control socket needs none: only administrators can
 	// reach it.
 	IngestToken string
-	// Connection reports the sender's state. Nil means the agent is not
-	// running (the CLI reading the file directly).
-	Connection func() status.Connection
-	// Running is true in the agent process.
-	Running bool
+	// Status builds the status document. Default: a builder over Queue
+	// for an agent that is not running (the CLI reading the file
+	// directly).
+	Status  *status.Builder
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
 	// Routes adds the operator's routes (see package dlq) to the control
@@ -55,9 +49,7 @@ type Options struct {
 // Server serves the local API.
 type Server struct {
 	opts     Options
-	started  time.Time
 	draining atomic.Bool
-	rates    *rates
 }
 
 // New returns a Server.
@@ -74,33 +66,15 @@ func New(opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Server{opts: opts, started: opts.Clock(), rates: newRates()}
+	if opts.Status == nil {
+		opts.Status = status.NewBuilder(status.Sources{Queue: opts.Queue, Clock: opts.Clock})
+	}
+	return &Server{opts: opts}
 }
 
 // Drain makes the server refuse new submissions with 503 while in-flight
 // requests finish: the first step of a clean shutdown.
 func (s *Server) Drain() { s.draining.Store(true) }
-
-// Run samples the counters for the recent rates until ctx ends.
-func (s *Server) Run(ctx context.Context) {
-	t := time.NewTicker(10 * time.Second)
-	defer t.Stop()
-	s.sample()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			s.sample()
-		}
-	}
-}
-
-func (s *Server) sample() {
-	if st, err := s.opts.Queue.Stats(); err == nil {
-		s.rates.add(s.opts.Clock(), st.NextSeq-1, st.SyncedTotal, st.QuarantinedTotal)
-	}
-}
 
 // IngestHandler is the API of the loopback ingest listener: intake, status,
 // health and metrics, behind the ingest token when one is configured.
@@ -245,92 +219,12 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, st)
 }
 
-// Status builds the status document from the queue's counters (no scan)
-// and the sender's state.
-func (s *Server) Status() (*status.Status, error) {
-	qs, err := s.opts.Queue.Stats()
-	if err != nil {
-		return nil, err
-	}
-	now := s.opts.Clock()
-	st := &status.Status{
-		StoreID:     qs.StoreID,
-		Agent:       status.Agent{Running: s.opts.Running, Version: version.Get().Version},
-		SyncedTotal: qs.SyncedTotal,
-		Leased:      s.opts.Queue.Leased(),
-		DataFile:    status.DataFile{Path: qs.Path, SizeBytes: qs.FileSize, Schema: qs.SchemaVersion},
-		GeneratedAt: now.UTC(),
-	}
-	if s.opts.Running {
-		st.Agent.PID = os.Getpid()
-		started := s.started.UTC()
-		st.Agent.StartedAt = &started
-	}
-	if free, err := disk.Free(qs.Path); err == nil {
-		st.DataFile.FreeBytes = free
-	}
-	cc := func(state queue.State) status.ClassCounts {
-		c := qs.Counts[state]
-		return status.ClassCounts{Controlled: c[1], Ordinary: c[0], Total: c[0] + c[1]}
-	}
-	st.Counts = status.Counts{Pending: cc(queue.Pending), Synced: cc(queue.Synced), Quarantined: cc(queue.Quarantined), Purged: cc(queue.Purged)}
-	if !qs.OldestPending.IsZero() {
-		t := qs.OldestPending.UTC()
-		st.OldestPendingAt = &t
-		st.OldestPendingAge = max(now.Sub(t).Seconds(), 0)
-	}
-	if s.opts.Connection != nil {
-		st.Connection = s.opts.Connection()
-	} else {
-		st.Connection.State = status.Stopped
-	}
-	st.Rates = s.rates.perMinute()
-	return st, nil
-}
+// Status is the status document the server answers GET /v1/status with.
+func (s *Server) Status() (*status.Status, error) { return s.opts.Status.Status() }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	enc := json.NewEncoder(w)
 	enc.Encode(v)
-}
-
-// rates keeps five minutes of counter samples.
-type rates struct {
-	mu      stdsync.Mutex
-	samples []sample
-}
-
-type sample struct {
-	at                            time.Time
-	accepted, synced, quarantined uint64
-}
-
-func newRates() *rates { return &rates{} }
-
-func (r *rates) add(at time.Time, accepted, synced, quarantined uint64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.samples = append(r.samples, sample{at, accepted, synced, quarantined})
-	for len(r.samples) > 2 && at.Sub(r.samples[0].at) > 5*time.Minute {
-		r.samples = r.samples[1:]
-	}
-}
-
-func (r *rates) perMinute() status.Rates {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.samples) < 2 {
-		return status.Rates{}
-	}
-	a, b := r.samples[0], r.samples[len(r.samples)-1]
-	mins := b.at.Sub(a.at).Minutes()
-	if mins <= 0 {
-		return status.Rates{}
-	}
-	return status.Rates{
-		AcceptedPerMinute:    float64(b.accepted-a.accepted) / mins,
-		SyncedPerMinute:      float64(b.synced-a.synced) / mins,
-		QuarantinedPerMinute: float64(b.quarantined-a.quarantined) / mins,
-	}
 }

@@ -79,20 +79,20 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 	var conn func() status.Connection = func() status.Connection {
 		return status.Connection{State: status.Idle, Reason: "no central servers configured: set nats.servers"}
 	}
+	st := status.NewBuilder(status.Sources{Queue: q, Connection: func() status.Connection { return conn() }, Running: true})
 	srv := control.New(control.Options{
 		Queue: q, StoreID: opts.StoreID,
 		MaxRequestBytes: opts.MaxRequestBytes, MaxMovementBytes: opts.MaxMovementBytes,
 		IngestToken: opts.IngestToken,
-		Connection:  func() status.Connection { return conn() },
-		Running:     true, Metrics: m, Logger: log,
+		Status:      st, Metrics: m, Logger: log,
 		Routes: func(mux *http.ServeMux) { dlq.Register(mux, svc) },
 	})
 
 	var engine *sync.Engine
 	if len(opts.NATS.Servers) > 0 {
-		engine = sync.New(q, opts, log, m, func() (*status.Status, error) { return srv.Status() })
+		engine = sync.New(q, opts, log, m, st.Status)
 		conn = engine.Connection
-		engine.OnConnect(remote.New(remote.Options{Queue: q, DLQ: svc, StoreID: opts.StoreID, OperatorKeys: opts.OperatorKeys, Status: srv.Status, Logger: log}).Subscribe)
+		engine.OnConnect(remote.New(remote.Options{Queue: q, DLQ: svc, StoreID: opts.StoreID, OperatorKeys: opts.OperatorKeys, Status: st.Status, Logger: log}).Subscribe)
 	}
 
 	ctlLn, err := listenControl(settings.SocketPath(opts.DataDir))
@@ -127,7 +127,7 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 			return nil
 		})
 	}
-	g.Go(func() error { srv.Run(gctx); return nil })
+	g.Go(func() error { st.Run(gctx); return nil })
 	g.Go(func() error { prunePeriodically(gctx, q, opts, log); return nil })
 	if engine != nil {
 		g.Go(func() error { return engine.Run(gctx) })

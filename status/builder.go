@@ -1,0 +1,147 @@
+package status
+
+import (
+	"context"
+	"os"
+	stdsync "sync"
+	"time"
+
+	"github.com/rxedge/agent/internal/disk"
+	"github.com/rxedge/agent/internal/version"
+	"github.com/rxedge/agent/queue"
+)
+
+// Sources are what a Builder reads.
+type Sources struct {
+	Queue *queue.Queue
+	// Connection reports the sender's state. Nil means the agent is not
+	// running (the CLI reading the file directly).
+	Connection func() Connection
+	// Running is true in the agent process.
+	Running bool
+	// Clock stamps the document and ages. Default time.Now.
+	Clock func() time.Time
+}
+
+// Builder builds the status document from the queue's counters (no scan),
+// the sender's connection and the recent rates. The rates are sampled by
+// Run; the samples are owned by a mutex, so a Builder may serve concurrent
+// requests.
+type Builder struct {
+	src     Sources
+	started time.Time
+	rates   rates
+}
+
+// NewBuilder returns a Builder over src.
+func NewBuilder(src Sources) *Builder {
+	if src.Clock == nil {
+		src.Clock = time.Now
+	}
+	return &Builder{src: src, started: src.Clock()}
+}
+
+// SampleInterval is how often Run samples the counters for the rates.
+const SampleInterval = 10 * time.Second
+
+// Run samples the counters for the recent rates until ctx ends.
+func (b *Builder) Run(ctx context.Context) {
+	t := time.NewTicker(SampleInterval)
+	defer t.Stop()
+	b.sample()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			b.sample()
+		}
+	}
+}
+
+func (b *Builder) sample() {
+	if st, err := b.src.Queue.Stats(); err == nil {
+		b.rates.add(b.src.Clock(), st.NextSeq-1, st.SyncedTotal, st.QuarantinedTotal)
+	}
+}
+
+// Status builds the status document.
+func (b *Builder) Status() (*Status, error) {
+	q := b.src.Queue
+	qs, err := q.Stats()
+	if err != nil {
+		return nil, err
+	}
+	now := b.src.Clock()
+	st := &Status{
+		StoreID:     qs.StoreID,
+		Agent:       Agent{Running: b.src.Running, Version: version.Get().Version},
+		SyncedTotal: qs.SyncedTotal,
+		Leased:      q.Leased(),
+		DataFile:    DataFile{Path: qs.Path, SizeBytes: qs.FileSize, Schema: qs.SchemaVersion},
+		GeneratedAt: now.UTC(),
+	}
+	if b.src.Running {
+		st.Agent.PID = os.Getpid()
+		started := b.started.UTC()
+		st.Agent.StartedAt = &started
+	}
+	if free, err := disk.Free(qs.Path); err == nil {
+		st.DataFile.FreeBytes = free
+	}
+	cc := func(state queue.State) ClassCounts {
+		c := qs.Counts[state]
+		return ClassCounts{Controlled: c[1], Ordinary: c[0], Total: c[0] + c[1]}
+	}
+	st.Counts = Counts{Pending: cc(queue.Pending), Synced: cc(queue.Synced), Quarantined: cc(queue.Quarantined), Purged: cc(queue.Purged)}
+	if !qs.OldestPending.IsZero() {
+		t := qs.OldestPending.UTC()
+		st.OldestPendingAt = &t
+		st.OldestPendingAge = max(now.Sub(t).Seconds(), 0)
+	}
+	if b.src.Connection != nil {
+		st.Connection = b.src.Connection()
+	} else {
+		st.Connection.State = Stopped
+	}
+	st.Rates = b.rates.perMinute()
+	return st, nil
+}
+
+// rates keeps five minutes of counter samples.
+type rates struct {
+	mu      stdsync.Mutex
+	samples []sample
+}
+
+type sample struct {
+	at                            time.Time
+	accepted, synced, quarantined uint64
+}
+
+func (r *rates) add(at time.Time, accepted, synced, quarantined uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.samples = append(r.samples, sample{at, accepted, synced, quarantined})
+	for len(r.samples) > 2 && at.Sub(r.samples[0].at) > 5*time.Minute {
+		r.samples = r.samples[1:]
+	}
+}
+
+func (r *rates) perMinute() Rates {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.samples) < 2 {
+		return Rates{}
+	}
+	a, b := r.samples[0], r.samples[len(r.samples)-1]
+	mins := b.at.Sub(a.at).Minutes()
+	if mins <= 0 {
+		return Rates{}
+	}
+	return Rates{
+		AcceptedPerMinute:    float64(b.accepted-a.accepted) / mins,
+		SyncedPerMinute:      float64(b.synced-a.synced) / mins,
+		QuarantinedPerMinute: float64(b.quarantined-a.quarantined) / mins,
+	}
+}
