@@ -6,36 +6,20 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	stdsync "sync"
 	"testing"
 	"time"
 
 	"github.com/rxedge/agent/control"
-	"github.com/rxedge/agent/movement"
+	"github.com/rxedge/agent/internal/dlqtest"
 	"github.com/rxedge/agent/queue"
 )
 
 const testStore = "S0042"
 
 // clock is a settable test clock.
-type clock struct {
-	mu  stdsync.Mutex
-	now time.Time
-}
+type clock = dlqtest.Clock
 
-func newClock() *clock { return &clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
+func newClock() *clock { return dlqtest.NewClock() }
 
 // fixture is a real data file in a temporary directory with a Service
 // over it. The queue and the service share the test clock.
@@ -50,13 +34,7 @@ type fixture struct {
 // as a CLI command does while the agent is stopped.
 func (f *fixture) reopenReadOnly(t *testing.T) *queue.Queue {
 	t.Helper()
-	f.q.Close()
-	ro, err := queue.Open(queue.Options{Path: f.q.Path(), ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ro.Close() })
-	return ro
+	return dlqtest.ReopenReadOnly(t, f.q)
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -101,15 +79,7 @@ func movementJSON(s spec) string {
 // enqueue stores one pending movement and returns its key and sequence.
 func (f *fixture) enqueue(t *testing.T, s spec) (string, uint64) {
 	t.Helper()
-	p, es := movement.Prepare([]byte(movementJSON(s)), testStore, f.clk.Now())
-	if es != nil {
-		t.Fatalf("prepare %s: %v", s.id, es)
-	}
-	res, err := f.q.Enqueue([]movement.Prepared{p})
-	if err != nil {
-		t.Fatalf("enqueue %s: %v", s.id, err)
-	}
-	return p.KeyString(), res[0].Seq
+	return dlqtest.Enqueue(t, f.q, f.clk.Now(), movementJSON(s))
 }
 
 // quarantine puts each movement in the quarantine, one minute apart, and
@@ -118,35 +88,7 @@ func (f *fixture) quarantine(t *testing.T, specs ...spec) []string {
 	t.Helper()
 	keys := make([]string, len(specs))
 	for i, s := range specs {
-		key, seq := f.enqueue(t, s)
-		leased, err := f.q.Lease(f.clk.Now(), 1<<20)
-		if err != nil {
-			t.Fatalf("lease: %v", err)
-		}
-		var others []uint64
-		for _, r := range leased {
-			if r.Seq != seq {
-				others = append(others, r.Seq)
-			}
-		}
-		f.q.Release(others...)
-		reason := s.reason
-		if reason == "" {
-			reason = "permanent:too_large"
-		}
-		kind := reason[strings.Index(reason, ":")+1:]
-		err = f.q.Quarantine([]queue.QuarantineAt{{
-			Seq:          seq,
-			Failure:      queue.Failure{Kind: "permanent:" + kind, Text: "central refused the movement: " + kind},
-			Reason:       reason,
-			Charge:       true,
-			ConnState:    "online",
-			AgentVersion: "1.2.3-test",
-		}})
-		if err != nil {
-			t.Fatalf("quarantine %s: %v", s.id, err)
-		}
-		keys[i] = key
+		keys[i] = dlqtest.Quarantine(t, f.q, f.clk.Now(), movementJSON(s), s.reason)
 		f.clk.Add(time.Minute)
 	}
 	return keys
@@ -163,29 +105,12 @@ func many(prefix string, n int) []spec {
 
 func (f *fixture) state(t *testing.T, key string) queue.State {
 	t.Helper()
-	k, ok := movement.ParseKey(key)
-	if !ok {
-		t.Fatalf("bad key %q", key)
-	}
-	e, err := f.q.Get(k)
-	if err != nil {
-		t.Fatalf("Get %s: %v", key, err)
-	}
-	return e.State
+	return dlqtest.State(t, f.q, key)
 }
 
 func (f *fixture) events(t *testing.T, action string) []queue.Event {
 	t.Helper()
-	var out []queue.Event
-	if err := f.q.Events(time.Time{}, func(e queue.Event) bool {
-		if action == "" || e.Action == action {
-			out = append(out, e)
-		}
-		return true
-	}); err != nil {
-		t.Fatalf("Events: %v", err)
-	}
-	return out
+	return dlqtest.Events(t, f.q, action)
 }
 
 func (f *fixture) verify(t *testing.T) {
