@@ -28,7 +28,7 @@ type AuditResult struct {
 // Audit returns the journal events that match f, oldest first.
 func (s *Service) Audit(f AuditFilter) (AuditResult, error) {
 	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
-		return AuditResult{}, inputErr("audit", "since", "--since", "must be before until (--until)")
+		return AuditResult{}, InputErrorf("audit", "since", "--since", "must be before until (--until)")
 	}
 	actions := make([]string, 0, len(f.Actions))
 	for _, a := range f.Actions {
@@ -36,7 +36,7 @@ func (s *Service) Audit(f AuditFilter) (AuditResult, error) {
 			continue
 		}
 		if !slices.Contains(queue.Actions, a) {
-			return AuditResult{}, inputErr("audit", "action", "--action", "%q is not an action; the actions are %s", a, strings.Join(queue.Actions, ", "))
+			return AuditResult{}, InputErrorf("audit", "action", "--action", "%q is not an action; the actions are %s", a, strings.Join(queue.Actions, ", "))
 		}
 		actions = append(actions, a)
 	}

@@ -29,15 +29,28 @@ type Service struct {
 	chunk int
 }
 
-// New returns a Service over q.
-func New(q *queue.Queue) *Service {
-	return &Service{q: q, clock: time.Now, rand: rand.Float64, chunk: defaultChunk}
+// Options tune a Service. Zero values take the defaults.
+type Options struct {
+	// Chunk is how many keys one redrive or purge transaction holds.
+	// Default DefaultChunk.
+	Chunk int
 }
 
-// defaultChunk bounds one redrive or purge transaction: a large selection
+// New returns a Service over q with the default options.
+func New(q *queue.Queue) *Service { return NewWithOptions(q, Options{}) }
+
+// NewWithOptions returns a Service over q.
+func NewWithOptions(q *queue.Queue, opts Options) *Service {
+	if opts.Chunk <= 0 {
+		opts.Chunk = DefaultChunk
+	}
+	return &Service{q: q, clock: time.Now, rand: rand.Float64, chunk: opts.Chunk}
+}
+
+// DefaultChunk bounds one redrive or purge transaction: a large selection
 // is committed as several, so the writer is never held long and other
 // submissions keep flowing.
-const defaultChunk = 1000
+const DefaultChunk = 1000
 
 // MaxSpread bounds a redrive's spread: movements that wait longer than a day
 // to be sent again are more likely a typo than a plan.
@@ -58,9 +71,9 @@ type InputError struct {
 
 func (e *InputError) Error() string { return "dlq: " + e.Op + ": " + e.Msg }
 
-// inputErr is an InputError whose message starts with the field's name,
-// e.g. "reason_text (--reason-text) is required".
-func inputErr(op, field, flag, format string, args ...any) error {
+// InputErrorf returns an *InputError whose message starts with the
+// field's name, e.g. "reason_text (--reason-text) is required".
+func InputErrorf(op, field, flag, format string, args ...any) error {
 	name := field
 	if flag != "" && flag != field {
 		name += " (" + flag + ")"
@@ -192,13 +205,13 @@ func (s *Service) detailOf(r *queue.Record, storeID string, withPayload bool) De
 func (f Filter) normalize(op string) (Filter, error) {
 	f.Reason = strings.ToLower(strings.TrimSpace(f.Reason))
 	if f.Reason != "" && !validReason(f.Reason) {
-		return f, inputErr(op, "reason", "--reason", "%q is not a reason: use a class (permanent, exhausted), a kind (e.g. too_large) or both (permanent:too_large)", clip(f.Reason))
+		return f, InputErrorf(op, "reason", "--reason", "%q is not a reason: use a class (permanent, exhausted), a kind (e.g. too_large) or both (permanent:too_large)", clip(f.Reason))
 	}
 	if f.Limit < 0 {
-		return f, inputErr(op, "limit", "--limit", "must not be negative")
+		return f, InputErrorf(op, "limit", "--limit", "must not be negative")
 	}
 	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
-		return f, inputErr(op, "since", "--since", "must be before until (--until)")
+		return f, InputErrorf(op, "since", "--since", "must be before until (--until)")
 	}
 	return f, nil
 }

@@ -178,17 +178,17 @@ func (s *Service) Purge(ctx context.Context, rq PurgeRequest) (PurgeResult, erro
 	const op = "purge"
 	res := PurgeResult{Purged: []string{}}
 	if len(rq.Keys) == 0 {
-		return res, inputErr(op, "keys", "KEY", "are required: a purge takes the keys of quarantined movements (see `agent dlq list`)")
+		return res, InputErrorf(op, "keys", "KEY", "are required: a purge takes the keys of quarantined movements (see `agent dlq list`)")
 	}
 	if _, err := parseKeys(op, rq.Keys); err != nil {
 		return res, err
 	}
 	reasonText := strings.TrimSpace(rq.ReasonText)
 	if reasonText == "" {
-		return res, inputErr(op, "reason_text", "--reason-text", "is required: say why the movements are purged (it is recorded in the audit journal)")
+		return res, InputErrorf(op, "reason_text", "--reason-text", "is required: say why the movements are purged (it is recorded in the audit journal)")
 	}
 	if !rq.Confirm {
-		return res, inputErr(op, "confirm", "--yes", "is required: a purge removes movements for good (they are exported to a file first); confirm it")
+		return res, InputErrorf(op, "confirm", "--yes", "is required: a purge removes movements for good (they are exported to a file first); confirm it")
 	}
 	targets, missing, err := s.resolve(op, Selection{Keys: rq.Keys})
 	if err != nil {

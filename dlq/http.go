@@ -128,7 +128,7 @@ func (s *Service) filterFromQuery(op string, v url.Values) (Filter, error) {
 	}
 	if l := v.Get("limit"); l != "" {
 		if f.Limit, err = strconv.Atoi(l); err != nil {
-			return f, inputErr(op, "limit", "--limit", "%q is not a whole number", clip(l))
+			return f, InputErrorf(op, "limit", "--limit", "%q is not a whole number", clip(l))
 		}
 	}
 	return f, nil
@@ -180,7 +180,7 @@ func (s *Service) handleRedrive(w http.ResponseWriter, r *http.Request) {
 	if body.Spread != "" {
 		d, err := time.ParseDuration(body.Spread)
 		if err != nil {
-			writeError(w, inputErr("redrive", "spread", "--spread", "%q is not a duration (e.g. 10m, 2h)", clip(body.Spread)))
+			writeError(w, InputErrorf("redrive", "spread", "--spread", "%q is not a duration (e.g. 10m, 2h)", clip(body.Spread)))
 			return
 		}
 		rq.Spread = d
@@ -297,9 +297,9 @@ func decodeBody(w http.ResponseWriter, r *http.Request, op string, v any) error 
 	if err := dec.Decode(v); err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return inputErr(op, "body", "", "is larger than %d bytes: select fewer keys per request", maxBodyBytes)
+			return InputErrorf(op, "body", "", "is larger than %d bytes: select fewer keys per request", maxBodyBytes)
 		}
-		return inputErr(op, "body", "", "is not the expected JSON object: %v", err)
+		return InputErrorf(op, "body", "", "is not the expected JSON object: %v", err)
 	}
 	return nil
 }

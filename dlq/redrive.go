@@ -34,11 +34,11 @@ func (sel Selection) normalize(op string) (Selection, error) {
 	}
 	switch {
 	case modes == 0:
-		return sel, inputErr(op, "selection", "", "is empty: give keys (KEY…), all (--all), reason (--reason KIND) or oldest (--oldest N)")
+		return sel, InputErrorf(op, "selection", "", "is empty: give keys (KEY…), all (--all), reason (--reason KIND) or oldest (--oldest N)")
 	case modes > 1:
-		return sel, inputErr(op, "selection", "", "is ambiguous: give keys (KEY…), or all (--all), or reason (--reason) and/or oldest (--oldest), not several")
+		return sel, InputErrorf(op, "selection", "", "is ambiguous: give keys (KEY…), or all (--all), or reason (--reason) and/or oldest (--oldest), not several")
 	case sel.Oldest < 0:
-		return sel, inputErr(op, "oldest", "--oldest", "must be a positive number of movements")
+		return sel, InputErrorf(op, "oldest", "--oldest", "must be a positive number of movements")
 	}
 	f, err := Filter{Reason: sel.Reason}.normalize(op)
 	sel.Reason = f.Reason
@@ -173,11 +173,11 @@ func (s *Service) Redrive(ctx context.Context, rq RedriveRequest) (RedriveResult
 	reasonText := strings.TrimSpace(rq.ReasonText)
 	switch {
 	case reasonText == "" && !rq.DryRun:
-		return res, inputErr(op, "reason_text", "--reason-text", "is required: say why the movements are sent again (it is recorded in the audit journal)")
+		return res, InputErrorf(op, "reason_text", "--reason-text", "is required: say why the movements are sent again (it is recorded in the audit journal)")
 	case rq.Spread < 0:
-		return res, inputErr(op, "spread", "--spread", "must not be negative")
+		return res, InputErrorf(op, "spread", "--spread", "must not be negative")
 	case rq.Spread > MaxSpread:
-		return res, inputErr(op, "spread", "--spread", "%s is longer than the largest spread, %s", rq.Spread, MaxSpread)
+		return res, InputErrorf(op, "spread", "--spread", "%s is longer than the largest spread, %s", rq.Spread, MaxSpread)
 	}
 	targets, missing, err := s.resolve(op, sel)
 	if err != nil {
