@@ -1,6 +1,7 @@
 package control
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -9,16 +10,20 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/user"
+	"strconv"
 	"strings"
 	stdsync "sync"
 	"time"
 
+	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/status"
 )
 
-// Client calls the local API, over the control socket or in-process.
+// Client calls the local API, over the control socket or in-process, with
+// a method per route. A refusal by the agent is an *APIError.
 type Client struct {
 	http  *http.Client
 	base  string
@@ -128,7 +133,7 @@ func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }
 func (c *Client) Ping(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	return c.Do(ctx, http.MethodGet, "/healthz", nil, nil)
+	return c.do(ctx, http.MethodGet, "/healthz", nil, nil)
 }
 
 // APIError is a refusal from the agent.
@@ -139,9 +144,9 @@ type APIError struct {
 
 func (e *APIError) Error() string { return e.Body.Error }
 
-// Do sends a request with an optional JSON body and decodes a JSON answer
+// do sends a request with an optional JSON body and decodes a JSON answer
 // into out (unless out is nil). A non-2xx answer is an *APIError.
-func (c *Client) Do(ctx context.Context, method, path string, body any, out any) error {
+func (c *Client) do(ctx context.Context, method, path string, body any, out any) error {
 	var rd io.Reader
 	if b, ok := body.([]byte); ok {
 		rd = bytes.NewReader(b)
@@ -152,7 +157,7 @@ func (c *Client) Do(ctx context.Context, method, path string, body any, out any)
 		}
 		rd = bytes.NewReader(b)
 	}
-	resp, err := c.Raw(ctx, method, path, rd, "application/json")
+	resp, err := c.raw(ctx, method, path, rd, "application/json")
 	if err != nil {
 		return err
 	}
@@ -167,9 +172,9 @@ func (c *Client) Do(ctx context.Context, method, path string, body any, out any)
 	return nil
 }
 
-// Raw sends a request and returns the answer for streaming; a non-2xx
+// raw sends a request and returns the answer for streaming; a non-2xx
 // answer is returned as an *APIError.
-func (c *Client) Raw(ctx context.Context, method, path string, body io.Reader, contentType string) (*http.Response, error) {
+func (c *Client) raw(ctx context.Context, method, path string, body io.Reader, contentType string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
 		return nil, err
@@ -211,18 +216,52 @@ func isNotRunning(err error) bool {
 	return errors.As(err, &op) && op.Op == "dial"
 }
 
+// Ready reports whether the agent takes submissions: an *APIError with
+// code 503 while it shuts down.
+func (c *Client) Ready(ctx context.Context) error {
+	return c.do(ctx, http.MethodGet, "/readyz", nil, nil)
+}
+
+// Metrics writes the agent's metrics, in the Prometheus text format, to w.
+func (c *Client) Metrics(ctx context.Context, w io.Writer) error {
+	resp, err := c.raw(ctx, http.MethodGet, "/metrics", nil, "")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(w, resp.Body)
+	return err
+}
+
 // Status returns the agent's status document.
 func (c *Client) Status(ctx context.Context) (*status.Status, error) {
 	var s status.Status
-	if err := c.Do(ctx, http.MethodGet, "/v1/status", nil, &s); err != nil {
+	if err := c.do(ctx, http.MethodGet, "/v1/status", nil, &s); err != nil {
 		return nil, err
 	}
 	return &s, nil
 }
 
+// Submit submits movements, all or nothing: a JSON object, a JSON array
+// of them, or NDJSON with contentType application/x-ndjson. A refusal
+// (400, 409, 413, ...) is an *APIError naming every problem; nothing was
+// stored.
+func (c *Client) Submit(ctx context.Context, body []byte, contentType string) (*Submission, error) {
+	resp, err := c.raw(ctx, http.MethodPost, IngestPath, bytes.NewReader(body), contentType)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var sub Submission
+	if err := json.NewDecoder(resp.Body).Decode(&sub); err != nil {
+		return nil, fmt.Errorf("control: decoding the submission answer: %w", err)
+	}
+	return &sub, nil
+}
+
 // SubmitEach submits NDJSON movements; each is stored or refused on its own.
 func (c *Client) SubmitEach(ctx context.Context, ndjson []byte) ([]ItemResult, error) {
-	resp, err := c.Raw(ctx, http.MethodPost, "/v1/movements?each=1", bytes.NewReader(ndjson), "application/x-ndjson")
+	resp, err := c.raw(ctx, http.MethodPost, IngestPath+"?each=1", bytes.NewReader(ndjson), "application/x-ndjson")
 	if err != nil {
 		return nil, err
 	}
@@ -232,4 +271,144 @@ func (c *Client) SubmitEach(ctx context.Context, ndjson []byte) ([]ItemResult, e
 		return nil, fmt.Errorf("control: decoding the submission answer: %w", err)
 	}
 	return res, nil
+}
+
+// DLQList lists the quarantined movements that match f, oldest first,
+// without payloads.
+func (c *Client) DLQList(ctx context.Context, f dlq.Filter) (*dlq.ListResult, error) {
+	var res dlq.ListResult
+	if err := c.do(ctx, http.MethodGet, "/v1/dlq?"+filterQuery(f).Encode(), nil, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// DLQShow returns one quarantined movement's failure context, with its
+// payload when withPayload is set (the agent journals that viewing). A key
+// that is not quarantined is an *APIError with code 404.
+func (c *Client) DLQShow(ctx context.Context, key string, withPayload bool) (*dlq.Detail, error) {
+	path := "/v1/dlq/" + url.PathEscape(key)
+	if withPayload {
+		path += "?payload=1"
+	}
+	var d dlq.Detail
+	if err := c.do(ctx, http.MethodGet, path, nil, &d); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+// DLQRedrive sends quarantined movements again. The agent streams its
+// progress: rq.Progress, when set, is called with each step. rq.Actor is
+// not sent: the agent records the client's user. An error after some
+// movements were redriven is an *APIError that says how many, returned
+// with the result of what was done.
+func (c *Client) DLQRedrive(ctx context.Context, rq dlq.RedriveRequest) (*dlq.RedriveResult, error) {
+	body := RedriveBody{Selection: rq.Selection, ReasonText: rq.ReasonText, DryRun: rq.DryRun}
+	if rq.Spread != 0 {
+		body.Spread = rq.Spread.String()
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.raw(ctx, http.MethodPost, "/v1/dlq/redrive?stream=1", bytes.NewReader(b), "application/json")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 256<<20) // the result line lists every key
+	for sc.Scan() {
+		var ev RedriveEvent
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			return nil, fmt.Errorf("redrive: reading the agent's answer: %w", err)
+		}
+		if p := ev.Progress; p != nil && rq.Progress != nil {
+			rq.Progress(p.Done, p.Total)
+		}
+		if ev.Error != "" {
+			// The message says how many were redriven before it stopped.
+			return ev.Result, &APIError{Code: ev.Code, Body: ErrorBody{Error: ev.Error}}
+		}
+		if ev.Result != nil {
+			return ev.Result, nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("redrive: reading the agent's answer: %w", err)
+	}
+	return nil, errors.New("redrive: the agent's answer ended without a result: check `agent audit --action redrive` for what was done")
+}
+
+// DLQExport starts an export of the quarantined movements that match
+// rq.Filter; the agent journals it before it sends anything. rq.Actor is
+// not sent: the agent records the client's user. Read the movements from
+// the answer and close it.
+func (c *Client) DLQExport(ctx context.Context, rq dlq.ExportRequest) (*ExportReader, error) {
+	q := filterQuery(rq.Filter)
+	q.Set("dest", rq.Dest)
+	if rq.ReasonText != "" {
+		q.Set("reason_text", rq.ReasonText)
+	}
+	resp, err := c.raw(ctx, http.MethodGet, "/v1/dlq/export?"+q.Encode(), nil, "")
+	if err != nil {
+		return nil, err
+	}
+	n, _ := strconv.Atoi(resp.Header.Get(CountHeader))
+	return &ExportReader{Count: n, resp: resp}, nil
+}
+
+// ExportReader is an export as it arrives: dlq.Detail lines, with their
+// payloads, oldest quarantine first.
+type ExportReader struct {
+	// Count is the number of movements selected. Fewer arrive when some
+	// are redriven or purged while the export runs.
+	Count int
+	resp  *http.Response
+}
+
+// Read reads the export. When the agent failed after it started, the
+// export ends, after the last whole line, with an *ExportError instead of
+// io.EOF.
+func (e *ExportReader) Read(p []byte) (int, error) {
+	n, err := e.resp.Body.Read(p)
+	if err == io.EOF {
+		if msg := e.resp.Trailer.Get(ErrorTrailer); msg != "" {
+			return n, &ExportError{Msg: msg}
+		}
+	}
+	return n, err
+}
+
+// Close closes the answer; closing it early stops the export.
+func (e *ExportReader) Close() error { return e.resp.Body.Close() }
+
+// ExportError is how an export ends when the agent failed after it
+// started: the lines before it are whole, but some are missing.
+type ExportError struct {
+	Msg string // the agent's error
+}
+
+func (e *ExportError) Error() string { return "export incomplete: " + e.Msg }
+
+// DLQPurge removes quarantined movements for good, after the agent
+// exported them to its data directory. rq.Actor and rq.Dir are not sent:
+// the agent records the client's user and writes to its own directory.
+func (c *Client) DLQPurge(ctx context.Context, rq dlq.PurgeRequest) (*dlq.PurgeResult, error) {
+	var res dlq.PurgeResult
+	body := PurgeBody{Keys: rq.Keys, ReasonText: rq.ReasonText, Confirm: rq.Confirm}
+	if err := c.do(ctx, http.MethodPost, "/v1/dlq/purge", body, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// Audit returns the journal events that match f, oldest first.
+func (c *Client) Audit(ctx context.Context, f dlq.AuditFilter) (*dlq.AuditResult, error) {
+	var res dlq.AuditResult
+	if err := c.do(ctx, http.MethodGet, "/v1/audit?"+auditQuery(f).Encode(), nil, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
 }

@@ -25,7 +25,7 @@ func TestInProcessStreams(t *testing.T) {
 	c := InProcess(h)
 	done := make(chan *http.Response, 1)
 	go func() {
-		resp, err := c.Raw(context.Background(), http.MethodGet, "/x", nil, "")
+		resp, err := c.raw(context.Background(), http.MethodGet, "/x", nil, "")
 		if err != nil {
 			t.Error(err)
 		}

@@ -1,12 +1,17 @@
-// Package control is the agent's local API: the HTTP intake on the loopback
-// ingest listener, and the same API plus the operator's operations on the
-// control socket. The CLI talks to it through Client, over the socket when
-// the agent runs, or in-process over the data file when it does not, so
-// every command has one implementation.
+// Package control is the agent's local API: every local route, in one
+// table (Server.routes) that says which listener serves it, and Client, a
+// typed method per route. The loopback ingest listener serves the intake,
+// status, health and metrics, behind the ingest token; the control socket
+// serves those and the operator's routes (the quarantine and the audit
+// journal, through package dlq). The CLI talks to it through Client, over
+// the socket when the agent runs, or in-process over the data file when it
+// does not, so every command has one implementation.
 //
 // Its promises: a 2xx answer to POST /v1/movements is sent only after the
 // movements are in an fsynced commit (DESIGN P1); a refused request stores
-// nothing; no answer, log line or error text holds payload data (P6).
+// nothing; no answer, log line or error text holds payload data (P6); the
+// operator's routes are served only on the control socket, which only
+// administrators can reach (P7).
 package control
 
 import (
@@ -18,6 +23,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/metrics"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/status"
@@ -38,17 +44,17 @@ type Options struct {
 	// Status builds the status document. Default: a builder over Queue
 	// for an agent that is not running (the CLI reading the file
 	// directly).
-	Status  *status.Builder
+	Status *status.Builder
+	// DLQ serves the operator's routes. Default: a service over Queue.
+	DLQ     *dlq.Service
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
-	// Routes adds the operator's routes (see package dlq) to the control
-	// handler.
-	Routes func(mux *http.ServeMux)
 }
 
 // Server serves the local API.
 type Server struct {
 	opts     Options
+	metrics  http.Handler
 	draining atomic.Bool
 }
 
@@ -69,47 +75,103 @@ func New(opts Options) *Server {
 	if opts.Status == nil {
 		opts.Status = status.NewBuilder(status.Sources{Queue: opts.Queue, Clock: opts.Clock})
 	}
-	return &Server{opts: opts}
+	if opts.DLQ == nil {
+		opts.DLQ = dlq.New(opts.Queue)
+	}
+	return &Server{opts: opts, metrics: opts.Metrics.Handler()}
 }
 
 // Drain makes the server refuse new submissions with 503 while in-flight
 // requests finish: the first step of a clean shutdown.
 func (s *Server) Drain() { s.draining.Store(true) }
 
-// IngestHandler is the API of the loopback ingest listener: intake, status,
-// health and metrics, behind the ingest token when one is configured.
-func (s *Server) IngestHandler() http.Handler {
-	mux := http.NewServeMux()
-	s.common(mux)
-	mux.Handle("GET /metrics", s.opts.Metrics.Handler())
-	return s.auth(mux)
+// IngestPath is where the ingest listener takes movements.
+const IngestPath = "/v1/movements"
+
+// on says which listeners serve a route.
+type on uint8
+
+const (
+	controlSocket on = 1 << iota
+	ingestListener
+	both = controlSocket | ingestListener
+)
+
+// route is one entry of the local API.
+type route struct {
+	pattern string // method and path, as http.ServeMux reads them
+	on      on
+	serve   http.HandlerFunc
 }
 
-// ControlHandler is the API of the control socket: the ingest API plus the
-// operator's routes.
-func (s *Server) ControlHandler() http.Handler {
+// routes is the whole local API. The control socket is reachable only by
+// administrators, so the ActorHeader, which names who is recorded in the
+// audit journal, is trusted there; the operator's routes are served
+// nowhere else.
+//
+// Times in queries are RFC 3339, or a duration ago ("24h", "7d"). A
+// refusal is an ErrorBody: 400 for bad input (naming the field, and the
+// CLI flag where there is one), 401 without the ingest token, 404 for a
+// key that is not quarantined (show), 409 for a movement id submitted
+// before with other content, 413 for a request or a movement too large,
+// 503 while the agent shuts down or when the data file is open read-only
+// or closed, 507 when the disk is full.
+func (s *Server) routes() []route {
+	return []route{
+		// Submission (all or nothing), or with ?each=1 []ItemResult.
+		{"POST " + IngestPath, both, s.postMovements},
+		// status.Status.
+		{"GET /v1/status", both, s.getStatus},
+		// Liveness (no token needed) and readiness (503 while draining).
+		{"GET /healthz", both, s.healthz},
+		{"GET /readyz", both, s.readyz},
+		// Prometheus text.
+		{"GET /metrics", both, s.metrics.ServeHTTP},
+		// ?reason=&since=&until=&limit= → dlq.ListResult.
+		{"GET /v1/dlq", controlSocket, s.dlqList},
+		// ?reason=&since=&until=&limit=&reason_text=&dest= → dlq.Detail
+		// lines; CountHeader, and ErrorTrailer when it failed midway.
+		{"GET /v1/dlq/export", controlSocket, s.dlqExport},
+		// ?payload=1 → dlq.Detail.
+		{"GET /v1/dlq/{key}", controlSocket, s.dlqShow},
+		// RedriveBody → dlq.RedriveResult, or with ?stream=1 or Accept:
+		// application/x-ndjson, RedriveEvent lines.
+		{"POST /v1/dlq/redrive", controlSocket, s.dlqRedrive},
+		// PurgeBody → dlq.PurgeResult.
+		{"POST /v1/dlq/purge", controlSocket, s.dlqPurge},
+		// ?since=&until=&action= → dlq.AuditResult.
+		{"GET /v1/audit", controlSocket, s.audit},
+	}
+}
+
+// handler serves the routes of one listener.
+func (s *Server) handler(l on) *http.ServeMux {
 	mux := http.NewServeMux()
-	s.common(mux)
-	mux.Handle("GET /metrics", s.opts.Metrics.Handler())
-	if s.opts.Routes != nil {
-		s.opts.Routes(mux)
+	for _, rt := range s.routes() {
+		if rt.on&l != 0 {
+			mux.HandleFunc(rt.pattern, rt.serve)
+		}
 	}
 	return mux
 }
 
-func (s *Server) common(mux *http.ServeMux) {
-	mux.HandleFunc("POST /v1/movements", s.postMovements)
-	mux.HandleFunc("GET /v1/status", s.getStatus)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if s.draining.Load() {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "shutting down"})
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
-	})
+// IngestHandler is the API of the loopback ingest listener: intake, status,
+// health and metrics, behind the ingest token when one is configured.
+func (s *Server) IngestHandler() http.Handler { return s.auth(s.handler(ingestListener)) }
+
+// ControlHandler is the API of the control socket: every route.
+func (s *Server) ControlHandler() http.Handler { return s.handler(controlSocket) }
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if s.draining.Load() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "shutting down"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
 func (s *Server) auth(next http.Handler) http.Handler {
@@ -131,7 +193,7 @@ func (s *Server) auth(next http.Handler) http.Handler {
 	})
 }
 
-// postMovements is POST /v1/movements. By default the request is
+// postMovements is POST IngestPath. By default the request is
 // all-or-nothing; with ?each=1 (used by `agent enqueue`) every movement is
 // stored or refused on its own and the answer lists each.
 func (s *Server) postMovements(w http.ResponseWriter, r *http.Request) {

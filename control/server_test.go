@@ -3,6 +3,7 @@ package control
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rxedge/agent/metrics"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
 )
@@ -176,5 +178,79 @@ func TestSubmitEachThroughTheClient(t *testing.T) {
 	st, err := c.Status(ctx)
 	if err != nil || st.Counts.Pending.Total != 2 || st.StoreID != store {
 		t.Fatalf("status %+v %v", st, err)
+	}
+}
+
+// TestRoutesByListener: the ingest listener serves the intake, status,
+// health and metrics; the operator's routes only on the control socket,
+// which only administrators can reach (DESIGN P7).
+func TestRoutesByListener(t *testing.T) {
+	_, q, _ := newServer(t, "")
+	s := New(Options{Queue: q, StoreID: store, Metrics: metrics.New(q)})
+	ingest, ctl := s.IngestHandler(), s.ControlHandler()
+	tests := []struct {
+		method, path string
+		onIngest     bool
+	}{
+		{"POST", "/v1/movements", true},
+		{"GET", "/v1/status", true},
+		{"GET", "/healthz", true},
+		{"GET", "/readyz", true},
+		{"GET", "/metrics", true},
+		{"GET", "/v1/dlq", false},
+		{"GET", "/v1/dlq/export", false},
+		{"GET", "/v1/dlq/xyz", false},
+		{"POST", "/v1/dlq/redrive", false},
+		{"POST", "/v1/dlq/purge", false},
+		{"GET", "/v1/audit", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
+			if got := serveCode(ctl, tt.method, tt.path); got == http.StatusNotFound {
+				t.Errorf("control socket: got %d, want the route served", got)
+			}
+			got := serveCode(ingest, tt.method, tt.path)
+			if served := got != http.StatusNotFound; served != tt.onIngest {
+				t.Errorf("ingest listener: got %d, want served %v", got, tt.onIngest)
+			}
+		})
+	}
+	if n := len(s.routes()); n != len(tests) {
+		t.Errorf("got %d routes, want %d: add the new route to this table", n, len(tests))
+	}
+}
+
+func serveCode(h http.Handler, method, path string) int {
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(method, path, strings.NewReader("{}")))
+	return rec.Code
+}
+
+func TestClientSubmitReadyMetrics(t *testing.T) {
+	_, q, _ := newServer(t, "")
+	s := New(Options{Queue: q, StoreID: store, Metrics: metrics.New(q)})
+	c := InProcess(s.ControlHandler())
+	ctx := context.Background()
+	sub, err := c.Submit(ctx, []byte("["+mv("A", 1)+","+mv("B", 1)+"]"), "application/json")
+	if err != nil || sub.Accepted != 2 || len(sub.Results) != 2 || sub.Results[0].Key != movement.KeyString(store, "A") {
+		t.Fatalf("submit: %+v, %v", sub, err)
+	}
+	var ae *APIError
+	if _, err := c.Submit(ctx, []byte(mv("A", 2)), "application/json"); !errors.As(err, &ae) || ae.Code != http.StatusConflict || ae.Body.Key != movement.KeyString(store, "A") {
+		t.Fatalf("conflicting submit: %v, want a 409 naming the key", err)
+	}
+	if n := pending(t, q); n != 2 {
+		t.Fatalf("%d held, want 2", n)
+	}
+	if err := c.Ready(ctx); err != nil {
+		t.Fatalf("ready: %v", err)
+	}
+	s.Drain()
+	if err := c.Ready(ctx); !errors.As(err, &ae) || ae.Code != http.StatusServiceUnavailable {
+		t.Fatalf("ready while draining: %v, want a 503", err)
+	}
+	var text strings.Builder
+	if err := c.Metrics(ctx, &text); err != nil || !strings.Contains(text.String(), "rxedge_ingest_movements_total") {
+		t.Fatalf("metrics: %v\n%s", err, text.String())
 	}
 }

@@ -84,8 +84,7 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 		Queue: q, StoreID: opts.StoreID,
 		MaxRequestBytes: opts.MaxRequestBytes, MaxMovementBytes: opts.MaxMovementBytes,
 		IngestToken: opts.IngestToken,
-		Status:      st, Metrics: m, Logger: log,
-		Routes: func(mux *http.ServeMux) { dlq.Register(mux, svc) },
+		Status:      st, DLQ: svc, Metrics: m, Logger: log,
 	})
 
 	var engine *sync.Engine

@@ -1,9 +1,9 @@
 // Package dlq is the operator's side of the quarantine: list, show,
 // redrive, export and purge the movements the sender gave up on, and read
-// the audit journal. The CLI (through the control socket, or in-process
-// over the data file when the agent is stopped), the control socket's HTTP
-// routes and remote commands all call the same Service, so every operation
-// has one implementation.
+// the audit journal. The local API (package control: the control socket,
+// or in-process over the data file when the agent is stopped) and remote
+// commands all call the same Service, so every operation has one
+// implementation. The package knows nothing of HTTP.
 //
 // Its promises:
 //

@@ -3,13 +3,11 @@ package dlq
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/internal/dlqtest"
 	"github.com/rxedge/agent/queue"
 )
@@ -118,12 +116,6 @@ func (f *fixture) verify(t *testing.T) {
 	if err := f.q.Verify(); err != nil {
 		t.Fatalf("Verify: %v", err)
 	}
-}
-
-// handler is the control socket's handler with the dlq routes over q.
-func handler(q *queue.Queue, svc *Service) http.Handler {
-	srv := control.New(control.Options{Queue: q, StoreID: q.StoreID(), Routes: func(mux *http.ServeMux) { Register(mux, svc) }})
-	return srv.ControlHandler()
 }
 
 func mustJSON(t *testing.T, v any) string {

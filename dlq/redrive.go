@@ -149,6 +149,12 @@ type RedriveResult struct {
 	NotFound []Missing `json:"not_found,omitempty"`
 }
 
+// Progress counts the movements done of those selected.
+type Progress struct {
+	Done  int `json:"done"`
+	Total int `json:"total"`
+}
+
 // Redriven is one movement sent again.
 type Redriven struct {
 	Key    string     `json:"key"`

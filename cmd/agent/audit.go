@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"net/http"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -48,8 +47,8 @@ The table abbreviates keys; --json prints them in full.`,
 				return err
 			}
 			defer conn.Close()
-			var res dlq.AuditResult
-			if err := conn.Do(cmd.Context(), http.MethodGet, "/v1/audit?"+f.Query().Encode(), nil, &res); err != nil {
+			res, err := conn.Audit(cmd.Context(), f)
+			if err != nil {
 				return apiError(err)
 			}
 			if asJSON {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -9,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -134,14 +132,14 @@ func newDLQListCmd(s *streams) *cobra.Command {
 				return err
 			}
 			defer conn.Close()
-			var res dlq.ListResult
-			if err := conn.Do(cmd.Context(), http.MethodGet, "/v1/dlq?"+f.Query().Encode(), nil, &res); err != nil {
+			res, err := conn.DLQList(cmd.Context(), f)
+			if err != nil {
 				return apiError(err)
 			}
 			if asJSON {
 				return printJSON(s.out, res)
 			}
-			renderList(s.out, res, now)
+			renderList(s.out, *res, now)
 			return nil
 		},
 	}
@@ -219,12 +217,8 @@ journal with your user name.`,
 				return err
 			}
 			defer conn.Close()
-			path := "/v1/dlq/" + url.PathEscape(args[0])
-			if withPayload {
-				path += "?payload=1"
-			}
-			var d dlq.Detail
-			if err := conn.Do(cmd.Context(), http.MethodGet, path, nil, &d); err != nil {
+			d, err := conn.DLQShow(cmd.Context(), args[0], withPayload)
+			if err != nil {
 				return apiError(err)
 			}
 			if asJSON {
@@ -241,7 +235,7 @@ journal with your user name.`,
 	return cmd
 }
 
-func renderDetail(w io.Writer, d dlq.Detail, withPayload bool, now time.Time) {
+func renderDetail(w io.Writer, d *dlq.Detail, withPayload bool, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
 	at := func(t *time.Time) string {
@@ -338,11 +332,8 @@ quarantined (the others are redriven).`,
 				return err
 			}
 			defer conn.Close()
-			body := dlq.RedriveBody{Selection: sel, ReasonText: reasonText, DryRun: dryRun}
-			if spread != 0 {
-				body.Spread = spread.String()
-			}
-			res, err := redriveStream(cmd.Context(), conn.Client, body, asJSON, s)
+			rq := dlq.RedriveRequest{Selection: sel, ReasonText: reasonText, Spread: spread, DryRun: dryRun}
+			res, err := redrive(cmd.Context(), conn.Client, rq, asJSON, s)
 			if err != nil {
 				return err
 			}
@@ -375,47 +366,25 @@ quarantined (the others are redriven).`,
 	return cmd
 }
 
-// redriveStream runs a redrive with its progress streamed, drawing a bar on
-// a terminal.
-func redriveStream(ctx context.Context, c *control.Client, body dlq.RedriveBody, quiet bool, s *streams) (*dlq.RedriveResult, error) {
-	b, err := json.Marshal(body)
-	if err != nil {
-		return nil, err
+// redrive runs a redrive, drawing a bar of its progress on a terminal.
+func redrive(ctx context.Context, c *control.Client, rq dlq.RedriveRequest, quiet bool, s *streams) (*dlq.RedriveResult, error) {
+	var bar *progress.Bar // nil until the first progress line, and off a terminal
+	defer func() { bar.Done() }()
+	if !quiet {
+		prev := 0
+		rq.Progress = func(done, total int) {
+			if bar == nil {
+				bar = progress.New(s.err, "redrive", total)
+			}
+			bar.Add(done - prev)
+			prev = done
+		}
 	}
-	resp, err := c.Raw(ctx, http.MethodPost, "/v1/dlq/redrive?stream=1", bytes.NewReader(b), "application/json")
+	res, err := c.DLQRedrive(ctx, rq)
 	if err != nil {
 		return nil, apiError(err)
 	}
-	defer resp.Body.Close()
-	var bar *progress.Bar // nil until the first progress line, and off a terminal
-	defer func() { bar.Done() }()
-	started, prev := false, 0
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 256<<20) // the result line lists every key
-	for sc.Scan() {
-		var ev dlq.RedriveEvent
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			return nil, fmt.Errorf("redrive: reading the agent's answer: %w", err)
-		}
-		if p := ev.Progress; p != nil && !quiet {
-			if !started {
-				bar, started = progress.New(s.err, "redrive", p.Total), true
-			}
-			bar.Add(p.Done - prev)
-			prev = p.Done
-		}
-		if ev.Error != "" {
-			// The message says how many were redriven before it stopped.
-			return nil, errors.New(ev.Error)
-		}
-		if ev.Result != nil {
-			return ev.Result, nil
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("redrive: reading the agent's answer: %w", err)
-	}
-	return nil, errors.New("redrive: the agent's answer ended without a result: check `agent audit --action redrive` for what was done")
+	return res, nil
 }
 
 func renderRedrive(w io.Writer, res *dlq.RedriveResult, spread time.Duration) {
@@ -543,29 +512,24 @@ func exportTo(ctx context.Context, loc *location, f dlq.Filter, reasonText, dest
 		return 0, err
 	}
 	defer conn.Close()
-	q := f.Query()
-	q.Set("dest", dest)
-	if reasonText != "" {
-		q.Set("reason_text", reasonText)
-	}
-	resp, err := conn.Raw(ctx, http.MethodGet, "/v1/dlq/export?"+q.Encode(), nil, "")
+	ex, err := conn.DLQExport(ctx, dlq.ExportRequest{Filter: f, ReasonText: reasonText, Dest: dest})
 	if err != nil {
 		return 0, apiError(err)
 	}
-	defer resp.Body.Close()
+	defer ex.Close()
 	var bar *progress.Bar
 	if showBar {
-		total, _ := strconv.Atoi(resp.Header.Get(dlq.CountHeader))
-		bar = progress.New(s.err, "export", total)
+		bar = progress.New(s.err, "export", ex.Count)
 	}
 	cw := &lineCounter{w: w, bar: bar}
-	_, err = io.Copy(cw, resp.Body)
+	_, err = io.Copy(cw, ex)
 	bar.Done()
+	var xe *control.ExportError
+	if errors.As(err, &xe) {
+		return cw.lines, fmt.Errorf("export: incomplete: %s", xe.Msg)
+	}
 	if err != nil {
 		return cw.lines, fmt.Errorf("export: after %d movement(s): %w", cw.lines, err)
-	}
-	if e := resp.Trailer.Get(dlq.ErrorTrailer); e != "" {
-		return cw.lines, fmt.Errorf("export: incomplete: %s", e)
 	}
 	return cw.lines, nil
 }
@@ -617,9 +581,8 @@ quarantined (the others are purged).`,
 				return err
 			}
 			defer conn.Close()
-			var res dlq.PurgeResult
-			body := dlq.PurgeBody{Keys: args, ReasonText: reasonText, Confirm: yes}
-			if err := conn.Do(cmd.Context(), http.MethodPost, "/v1/dlq/purge", body, &res); err != nil {
+			res, err := conn.DLQPurge(cmd.Context(), dlq.PurgeRequest{Keys: args, ReasonText: reasonText, Confirm: yes})
+			if err != nil {
 				return apiError(err)
 			}
 			if asJSON {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -14,7 +13,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rxedge/agent/control"
-	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/installer"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/settings"
@@ -197,7 +195,6 @@ func connect(ctx context.Context, dataDir string, mode openMode, storeID string)
 	if err != nil {
 		return nil, err
 	}
-	svc := dlq.New(q)
-	srv := control.New(control.Options{Queue: q, StoreID: q.StoreID(), Routes: func(mux *http.ServeMux) { dlq.Register(mux, svc) }})
+	srv := control.New(control.Options{Queue: q, StoreID: q.StoreID()})
 	return &agentConn{Client: control.InProcess(srv.ControlHandler()), dataDir: dataDir, q: q}, nil
 }
