@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -49,7 +50,8 @@ func ours(path string) bool { return path == module || strings.HasPrefix(path, m
 
 func std(path string) bool { return !strings.Contains(strings.Split(path, "/")[0], ".") }
 
-// TestDependencyDirection: retry ← queue ← dlq/sync ← cmd (DESIGN §8).
+// TestDependencyDirection: retry ← queue ← dlq/status/sync ← control ←
+// daemon ← cmd (DESIGN §8).
 func TestDependencyDirection(t *testing.T) {
 	allowed := map[string]func(string) bool{
 		// retry is the standard library only.
@@ -75,14 +77,29 @@ func TestDependencyDirection(t *testing.T) {
 				}
 			}
 		}
-		if short == "sync" || short == "dlq" || short == "queue" || short == "retry" {
-			for _, d := range p.Deps {
-				if d == module+"/daemon" || d == module+"/control" && short != "dlq" {
-					t.Errorf("%s depends on %s, which is above it", short, d)
-				}
+		for _, bad := range badDeps[short] {
+			if slices.Contains(p.Deps, bad) {
+				t.Errorf("%s depends on %s: %s", short, bad, why[bad])
 			}
 		}
 	}
+}
+
+// badDeps lists, per package, imports that must never appear among its
+// dependencies (direct or not), in the manner of Tailscale's deptest
+// BadDeps.
+var badDeps = map[string][]string{
+	"sync":   {module + "/daemon", module + "/control"},
+	"queue":  {module + "/daemon", module + "/control"},
+	"retry":  {module + "/daemon", module + "/control"},
+	"dlq":    {module + "/daemon", module + "/control", "net/http"},
+	"status": {module + "/daemon", module + "/control", "net/http"},
+}
+
+var why = map[string]string{
+	module + "/daemon":  "it is above it",
+	module + "/control": "it is above it: the local API calls the domain packages, not the other way round",
+	"net/http":          "a domain package knows nothing of HTTP: its routes are in package control",
 }
 
 // TestEveryPackageHasADocComment: each package says what it promises.
