@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/daemon"
 	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/installer"
@@ -141,13 +142,13 @@ func (f *runFlags) runDev(s *streams) error {
 func printDev(s *streams, hubURL string, opts settings.Options, addr string) {
 	fmt.Fprintf(s.out, `RxEdge agent (trial mode) for store %s
   central (embedded hub):  %s
-  ingest:                  http://%s/v1/movements
+  ingest:                  http://%s%s
   data:                    %s
 Try:
-  curl -s -XPOST http://%s/v1/movements -d '{"movement_id":"demo-1","type":"dispense","ndc":"12345-6789-01","quantity":1,"unit":"EA","occurred_at":"%s"}'
+  curl -s -XPOST http://%s%s -d '{"movement_id":"demo-1","type":"dispense","ndc":"12345-6789-01","quantity":1,"unit":"EA","occurred_at":"%s"}'
   agent status --data-dir %s
 Ctrl-C stops it; the data stays.
-`, opts.StoreID, hubURL, addr, opts.DataDir, addr, time.Now().UTC().Format(time.RFC3339), opts.DataDir)
+`, opts.StoreID, hubURL, addr, control.IngestPath, opts.DataDir, addr, control.IngestPath, time.Now().UTC().Format(time.RFC3339), opts.DataDir)
 }
 
 func splitList(s string) []string {
