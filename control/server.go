@@ -33,9 +33,12 @@ import (
 type Options struct {
 	Queue   *queue.Queue
 	StoreID string
-	// Clock is used for validation and ages. Default time.Now.
-	Clock            func() time.Time
-	MaxRequestBytes  int64
+	// Clock is used for validation and relative times. Default time.Now.
+	Clock func() time.Time
+	// MaxRequestBytes bounds a submission. Default DefaultMaxRequestBytes.
+	MaxRequestBytes int64
+	// MaxMovementBytes bounds one movement of a submission. Default
+	// DefaultMaxMovementBytes.
 	MaxMovementBytes int64
 	// IngestToken, when set, is required as a bearer token on the ingest
 	// listener. The control socket needs none: only administrators can
@@ -51,6 +54,12 @@ type Options struct {
 	Logger  *slog.Logger
 }
 
+// Defaults of Options.
+const (
+	DefaultMaxRequestBytes  = 4 << 20
+	DefaultMaxMovementBytes = 64 << 10
+)
+
 // Server serves the local API.
 type Server struct {
 	opts     Options
@@ -58,16 +67,16 @@ type Server struct {
 	draining atomic.Bool
 }
 
-// New returns a Server.
+// New returns a Server. Zero fields of opts take their defaults.
 func New(opts Options) *Server {
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}
 	if opts.MaxRequestBytes <= 0 {
-		opts.MaxRequestBytes = 4 << 20
+		opts.MaxRequestBytes = DefaultMaxRequestBytes
 	}
 	if opts.MaxMovementBytes <= 0 {
-		opts.MaxMovementBytes = 64 << 10
+		opts.MaxMovementBytes = DefaultMaxMovementBytes
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)

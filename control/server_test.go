@@ -254,3 +254,12 @@ func TestClientSubmitReadyMetrics(t *testing.T) {
 		t.Fatalf("metrics: %v\n%s", err, text.String())
 	}
 }
+
+func TestNewFillsTheDefaults(t *testing.T) {
+	_, q, _ := newServer(t, "")
+	o := New(Options{Queue: q, StoreID: store}).opts
+	if o.MaxRequestBytes != DefaultMaxRequestBytes || o.MaxMovementBytes != DefaultMaxMovementBytes ||
+		o.Clock == nil || o.Logger == nil || o.Status == nil || o.DLQ == nil {
+		t.Errorf("got %+v, want every default filled", o)
+	}
+}
