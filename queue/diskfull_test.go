@@ -16,7 +16,7 @@ func TestDiskFullText(t *testing.T) {
 		fmt.Errorf("file resize error: %s", syscall.EFBIG),
 		fmt.Errorf("file resize error: %s", syscall.ENOSPC),
 		fmt.Errorf("write: %w", syscall.ENOSPC),
-		&fatalError{fmt.Errorf("sync: %w", syscall.EDQUOT)},
+		fmt.Errorf("commit: %w", fmt.Errorf("sync: %w", syscall.EDQUOT)),
 	} {
 		if got := classify(err); !errors.Is(got, ErrDiskFull) {
 			t.Errorf("classify(%v) = %v, want ErrDiskFull", err, got)

@@ -7,9 +7,10 @@
 // movement for which Enqueue returned no error survives a crash or power
 // loss. Concurrent Enqueue calls are committed together by a single writer
 // goroutine (group commit): one transaction and one fsync for many
-// submissions, each acknowledged only after its group committed. A
-// submission is all-or-nothing: if any movement in it is rejected, none is
-// stored.
+// submissions, each acknowledged only after its group committed. An
+// operation that fails commits nothing of itself, and the rest of its group
+// commits without it. A submission is all-or-nothing: if any movement in it
+// is rejected, none is stored.
 //
 // States: every key is in exactly one state, pending, synced, quarantined or
 // purged, and moves between them only through the methods of Queue, each of

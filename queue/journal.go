@@ -50,7 +50,7 @@ func (q *Queue) Journal(ev Event) error {
 	if ev.At.IsZero() {
 		ev.At = q.opts.Clock()
 	}
-	return q.do(func(tx *bolt.Tx) error { return fatal(appendEvents(tx, ev)) }, nil)
+	return q.do(&op{apply: func(tx *bolt.Tx) error { return appendEvents(tx, ev) }})
 }
 
 // appendEvents writes ev, split into parts of at most maxKeysPerEvent keys.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	stdsync "sync"
 	"sync/atomic"
 	"time"
@@ -360,35 +361,51 @@ func (q *Queue) Close() error {
 	return q.closeErr
 }
 
-// op is one unit of work for the writer. fn runs inside the group's write
-// transaction. It must return a non-nil error only before it has written
-// anything (a rejection, which leaves the rest of the group unaffected),
-// except for errors wrapped by fatal, which abort the whole group.
+// op is one unit of work for the writer, run inside the group's write
+// transaction in two phases. check (optional) may only read: it gets a
+// view, not the transaction, and it is the only place an op can refuse
+// itself, by returning an error marked with reject; a rejected op is
+// answered with that error, its apply is skipped and the rest of the group
+// is unaffected. apply writes. Any other error, from either phase,
+// aborts the op: the group's transaction is rolled back and the group is
+// run again without the op, so nothing an op wrote before failing is ever
+// committed. Both phases may run more than once; they must set every
+// result they report afresh on each run.
 type op struct {
-	fn     func(tx *bolt.Tx) error
+	check  func(v view) error
+	apply  func(tx *bolt.Tx) error
 	after  func() // runs after a successful commit, in the writer
 	err    error
+	failed bool // aborted: err is the op's own, the group committed without it
 	result chan struct{}
 }
 
-type fatalError struct{ err error }
+// view is what an op's check phase may do with the group's transaction:
+// read.
+type view struct{ tx *bolt.Tx }
 
-func (f fatalError) Error() string { return f.err.Error() }
-func (f fatalError) Unwrap() error { return f.err }
+func (v view) get(bucket, key []byte) []byte { return v.tx.Bucket(bucket).Get(key) }
 
-func fatal(err error) error {
+// rejection marks an error returned by an op's check phase as refusing
+// that op alone.
+type rejection struct{ err error }
+
+func (r rejection) Error() string { return r.err.Error() }
+func (r rejection) Unwrap() error { return r.err }
+
+func reject(err error) error {
 	if err == nil {
 		return nil
 	}
-	return fatalError{err}
+	return rejection{err}
 }
 
-// do submits fn to the writer and waits for its group to commit.
-func (q *Queue) do(fn func(tx *bolt.Tx) error, after func()) error {
+// do submits o to the writer and waits for its group to commit.
+func (q *Queue) do(o *op) error {
 	if q.readOnly {
 		return ErrReadOnly
 	}
-	o := &op{fn: fn, after: after, result: make(chan struct{})}
+	o.result = make(chan struct{})
 	q.closeMu.RLock()
 	if q.closed {
 		q.closeMu.RUnlock()
@@ -444,30 +461,65 @@ func (q *Queue) writer() {
 	}
 }
 
+// commit runs a group in one transaction and answers each op. An op that
+// fails is taken out and the rest run again in a new transaction (rolled
+// back transactions cost no fsync); an error of the commit itself, such as
+// a full disk, is every remaining op's answer.
 func (q *Queue) commit(group []*op) {
-	err := q.db.Update(func(tx *bolt.Tx) error {
-		for _, o := range group {
-			if err := o.fn(tx); err != nil {
-				var f fatalError
-				if errors.As(err, &f) {
-					return f.err
+	live := group
+	var err error
+	for len(live) > 0 {
+		var failed *op
+		err = q.db.Update(func(tx *bolt.Tx) error {
+			for _, o := range live {
+				o.err = nil
+				if o.check != nil {
+					if err := o.check(view{tx}); err != nil {
+						var r rejection
+						if errors.As(err, &r) {
+							o.err = r.err
+							continue
+						}
+						failed = o
+						return err
+					}
 				}
-				o.err = err
+				if err := o.apply(tx); err != nil {
+					failed = o
+					return err
+				}
 			}
+			return nil
+		})
+		if failed == nil {
+			break
 		}
-		return nil
-	})
-	if err == nil {
+		failed.failed, failed.err = true, classify(unmarked(err))
+		live = slices.DeleteFunc(slices.Clone(live), func(o *op) bool { return o == failed })
+	}
+	if err == nil && len(live) > 0 {
 		q.commits.Add(1)
 	}
 	for _, o := range group {
-		if err != nil {
+		switch {
+		case o.failed:
+		case err != nil:
 			o.err = classify(err)
-		} else if o.err == nil && o.after != nil {
+		case o.err == nil && o.after != nil:
 			o.after()
 		}
 		close(o.result)
 	}
+}
+
+// unmarked strips a rejection marker from an error that could not be a
+// rejection (it came from an op's apply phase).
+func unmarked(err error) error {
+	var r rejection
+	if errors.As(err, &r) {
+		return r.err
+	}
+	return err
 }
 
 // Changed is signalled after a commit that made new movements pending

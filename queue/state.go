@@ -223,16 +223,19 @@ func (q *Queue) Settle(st Settlement) error {
 		q.Release(seqs...)
 		return nil
 	}
-	return q.do(func(tx *bolt.Tx) error {
-		now := q.opts.Clock()
-		if err := q.markSynced(tx, now, st.Acks); err != nil {
-			return fatal(err)
-		}
-		if err := q.retry(tx, now, st.Retries); err != nil {
-			return fatal(err)
-		}
-		return fatal(q.quarantine(tx, now, st.Quarantines))
-	}, q.releaseAfter(seqs))
+	return q.do(&op{
+		apply: func(tx *bolt.Tx) error {
+			now := q.opts.Clock()
+			if err := q.markSynced(tx, now, st.Acks); err != nil {
+				return err
+			}
+			if err := q.retry(tx, now, st.Retries); err != nil {
+				return err
+			}
+			return q.quarantine(tx, now, st.Quarantines)
+		},
+		after: q.releaseAfter(seqs),
+	})
 }
 
 // Failure is one movement-specific failed attempt.
@@ -410,15 +413,15 @@ func (q *Queue) Redrive(rq Redrive) (RedriveResult, error) {
 		return res, errors.New("queue: redrive: spread needs a random source")
 	}
 	var window spreadWindow
-	err := q.do(func(tx *bolt.Tx) error {
+	err := q.do(&op{apply: func(tx *bolt.Tx) error {
 		now := q.opts.Clock()
-		res = RedriveResult{}
+		res, window = RedriveResult{}, spreadWindow{}
 		b := buckets(tx)
 		var keys []string
 		for _, k := range rq.Keys {
 			r, err := b.takeQuarantined(k)
 			if err != nil {
-				return fatal(err)
+				return err
 			}
 			if r == nil {
 				res.NotFound = append(res.NotFound, k)
@@ -433,13 +436,13 @@ func (q *Queue) Redrive(rq Redrive) (RedriveResult, error) {
 				r.NextAt = now.Add(time.Duration(rq.Rand() * float64(rq.Spread)))
 			}
 			if err := b.pending.Put(u64(r.Seq), r.marshal()); err != nil {
-				return fatal(err)
+				return err
 			}
 			if err := b.due.Put(dueKey(r.NextAt, r.Seq), nil); err != nil {
-				return fatal(err)
+				return err
 			}
 			if err := b.setState(r, Pending, now); err != nil {
-				return fatal(err)
+				return err
 			}
 			res.Redriven = append(res.Redriven, Redriven{Key: k, DueAt: r.NextAt})
 			keys = append(keys, r.KeyString())
@@ -453,15 +456,15 @@ func (q *Queue) Redrive(rq Redrive) (RedriveResult, error) {
 				window = q.currentSpread()
 			}
 			if err := b.meta.Put(metaSpreadUntil, u64(uint64(window.until.UnixNano()))); err != nil {
-				return fatal(err)
+				return err
 			}
 			if err := b.meta.Put(metaSpreadLength, u64(uint64(window.length))); err != nil {
-				return fatal(err)
+				return err
 			}
 		}
 		ev := Event{At: now, Action: ActionRedrive, Actor: rq.Actor, Reason: rq.Reason, Keys: keys, Detail: rq.Detail}
-		return fatal(appendEvents(tx, ev))
-	}, func() {
+		return appendEvents(tx, ev)
+	}, after: func() {
 		if window.length > 0 {
 			q.leaseMu.Lock()
 			q.spread = window
@@ -470,7 +473,7 @@ func (q *Queue) Redrive(rq Redrive) (RedriveResult, error) {
 		if len(res.Redriven) > 0 {
 			q.notify()
 		}
-	})
+	}})
 	return res, err
 }
 
@@ -503,7 +506,7 @@ func (q *Queue) Purge(rq Purge) (PurgeResult, error) {
 	if rq.Reason == "" {
 		return res, ErrNoReason
 	}
-	err := q.do(func(tx *bolt.Tx) error {
+	err := q.do(&op{apply: func(tx *bolt.Tx) error {
 		now := q.opts.Clock()
 		res = PurgeResult{}
 		b := buckets(tx)
@@ -511,14 +514,14 @@ func (q *Queue) Purge(rq Purge) (PurgeResult, error) {
 		for _, k := range rq.Keys {
 			r, err := b.takeQuarantined(k)
 			if err != nil {
-				return fatal(err)
+				return err
 			}
 			if r == nil {
 				res.NotFound = append(res.NotFound, k)
 				continue
 			}
 			if err := b.setState(r, Purged, now); err != nil {
-				return fatal(err)
+				return err
 			}
 			res.Purged = append(res.Purged, k)
 			keys = append(keys, r.KeyString())
@@ -527,8 +530,8 @@ func (q *Queue) Purge(rq Purge) (PurgeResult, error) {
 			return nil
 		}
 		ev := Event{At: now, Action: ActionPurge, Actor: rq.Actor, Reason: rq.Reason, Keys: keys, Detail: rq.Detail}
-		return fatal(appendEvents(tx, ev))
-	}, nil)
+		return appendEvents(tx, ev)
+	}})
 	return res, err
 }
 

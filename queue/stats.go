@@ -144,7 +144,7 @@ func (q *Queue) forEach(bucket []byte, fn func(*Record) bool) error {
 // how many it removed.
 func (q *Queue) Prune(syncedHorizon, journalRetention time.Duration, limit int) (int, error) {
 	var n int
-	err := q.do(func(tx *bolt.Tx) error {
+	err := q.do(&op{apply: func(tx *bolt.Tx) error {
 		now := q.opts.Clock()
 		n = 0
 		b := buckets(tx)
@@ -160,19 +160,19 @@ func (q *Queue) Prune(syncedHorizon, journalRetention time.Duration, limit int) 
 				if v := b.keys.Get(key); v != nil {
 					e, err := unmarshalKeyEntry(v)
 					if err != nil {
-						return fatal(err)
+						return err
 					}
 					if e.State == Synced {
 						if err := b.keys.Delete(key); err != nil {
-							return fatal(err)
+							return err
 						}
 						if err := b.count(Synced, e.Class, -1); err != nil {
-							return fatal(err)
+							return err
 						}
 					}
 				}
 				if err := b.syncedAt.Delete(k); err != nil {
-					return fatal(err)
+					return err
 				}
 				n++
 			}
@@ -191,13 +191,13 @@ func (q *Queue) Prune(syncedHorizon, journalRetention time.Duration, limit int) 
 			}
 			for _, k := range drop {
 				if err := j.Delete(k); err != nil {
-					return fatal(err)
+					return err
 				}
 				n++
 			}
 		}
 		return nil
-	}, nil)
+	}})
 	return n, err
 }
 
