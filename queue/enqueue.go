@@ -11,6 +11,10 @@ type Result struct {
 	Key       [16]byte
 	Seq       uint64 // the per-store sequence assigned at enqueue
 	Duplicate bool   // the movement was already held; nothing was written for it
+	// Err is why EnqueueEach refused the movement (*ConflictError or
+	// *PurgedError); nothing was written for it and Seq is 0. Enqueue
+	// never sets it: it refuses the whole submission instead.
+	Err error
 }
 
 // Enqueue stores a submission of movements durably and returns one Result
@@ -21,7 +25,27 @@ type Result struct {
 // movement already held with the same content is a duplicate: it keeps its
 // key and sequence and is not written again.
 func (q *Queue) Enqueue(items []movement.Prepared) ([]Result, error) {
-	sub := q.submission(items)
+	sub := q.submission(items, true)
+	if err := q.do(&sub.op); err != nil {
+		return nil, err
+	}
+	return sub.sorted.res, nil
+}
+
+// EnqueueEach stores what it can of a submission, durably and in one
+// transaction, and returns one Result per movement, in order. Each movement
+// is stored, found a duplicate, or refused on its own: a refused movement's
+// Result has Err set (*ConflictError or *PurgedError, whose Index and Other
+// are positions in items), nothing is written for it, and it does not stop
+// the others. A refused movement counts for nothing in the decisions about
+// later ones: a later movement with the same movement_id is compared with
+// the movement held or, when none is held, with the movement of the
+// submission that stored it. The answers are those Enqueue would give if
+// every refused movement were taken out of the submission. EnqueueEach
+// returns only after the group commit holding the submission was fsynced;
+// an error means nothing of the submission was stored.
+func (q *Queue) EnqueueEach(items []movement.Prepared) ([]Result, error) {
+	sub := q.submission(items, false)
 	if err := q.do(&sub.op); err != nil {
 		return nil, err
 	}
@@ -29,13 +53,15 @@ func (q *Queue) Enqueue(items []movement.Prepared) ([]Result, error) {
 }
 
 // submission is the op that stores a submission; sorted holds its answers
-// once the op committed.
+// once the op committed. With whole (Enqueue), the first refused movement
+// rejects the submission; without (EnqueueEach), each refused movement is
+// left out.
 type submission struct {
 	op
 	sorted *sorted
 }
 
-func (q *Queue) submission(items []movement.Prepared) *submission {
+func (q *Queue) submission(items []movement.Prepared, whole bool) *submission {
 	sub := &submission{}
 	grew := false
 	sub.op = op{
@@ -45,9 +71,12 @@ func (q *Queue) submission(items []movement.Prepared) *submission {
 				return err
 			}
 			sub.sorted = s
-			for _, e := range s.refused {
-				if e != nil {
-					return reject(e)
+			if !whole {
+				return nil
+			}
+			for _, r := range s.res {
+				if r.Err != nil {
+					return reject(r.Err)
 				}
 			}
 			return nil
@@ -68,10 +97,9 @@ func (q *Queue) submission(items []movement.Prepared) *submission {
 // sorted is a submission sorted against what the file holds and what
 // came before each movement in the submission.
 type sorted struct {
-	res     []Result
-	refused []error          // refused[i] is why item i cannot be stored, or nil
-	fresh   []int            // the items to write, in order
-	first   map[[16]byte]int // key → the fresh item that holds it
+	res   []Result         // Err set for a refused movement
+	fresh []int            // the items to write, in order
+	first map[[16]byte]int // key → the fresh item that holds it
 }
 
 // sortItems decides, reading only, what becomes of each movement of a
@@ -80,16 +108,15 @@ type sorted struct {
 // movement counts for nothing in the decisions about later ones.
 func sortItems(v view, items []movement.Prepared) (*sorted, error) {
 	s := &sorted{
-		res:     make([]Result, len(items)),
-		refused: make([]error, len(items)),
-		first:   make(map[[16]byte]int, len(items)),
+		res:   make([]Result, len(items)),
+		first: make(map[[16]byte]int, len(items)),
 	}
 	for i := range items {
 		it := &items[i]
 		s.res[i] = Result{Key: it.Key}
 		if j, ok := s.first[it.Key]; ok {
 			if items[j].Digest != it.Digest {
-				s.refused[i] = &ConflictError{Index: i, Key: it.Key, Other: j}
+				s.res[i].Err = &ConflictError{Index: i, Key: it.Key, Other: j}
 				continue
 			}
 			s.res[i].Duplicate = true
@@ -102,9 +129,9 @@ func sortItems(v view, items []movement.Prepared) (*sorted, error) {
 			}
 			switch {
 			case e.State == Purged:
-				s.refused[i] = &PurgedError{Index: i, Key: it.Key}
+				s.res[i].Err = &PurgedError{Index: i, Key: it.Key}
 			case e.Digest != it.Digest:
-				s.refused[i] = &ConflictError{Index: i, Key: it.Key, State: e.State}
+				s.res[i].Err = &ConflictError{Index: i, Key: it.Key, State: e.State}
 			default:
 				s.res[i].Seq = e.Seq
 				s.res[i].Duplicate = true

@@ -1,6 +1,7 @@
 package queue_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -42,4 +43,43 @@ func Example() {
 	// again: duplicate true
 	// due 1 POS-17
 	// pending 0 synced 1
+}
+
+// A partial submission: each movement is stored or refused on its own, in
+// one transaction.
+func ExampleQueue_EnqueueEach() {
+	dir, _ := os.MkdirTemp("", "queue-example")
+	defer os.RemoveAll(dir)
+	q, err := queue.Open(queue.Options{Path: filepath.Join(dir, "agent.db"), StoreID: "S0042"})
+	if err != nil {
+		panic(err)
+	}
+	defer q.Close()
+
+	prep := func(id string, qty int) movement.Prepared {
+		p, errs := movement.Prepare([]byte(fmt.Sprintf(`{"movement_id":%q,"type":"dispense","ndc":"12345-6789-01","quantity":%d,"unit":"EA","occurred_at":"2026-03-01T09:30:00Z"}`, id, qty)), "S0042", time.Now())
+		if errs != nil {
+			panic(errs)
+		}
+		return p
+	}
+	res, err := q.EnqueueEach([]movement.Prepared{prep("POS-17", 2), prep("POS-18", 1), prep("POS-17", 3)})
+	if err != nil {
+		panic(err)
+	}
+	for i, r := range res {
+		var ce *queue.ConflictError
+		switch {
+		case errors.As(r.Err, &ce):
+			fmt.Printf("%d: refused, same movement_id as %d\n", i, ce.Other)
+		case r.Duplicate:
+			fmt.Printf("%d: duplicate of seq %d\n", i, r.Seq)
+		default:
+			fmt.Printf("%d: stored as seq %d\n", i, r.Seq)
+		}
+	}
+	// Output:
+	// 0: stored as seq 1
+	// 1: stored as seq 2
+	// 2: refused, same movement_id as 0
 }

@@ -121,6 +121,70 @@ func TestModel(t *testing.T) {
 					}
 				}
 			},
+			"enqueueEach": func(rt *rapid.T) {
+				n := rapid.IntRange(1, 4).Draw(rt, "items")
+				var items []movement.Prepared
+				var mids []string
+				var variants []int
+				for i := 0; i < n; i++ {
+					id := rapid.SampledFrom(ids).Draw(rt, "id")
+					v := rapid.IntRange(0, 1).Draw(rt, "variant")
+					class := movement.Ordinary
+					if id >= "e" {
+						class = movement.Controlled
+					}
+					items = append(items, prep(id, v, class))
+					mids = append(mids, id)
+					variants = append(variants, v)
+				}
+				commits := q.Commits()
+				res, err := q.EnqueueEach(items)
+				if err != nil {
+					rt.Fatalf("enqueue each %v %v: %v", mids, variants, err)
+				}
+				if q.Commits() != commits+1 {
+					rt.Fatalf("enqueue each took %d commits", q.Commits()-commits)
+				}
+				first := map[string]int{} // id → the item that stored it
+				for i, id := range mids {
+					r := res[i]
+					var ce *ConflictError
+					var pe *PurgedError
+					if j, ok := first[id]; ok {
+						if variants[j] != variants[i] {
+							if !errors.As(r.Err, &ce) || ce.Index != i || ce.Other != j || ce.State != 0 {
+								rt.Fatalf("item %d (%s): %+v, want a conflict with item %d", i, id, r, j)
+							}
+						} else if r.Err != nil || !r.Duplicate || r.Seq != res[j].Seq {
+							rt.Fatalf("item %d (%s): %+v, want a duplicate of item %d (%+v)", i, id, r, j, res[j])
+						}
+						continue
+					}
+					if m := model[id]; m != nil {
+						switch {
+						case m.state == Purged:
+							if !errors.As(r.Err, &pe) || pe.Index != i {
+								rt.Fatalf("item %d (%s): %+v, want purged", i, id, r)
+							}
+						case m.variant != variants[i]:
+							if !errors.As(r.Err, &ce) || ce.Index != i || ce.State != m.state {
+								rt.Fatalf("item %d (%s): %+v, want a conflict with the %s movement", i, id, r, m.state)
+							}
+						default:
+							if r.Err != nil || !r.Duplicate || r.Seq != seqOf[id] {
+								rt.Fatalf("item %d (%s): %+v, want a duplicate of seq %d", i, id, r, seqOf[id])
+							}
+						}
+						continue
+					}
+					if r.Err != nil || r.Duplicate || r.Seq == 0 {
+						rt.Fatalf("item %d (%s): %+v, want stored", i, id, r)
+					}
+					model[id] = &mstate{state: Pending, variant: variants[i], class: items[i].Class}
+					seqOf[id] = r.Seq
+					first[id] = i
+				}
+			},
 			"lease": func(rt *rapid.T) {
 				l, err := q.Lease(clk.Now(), rapid.IntRange(1, 5).Draw(rt, "max"))
 				if err != nil {

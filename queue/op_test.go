@@ -58,11 +58,11 @@ func TestFailedOpCommitsNothingOfItself(t *testing.T) {
 			before := &op{apply: func(tx *bolt.Tx) error {
 				return appendEvents(tx, Event{At: clk.Now(), Action: ActionStart, Actor: ActorAgent, Reason: "before"})
 			}}
-			bad := q.submission([]movement.Prepared{k})
+			bad := q.submission([]movement.Prepared{k}, true)
 			tt.fail(&bad.op)
 			badAfter := false
 			bad.after = func() { badAfter = true }
-			after := q.submission([]movement.Prepared{k, l})
+			after := q.submission([]movement.Prepared{k, l}, true)
 
 			commits := q.Commits()
 			group := []*op{before, &bad.op, &after.op}

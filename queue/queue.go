@@ -63,7 +63,8 @@ var (
 
 // ConflictError reports a movement whose movement_id is already held with
 // different content, or is used twice with different content in one
-// submission. Nothing of its submission was stored.
+// submission. From Enqueue, nothing of its submission was stored; from
+// EnqueueEach, nothing of that movement.
 type ConflictError struct {
 	Index int      // position in the submission
 	Key   [16]byte // the key both share
@@ -79,7 +80,7 @@ func (e *ConflictError) Error() string {
 }
 
 // PurgedError reports a movement whose key an operator purged: it cannot
-// be submitted again.
+// be submitted again. Nothing was stored, as for a ConflictError.
 type PurgedError struct {
 	Index int
 	Key   [16]byte

@@ -549,3 +549,88 @@ func TestCloseConcurrentlyAndUnderLoad(t *testing.T) {
 	}
 	verify(t, q)
 }
+
+func TestEnqueueEachRefusesMovementsOnTheirOwn(t *testing.T) {
+	clk := newClock()
+	q := openTest(t, filepath.Join(t.TempDir(), "agent.db"), clk)
+	if _, err := q.Enqueue([]movement.Prepared{mv(t, "A", 0, ""), mv(t, "P", 0, "")}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := q.Lease(clk.Now(), 10)
+	if err != nil || len(l) != 2 || l[1].MovementID != "P" {
+		t.Fatalf("lease %v %v", l, err)
+	}
+	q.Release(l[0].Seq)
+	if err := q.Quarantine([]QuarantineAt{{Seq: l[1].Seq, Reason: "permanent:too_large"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Purge(Purge{Keys: [][16]byte{l[1].Key}, Actor: "test", Reason: "test"}); err != nil {
+		t.Fatal(err)
+	}
+
+	items := []movement.Prepared{
+		mv(t, "A", 1, ""),    // 0: conflicts with the pending A
+		mv(t, "B", 0, ""),    // 1: stored
+		mv(t, "P", 0, ""),    // 2: purged
+		mv(t, "B", 1, ""),    // 3: conflicts with item 1
+		mv(t, "A", 0, ""),    // 4: duplicate of the pending A
+		mv(t, "C", 1, "CII"), // 5: stored
+		mv(t, "B", 0, ""),    // 6: duplicate of item 1
+		mv(t, "D", 0, ""),    // 7: stored
+		mv(t, "D", 1, ""),    // 8: conflicts with item 7
+		mv(t, "D", 1, ""),    // 9: conflicts with item 7, not a duplicate of item 8
+	}
+	commits := q.Commits()
+	res, err := q.EnqueueEach(items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := q.Commits() - commits; n != 1 {
+		t.Fatalf("%d commits, want 1", n)
+	}
+	var got []string
+	for i, r := range res {
+		var ce *ConflictError
+		var pe *PurgedError
+		switch {
+		case errors.As(r.Err, &ce) && ce.State == 0:
+			got = append(got, fmt.Sprintf("conflict %d with %d", ce.Index, ce.Other))
+		case errors.As(r.Err, &ce):
+			got = append(got, fmt.Sprintf("conflict %d with %s", ce.Index, ce.State))
+		case errors.As(r.Err, &pe):
+			got = append(got, fmt.Sprintf("purged %d", pe.Index))
+		case r.Err != nil:
+			t.Fatalf("item %d: %v", i, r.Err)
+		case r.Duplicate:
+			got = append(got, fmt.Sprintf("duplicate seq %d", r.Seq))
+		default:
+			got = append(got, fmt.Sprintf("stored seq %d", r.Seq))
+		}
+		if r.Key != items[i].Key {
+			t.Fatalf("item %d: key %x, want %x", i, r.Key, items[i].Key)
+		}
+		if r.Err != nil && r.Seq != 0 {
+			t.Fatalf("refused item %d has seq %d", i, r.Seq)
+		}
+	}
+	want := []string{
+		"conflict 0 with pending", "stored seq 3", "purged 2", "conflict 3 with 1", "duplicate seq 1",
+		"stored seq 4", "duplicate seq 3", "stored seq 5", "conflict 8 with 7", "conflict 9 with 7",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("results\n%q\nwant\n%q", got, want)
+	}
+	for _, it := range []movement.Prepared{items[1], items[5], items[7]} {
+		if e, err := q.Get(it.Key); err != nil || e.Digest != it.Digest || e.State != Pending {
+			t.Fatalf("%s held as %+v (%v), want pending with the submitted content", it.MovementID, e, err)
+		}
+	}
+	if e, _ := q.Get(items[0].Key); e.Digest == items[0].Digest {
+		t.Fatal("a refused movement replaced the held one")
+	}
+	s, _ := q.Stats()
+	if s.Counts[Pending][movement.Ordinary] != 3 || s.Counts[Pending][movement.Controlled] != 1 || s.Count(Purged) != 1 {
+		t.Fatalf("counts %v", s.Counts)
+	}
+	verify(t, q)
+}
