@@ -169,7 +169,7 @@ func enqueueError(err error, lines []int) *httpError {
 	var pe *queue.PurgedError
 	switch {
 	case errors.As(err, &ce):
-		e := refuse(http.StatusConflict, "movement %d has the movement_id of a %s with different content; nothing was stored", ce.Index, conflictWith(ce))
+		e := refuse(http.StatusConflict, "movement %d has the movement_id of a %s with different content; nothing was stored", ce.Index, conflictWith(ce, ce.Other))
 		e.body.Key = hexKey(ce.Key)
 		e.body.Errors = []ItemError{{Item: ce.Index, Line: lineOf(lines, ce.Index), Field: "movement_id", Error: "already used by a movement with different content"}}
 		return e
@@ -207,7 +207,10 @@ const (
 )
 
 // submitEach stores every valid movement and refuses the others one by
-// one: invalid ones, and those that conflict with a held movement.
+// one: invalid ones, and those that conflict with a held movement, were
+// purged, or conflict with an earlier one of the request. The valid ones
+// are stored in one transaction. Every answer numbers items as the request
+// does, invalid ones included.
 func submitEach(q *queue.Queue, items [][]byte, lines []int, maxMov int64, storeID string, now time.Time) ([]ItemResult, error) {
 	res := make([]ItemResult, len(items))
 	var valid []movement.Prepared
@@ -232,41 +235,43 @@ func submitEach(q *queue.Queue, items [][]byte, lines []int, maxMov int64, store
 		valid = append(valid, p)
 		index = append(index, i)
 	}
-	for len(valid) > 0 {
-		out, err := q.Enqueue(valid)
-		if err == nil {
-			for j, r := range out {
-				res[index[j]].Status = StatusAccepted
-				if r.Duplicate {
-					res[index[j]].Status = StatusDuplicate
-				}
-			}
-			break
-		}
+	if len(valid) == 0 {
+		return res, nil
+	}
+	out, err := q.EnqueueEach(valid)
+	if err != nil {
+		return nil, err
+	}
+	for j, r := range out {
+		i := index[j]
 		var ce *queue.ConflictError
 		var pe *queue.PurgedError
-		bad, why := -1, ""
+		why := ""
 		switch {
-		case errors.As(err, &ce):
-			bad, why = ce.Index, "movement_id already used by a "+conflictWith(ce)+" with different content"
-		case errors.As(err, &pe):
-			bad, why = pe.Index, "purged by an operator; cannot be submitted again"
+		case r.Err == nil && r.Duplicate:
+			res[i].Status = StatusDuplicate
+			continue
+		case r.Err == nil:
+			res[i].Status = StatusAccepted
+			continue
+		case errors.As(r.Err, &ce):
+			why = "movement_id already used by a " + conflictWith(ce, index[ce.Other]) + " with different content"
+		case errors.As(r.Err, &pe):
+			why = "purged by an operator; cannot be submitted again"
 		default:
-			return nil, err
+			return nil, r.Err
 		}
-		i := index[bad]
 		res[i].Status = StatusRejected
 		res[i].Errors = []ItemError{{Item: i, Line: lineOf(lines, i), Field: "movement_id", Error: why}}
-		valid = append(valid[:bad], valid[bad+1:]...)
-		index = append(index[:bad], index[bad+1:]...)
 	}
 	return res, nil
 }
 
-// conflictWith names what a conflicting movement conflicts with.
-func conflictWith(ce *queue.ConflictError) string {
+// conflictWith names what a conflicting movement conflicts with; other is
+// the client's number for the item ce.Other.
+func conflictWith(ce *queue.ConflictError, other int) string {
 	if ce.State == 0 {
-		return fmt.Sprintf("movement earlier in this submission (item %d)", ce.Other)
+		return fmt.Sprintf("movement earlier in this submission (item %d)", other)
 	}
 	return ce.State.String() + " movement"
 }
