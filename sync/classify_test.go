@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/internal/natstest"
 	"github.com/rxedge/agent/retry"
@@ -27,10 +28,10 @@ func TestClassifyPinsServerTexts(t *testing.T) {
 	pub := func(subject, id string, expectZero bool, size int) error {
 		m := nats.NewMsg(subject)
 		if id != "" {
-			m.Header.Set(hdrMsgID, id)
+			m.Header.Set(central.HeaderMsgID, id)
 		}
 		if expectZero {
-			m.Header.Set(hdrExpectLast, "0")
+			m.Header.Set(central.HeaderExpectLast, "0")
 		}
 		m.Data = []byte(strings.Repeat("x", size))
 		_, err := js.PublishMsg(ctx, m, jetstream.WithRetryAttempts(0))

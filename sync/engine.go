@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/internal/version"
 	"github.com/rxedge/agent/metrics"
 	"github.com/rxedge/agent/queue"
@@ -157,7 +158,7 @@ func connOptions(o settings.Options, s *sender) ([]nats.Option, error) {
 		// A rejected credential (rotated, expired) is retried like any
 		// outage instead of closing the connection for good.
 		nats.IgnoreAuthErrorAbort(),
-		nats.CustomInboxPrefix(InboxPrefix(o.StoreID)),
+		nats.CustomInboxPrefix(central.InboxPrefix(o.StoreID)),
 		nats.PingInterval(o.NATS.PingInterval),
 		nats.MaxPingsOutstanding(2),
 		nats.Timeout(5 * time.Second),
@@ -190,14 +191,6 @@ func connOptions(o settings.Options, s *sender) ([]nats.Option, error) {
 	return opts, nil
 }
 
-// InboxPrefix is the store's inbox prefix: replies to a store go to
-// _INBOX_<store>.…, which only that store may subscribe to (a plain _INBOX.>
-// grant would let one store read another's replies).
-func InboxPrefix(store string) string { return "_INBOX_" + store }
-
-// StatusSubject is where an agent publishes its heartbeat.
-func StatusSubject(store string) string { return "rx.status." + store }
-
 // heartbeat publishes the status document (counts and states, never
 // payload) every heartbeat interval.
 func (e *Engine) heartbeat(ctx context.Context, nc *nats.Conn) {
@@ -223,7 +216,7 @@ func (e *Engine) heartbeat(ctx context.Context, nc *nats.Conn) {
 		if err != nil {
 			continue
 		}
-		if err := nc.Publish(StatusSubject(e.o.StoreID), b); err != nil {
+		if err := nc.Publish(central.StatusSubject(e.o.StoreID), b); err != nil {
 			e.log.Debug("HEARTBEAT_FAILED", "error", err.Error())
 		}
 	}

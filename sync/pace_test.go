@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/rxedge/agent/hub"
+	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/retry"
@@ -296,7 +296,7 @@ func TestPacingPoisonMovement(t *testing.T) {
 					t.Fatal(es)
 				}
 				c.mu.Lock()
-				c.poison = map[string]string{hub.Subject(testStore, bad.KeyString()): tc.poison}
+				c.poison = map[string]string{central.Subject(testStore, bad.KeyString()): tc.poison}
 				c.mu.Unlock()
 				if _, err := q.Enqueue([]movement.Prepared{bad}); err != nil {
 					t.Fatal(err)

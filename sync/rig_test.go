@@ -11,7 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/rxedge/agent/hub"
+	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/internal/natstest"
 	"github.com/rxedge/agent/internal/syncbuf"
 	"github.com/rxedge/agent/movement"
@@ -170,19 +170,19 @@ func (r *rig) waitSynced(n int, d time.Duration) queue.Stats {
 	return r.waitFor(fmt.Sprintf("%d synced", n), d, func(s queue.Stats) bool { return s.Count(queue.Synced) == uint64(n) })
 }
 
-// central counts RX_MOVEMENTS' messages and distinct subjects.
-func central(t *testing.T, url string) (msgs uint64, subjects int) {
+// centralCounts counts RX_MOVEMENTS' messages and distinct subjects.
+func centralCounts(t *testing.T, url string) (msgs uint64, subjects int) {
 	t.Helper()
 	nc := natstest.Connect(t, url)
 	defer nc.Close()
 	js := natstest.JetStream(t, nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, err := js.Stream(ctx, hub.StreamName)
+	s, err := js.Stream(ctx, central.StreamName)
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := s.Info(ctx, jetstream.WithSubjectFilter(hub.StreamSubjects))
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(central.StreamSubjects))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func central(t *testing.T, url string) (msgs uint64, subjects int) {
 // exactlyOnce checks that central holds each of n movements exactly once.
 func exactlyOnce(t *testing.T, url string, n int) {
 	t.Helper()
-	msgs, subjects := central(t, url)
+	msgs, subjects := centralCounts(t, url)
 	if msgs != uint64(n) || subjects != n {
 		t.Fatalf("central holds %d messages on %d subjects, want exactly %d of each", msgs, subjects, n)
 	}

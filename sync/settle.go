@@ -10,7 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/rxedge/agent/hub"
+	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/retry"
 )
@@ -227,7 +227,7 @@ func (st *settler) verify(ctx context.Context, r *queue.Record, o outcome) outco
 	defer cancel()
 	defer context.AfterFunc(ctx, cancel)()
 	ctx = rctx
-	digest, seq, err := st.transport().lastDigest(ctx, hub.Subject(st.o.StoreID, r.KeyString()))
+	digest, seq, err := st.transport().lastDigest(ctx, central.Subject(st.o.StoreID, r.KeyString()))
 	switch {
 	case err == nil && digest == hex.EncodeToString(r.Digest[:]):
 		return outcome{rec: r, v: verdict{outcome: retry.AlreadyStored, kind: "already_stored"}, streamSeq: seq}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/internal/faultproxy"
 	"github.com/rxedge/agent/internal/natstest"
@@ -27,12 +28,12 @@ func TestDeliversWithHeaders(t *testing.T) {
 	nc := natstest.Connect(t, srv.URL())
 	js := natstest.JetStream(t, nc)
 	ctx := context.Background()
-	s, err := js.Stream(ctx, hub.StreamName)
+	s, err := js.Stream(ctx, central.StreamName)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := items[7] // a controlled one
-	m, err := s.GetLastMsgForSubject(ctx, hub.Subject(testStore, p.KeyString()))
+	m, err := s.GetLastMsgForSubject(ctx, central.Subject(testStore, p.KeyString()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +138,7 @@ func TestLostAcks(t *testing.T) {
 			if err := px.Wait(ctx, func(s faultproxy.Stats) bool { return s.LostReplies >= 3 }); err != nil {
 				t.Fatalf("acks were not lost: %v (%+v)", err, px.Stats())
 			}
-			stored, _ := central(t, srv.URL())
+			stored, _ := centralCounts(t, srv.URL())
 			synced := r.stats().Count(queue.Synced)
 			if stored <= synced {
 				t.Fatalf("central holds %d, the agent counted %d synced: no stored movement had its ack lost", stored, synced)
@@ -186,7 +187,7 @@ func TestConflictIsQuarantinedOthersDelivered(t *testing.T) {
 	victim := items[5]
 	nc := natstest.Connect(t, srv.URL())
 	js := natstest.JetStream(t, nc)
-	m := nats.NewMsg(hub.Subject(testStore, victim.KeyString()))
+	m := nats.NewMsg(central.Subject(testStore, victim.KeyString()))
 	m.Header.Set("Nats-Msg-Id", victim.KeyString())
 	m.Header.Set("Rx-Digest", strings.Repeat("0", 64))
 	m.Data = []byte(`{"movement_id":"M000005","note":"another movement"}`)
