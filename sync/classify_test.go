@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxedge/agent/central"
-	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/internal/natstest"
 	"github.com/rxedge/agent/retry"
 )
@@ -21,7 +20,7 @@ import (
 // that tell the meanings of error 10077 apart, which the server gives only
 // as text.
 func TestClassifyPinsServerTexts(t *testing.T) {
-	srv := natstest.StartHub(t, natstest.WithStream(hub.StreamOptions{MaxMsgs: 3, MaxMsgSize: 4096}), natstest.WithMaxPayload(8192))
+	srv := natstest.StartHub(t, natstest.WithStream(central.StreamOptions{MaxMsgs: 3, MaxMsgSize: 4096}), natstest.WithMaxPayload(8192))
 	nc := natstest.Connect(t, srv.URL(), nats.ReconnectBufSize(-1))
 	js := natstest.JetStream(t, nc)
 	ctx := context.Background()

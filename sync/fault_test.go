@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/internal/faultproxy"
 	"github.com/rxedge/agent/internal/natstest"
@@ -76,7 +77,7 @@ func TestBlackholeChargesNothing(t *testing.T) {
 }
 
 func TestStreamFullPausesThenResumes(t *testing.T) {
-	srv := natstest.StartHub(t, natstest.WithStream(hub.StreamOptions{MaxMsgs: 100}))
+	srv := natstest.StartHub(t, natstest.WithStream(central.StreamOptions{MaxMsgs: 100}))
 	r := startRig(t, testOptions(t, srv.URL()), func(s *SenderOptions) { s.NoBatch = true })
 	r.enqueue(0, 150)
 	r.waitSynced(100, 20*time.Second)
@@ -89,7 +90,7 @@ func TestStreamFullPausesThenResumes(t *testing.T) {
 
 	// Central is given room.
 	nc := natstest.Connect(t, srv.URL())
-	changes, err := hub.Provision(context.Background(), natstest.JetStream(t, nc), hub.StreamOptions{})
+	changes, err := hub.Provision(context.Background(), natstest.JetStream(t, nc), central.StreamOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rxedge/agent/central"
-	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/internal/faultproxy"
 	"github.com/rxedge/agent/internal/natstest"
 	"github.com/rxedge/agent/movement"
@@ -153,7 +152,7 @@ func TestLostAcks(t *testing.T) {
 }
 
 func TestOfflineLongerThanDuplicateWindow(t *testing.T) {
-	srv := natstest.StartHub(t, natstest.WithStream(hub.StreamOptions{DuplicateWindow: time.Second}))
+	srv := natstest.StartHub(t, natstest.WithStream(central.StreamOptions{DuplicateWindow: time.Second}))
 	px, err := faultproxy.New(srv.Addr())
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
@@ -209,7 +210,7 @@ func startHub(dir string, noSync bool) (*hub.Hub, error) {
 // sync's message): the same subject, headers and payload.
 func rawMessage(store string, seq uint64, enqueuedAt time.Time, p *movement.Prepared) *nats.Msg {
 	key := p.KeyString()
-	m := nats.NewMsg(hub.Subject(store, key))
+	m := nats.NewMsg(central.Subject(store, key))
 	m.Header.Set("Nats-Msg-Id", key)
 	m.Header.Set("Nats-Expected-Last-Subject-Sequence", "0")
 	m.Header.Set("Rx-Digest", hex.EncodeToString(p.Digest[:]))
@@ -449,7 +450,7 @@ func checkStored(ctx context.Context, url string, n int) error {
 	if err != nil {
 		return err
 	}
-	s, err := js.Stream(ctx, hub.StreamName)
+	s, err := js.Stream(ctx, central.StreamName)
 	if err != nil {
 		return err
 	}
