@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -83,5 +84,82 @@ func TestPermissionTextIsRecognised(t *testing.T) {
 	}
 	if v := classify(nats.ErrPermissionViolation); v.outcome != retry.Systemic {
 		t.Fatalf("permission violation classified %+v", v)
+	}
+}
+
+// TestErrorCodesMatchServer: the codes nats.go exports and the ones named
+// here after nats-server's table are the server's codes of those names.
+func TestErrorCodesMatchServer(t *testing.T) {
+	tests := []struct {
+		name string
+		got  jetstream.ErrorCode
+		id   server.ErrorIdentifier
+	}{
+		{"JSErrCodeStreamWrongLastSequence", jetstream.JSErrCodeStreamWrongLastSequence, server.JSStreamWrongLastSequenceErrF},
+		{"JSErrCodeStreamMessageExceedsMaximum", jetstream.JSErrCodeStreamMessageExceedsMaximum, server.JSStreamMessageExceedsMaximumErr},
+		{"JSErrCodeStreamNotFound", jetstream.JSErrCodeStreamNotFound, server.JSStreamNotFoundErr},
+		{"JSErrCodeJetStreamNotEnabled", jetstream.JSErrCodeJetStreamNotEnabled, server.JSNotEnabledErr},
+		{"JSErrCodeJetStreamNotEnabledForAccount", jetstream.JSErrCodeJetStreamNotEnabledForAccount, server.JSNotEnabledForAccountErr},
+		{"codeStreamStoreFailed", codeStreamStoreFailed, server.JSStreamStoreFailedF},
+		{"codeStreamDuplicateMessageConflict", codeStreamDuplicateMessageConflict, server.JSStreamDuplicateMessageConflict},
+		{"codeInsufficientResources", codeInsufficientResources, server.JSInsufficientResourcesErr},
+		{"codeAtomicPublishContainsDuplicateMessage", codeAtomicPublishContainsDuplicateMessage, server.JSAtomicPublishContainsDuplicateMessageErr},
+		{"codeAtomicPublishIncompleteBatch", codeAtomicPublishIncompleteBatch, server.JSAtomicPublishIncompleteBatchErr},
+		{"codeAtomicPublishDisabled", codeAtomicPublishDisabled, server.JSAtomicPublishDisabledErr},
+		{"codeAtomicPublishTooManyInflight", codeAtomicPublishTooManyInflight, server.JSAtomicPublishTooManyInflight},
+		{"codeAccountResourcesExceeded", codeAccountResourcesExceeded, server.JSAccountResourcesExceededErr},
+		{"codeClusterNoPeers", codeClusterNoPeers, server.JSClusterNoPeersErrF},
+		{"codeClusterNotAvail", codeClusterNotAvail, server.JSClusterNotAvailErr},
+		{"codeClusterNotLeader", codeClusterNotLeader, server.JSClusterNotLeaderErr},
+		{"codeMemoryResourcesExceeded", codeMemoryResourcesExceeded, server.JSMemoryResourcesExceededErr},
+		{"codeStorageResourcesExceeded", codeStorageResourcesExceeded, server.JSStorageResourcesExceededErr},
+		{"codeTempStorageFailed", codeTempStorageFailed, server.JSTempStorageFailedErr},
+		{"codeStreamOffline", codeStreamOffline, server.JSStreamOfflineErr},
+		{"codeStreamOfflineReason", codeStreamOfflineReason, server.JSStreamOfflineReasonErrF},
+	}
+	for _, tc := range tests {
+		if want := server.ApiErrors[tc.id].ErrCode; uint16(tc.got) != want {
+			t.Errorf("%s = %d, the server's code is %d", tc.name, tc.got, want)
+		}
+	}
+}
+
+// TestClassifyAPI pins the verdict of every code the sender acts on.
+func TestClassifyAPI(t *testing.T) {
+	tests := []struct {
+		code        jetstream.ErrorCode
+		description string
+		outcome     retry.Outcome
+		kind        string
+	}{
+		{10071, "wrong last sequence: 1", retry.AlreadyStored, "already_stored"},
+		{10077, "maximum messages per subject exceeded", retry.AlreadyStored, "already_stored"},
+		{10077, "maximum messages exceeded", retry.Systemic, "systemic:stream_full"},
+		{10158, "duplicate message id is in process", retry.ItemTransient, "transient:in_process"},
+		{10054, "message size exceeds maximum allowed", retry.ItemPermanent, "permanent:too_large"},
+		{10059, "stream not found", retry.Systemic, "systemic:stream_missing"},
+		{10023, "insufficient resources", retry.Systemic, "systemic:insufficient_resources"},
+		{10039, "JetStream not enabled for account", retry.Systemic, "systemic:jetstream_disabled"},
+		{10076, "JetStream not enabled", retry.Systemic, "systemic:jetstream_disabled"},
+		{10201, "atomic publish batch contains duplicate message id", retry.AlreadyStored, "already_stored"},
+		{10176, "atomic publish batch is incomplete", retry.ItemTransient, "transient:batch_incomplete"},
+		{10210, "atomic publish too many inflight", retry.ItemTransient, "transient:batch_incomplete"},
+		{10174, "atomic publish is disabled", retry.ItemTransient, "transient:batch_not_enabled"},
+		{10002, "resource limits exceeded for account", retry.Systemic, "systemic:unavailable"},
+		{10005, "no suitable peers for placement", retry.Systemic, "systemic:unavailable"},
+		{10008, "JetStream system temporarily unavailable", retry.Systemic, "systemic:unavailable"},
+		{10009, "JetStream cluster can not handle request", retry.Systemic, "systemic:unavailable"},
+		{10028, "insufficient memory resources available", retry.Systemic, "systemic:unavailable"},
+		{10047, "insufficient storage resources available", retry.Systemic, "systemic:unavailable"},
+		{10072, "JetStream unable to open temp storage for restore", retry.Systemic, "systemic:unavailable"},
+		{10118, "stream is offline", retry.Systemic, "systemic:unavailable"},
+		{10194, "stream is offline: reason", retry.Systemic, "systemic:unavailable"},
+		{10003, "bad request", retry.ItemTransient, "transient:api_error"},
+	}
+	for _, tc := range tests {
+		v := classify(&jetstream.APIError{ErrorCode: tc.code, Description: tc.description})
+		if v.outcome != tc.outcome || v.kind != tc.kind || !v.answered {
+			t.Errorf("%d %q: classified %+v, want %s %s, answered", tc.code, tc.description, v, tc.outcome, tc.kind)
+		}
 	}
 }

@@ -83,7 +83,7 @@ func (c *scripted) publishAsync(m *nats.Msg) (future, error) {
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			if c.stored[m.Subject] {
-				f.err <- &jetstream.APIError{Code: 400, ErrorCode: codeWrongLastSequence, Description: "wrong last sequence: 1"}
+				f.err <- &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequence, Description: "wrong last sequence: 1"}
 				return
 			}
 			c.seq++
@@ -91,7 +91,7 @@ func (c *scripted) publishAsync(m *nats.Msg) (future, error) {
 			f.ok <- &jetstream.PubAck{Stream: "RX_MOVEMENTS", Sequence: c.seq}
 		case "full":
 			time.Sleep(time.Millisecond)
-			f.err <- &jetstream.APIError{Code: 503, ErrorCode: codeStoreFailed, Description: "maximum messages exceeded"}
+			f.err <- &jetstream.APIError{Code: 503, ErrorCode: codeStreamStoreFailed, Description: "maximum messages exceeded"}
 		default:
 			time.Sleep(c.timeout)
 			f.err <- jetstream.ErrAsyncPublishTimeout
@@ -330,8 +330,8 @@ func TestPacingPoisonMovement(t *testing.T) {
 func TestPacingStopIsBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := &scripted{mode: "ok", stored: map[string]bool{}, timeout: 5 * time.Second, digestHang: true,
-			batchErr:  &jetstream.APIError{Code: 400, ErrorCode: codeBatchDuplicate, Description: "atomic publish batch contains duplicate message id"},
-			singleErr: &jetstream.APIError{Code: 400, ErrorCode: codeWrongLastSequence, Description: "wrong last sequence: 1"}}
+			batchErr:  &jetstream.APIError{Code: 400, ErrorCode: codeAtomicPublishContainsDuplicateMessage, Description: "atomic publish batch contains duplicate message id"},
+			singleErr: &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequence, Description: "wrong last sequence: 1"}}
 		q, s, stop := pacingRig(t, c, SenderOptions{ResumeJitter: time.Millisecond, AttemptTimeout: 5 * time.Second})
 		enqueueN(t, q, 0, 1000)
 		s.notify(event{kind: evConnected, url: "nats://central"})
