@@ -126,6 +126,11 @@ func pacingRig(t *testing.T, c *scripted, o SenderOptions) (*queue.Queue, *sende
 		t.Fatal(err)
 	}
 	o.StoreID = testStore
+	// An answer the fake was still holding back when the sender stopped
+	// must come inside the bubble: its time stops when the test returns,
+	// and a goroutine still asleep then fails the test. Cleanups run
+	// before that, after stop.
+	t.Cleanup(func() { time.Sleep(c.timeout + time.Millisecond) })
 	s := newSender(q, c, o, nil, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
