@@ -7,6 +7,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/pflag"
+
+	"github.com/rxedge/agent/central"
 )
 
 // natsFlags are how a CLI command (provision, remote) reaches a NATS
@@ -82,7 +84,7 @@ func (f *natsFlags) connect(name string) (*nats.Conn, error) {
 	}
 	inbox := f.inboxPrefix
 	if inbox == "" && f.user != "" {
-		inbox = "_INBOX_" + f.user
+		inbox = central.InboxPrefix(f.user)
 	}
 	if inbox != "" {
 		opts = append(opts, nats.CustomInboxPrefix(inbox))
