@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -206,22 +205,18 @@ func startHub(dir string, noSync bool) (*hub.Hub, error) {
 	return hub.Start(hub.Options{Listen: "127.0.0.1:0", StoreDir: dir, NoSync: noSync})
 }
 
-// rawMessage is the message the agent publishes for a movement (see
-// sync's message): the same subject, headers and payload.
+// rawMessage is the message the agent publishes for a movement: the
+// same subject, headers and payload.
 func rawMessage(store string, seq uint64, enqueuedAt time.Time, p *movement.Prepared) *nats.Msg {
-	key := p.KeyString()
-	m := nats.NewMsg(central.Subject(store, key))
-	m.Header.Set("Nats-Msg-Id", key)
-	m.Header.Set("Nats-Expected-Last-Subject-Sequence", "0")
-	m.Header.Set("Rx-Digest", hex.EncodeToString(p.Digest[:]))
-	m.Header.Set("Rx-Store", store)
-	m.Header.Set("Rx-Seq", strconv.FormatUint(seq, 10))
-	if p.Schedule != "" {
-		m.Header.Set("Rx-Schedule", p.Schedule)
-	}
-	m.Header.Set("Rx-Enqueued-At", enqueuedAt.UTC().Format(time.RFC3339Nano))
-	m.Data = p.Payload
-	return m
+	return central.Message{
+		Store:      store,
+		Key:        p.KeyString(),
+		Digest:     hex.EncodeToString(p.Digest[:]),
+		Seq:        seq,
+		Schedule:   p.Schedule,
+		EnqueuedAt: enqueuedAt,
+		Payload:    p.Payload,
+	}.Msg()
 }
 
 // rawRig is a hub and a plain JetStream client publishing to it.
