@@ -83,8 +83,9 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 	srv := control.New(control.Options{
 		Queue: q, StoreID: opts.StoreID,
 		MaxRequestBytes: opts.MaxRequestBytes, MaxMovementBytes: opts.MaxMovementBytes,
-		IngestToken: opts.IngestToken,
-		Status:      st, DLQ: svc, Metrics: m, Logger: log,
+		IngestToken: opts.IngestToken, IngestListen: opts.IngestListen,
+		AllowedHosts: opts.AllowedHosts, AllowedOrigins: opts.AllowedOrigins,
+		Status: st, DLQ: svc, Metrics: m, Logger: log,
 	})
 
 	var engine *sync.Engine

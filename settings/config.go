@@ -36,6 +36,10 @@ type Config struct {
 		TokenFile        string `yaml:"token_file"`
 		MaxRequestBytes  int64  `yaml:"max_request_bytes"`
 		MaxMovementBytes int64  `yaml:"max_movement_bytes"`
+		// AllowedHosts and AllowedOrigins open the ingest listener to
+		// requests naming another Host, or coming from a web page.
+		AllowedHosts   []string `yaml:"allowed_hosts"`
+		AllowedOrigins []string `yaml:"allowed_origins"`
 	} `yaml:"ingest"`
 
 	NATS struct {
@@ -73,6 +77,8 @@ type Config struct {
 
 	Control struct {
 		OperatorKeys []string `yaml:"operator_keys"`
+		// AllowUnsignedReads lets status and dlq.list through unsigned.
+		AllowUnsignedReads bool `yaml:"allow_unsigned_reads"`
 	} `yaml:"control"`
 
 	Log struct {
@@ -204,6 +210,8 @@ type Options struct {
 	IngestToken      string // "" = no token required
 	MaxRequestBytes  int64
 	MaxMovementBytes int64
+	AllowedHosts     []string
+	AllowedOrigins   []string
 
 	NATS NATSOptions
 
@@ -221,7 +229,8 @@ type Options struct {
 	SyncedHorizon    time.Duration
 	JournalRetention time.Duration
 
-	OperatorKeys []string
+	OperatorKeys       []string
+	AllowUnsignedReads bool
 
 	LogLevel string
 }
@@ -324,6 +333,20 @@ func (c Config) Validate() (Options, error) {
 	if o.MaxMovementBytes > o.MaxRequestBytes {
 		bad("ingest.max_movement_bytes", "must not exceed ingest.max_request_bytes")
 	}
+	for _, h := range c.Ingest.AllowedHosts {
+		if h == "" || strings.ContainsAny(h, ":/ ") {
+			bad("ingest.allowed_hosts", "%q is not a host name or IPv4 address (no scheme, no port)", h)
+			continue
+		}
+		o.AllowedHosts = append(o.AllowedHosts, h)
+	}
+	for _, org := range c.Ingest.AllowedOrigins {
+		if u, err := url.Parse(org); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			bad("ingest.allowed_origins", "%q is not an origin such as https://pos.example", org)
+			continue
+		}
+		o.AllowedOrigins = append(o.AllowedOrigins, strings.TrimSuffix(org, "/"))
+	}
 
 	n := c.NATS
 	o.NATS = NATSOptions{User: n.User, Password: n.Password, Token: n.Token, NKeySeedFile: n.NKeySeedFile, CredsFile: n.CredsFile,
@@ -394,6 +417,7 @@ func (c Config) Validate() (Options, error) {
 		}
 		o.OperatorKeys = append(o.OperatorKeys, k)
 	}
+	o.AllowUnsignedReads = c.Control.AllowUnsignedReads
 
 	switch o.LogLevel = or(c.Log.Level, "info"); o.LogLevel {
 	case "debug", "info", "warn", "error":
