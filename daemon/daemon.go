@@ -92,7 +92,10 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 	if len(opts.NATS.Servers) > 0 {
 		engine = sync.New(q, opts, log, m, st.Status)
 		conn = engine.Connection
-		engine.OnConnect(remote.New(remote.Options{Queue: q, DLQ: svc, StoreID: opts.StoreID, OperatorKeys: opts.OperatorKeys, Status: st.Status, Logger: log}).Subscribe)
+		responder := remote.New(remote.Options{Queue: q, DLQ: svc, StoreID: opts.StoreID, OperatorKeys: opts.OperatorKeys,
+			AllowUnsignedReads: opts.AllowUnsignedReads, Status: st.Status, Logger: log})
+		defer responder.Close()
+		engine.OnConnect(responder.Subscribe)
 	}
 
 	ctlLn, err := listenControl(settings.SocketPath(opts.DataDir))
