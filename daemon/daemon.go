@@ -22,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/rxedge/agent/control"
@@ -96,6 +97,9 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 			AllowUnsignedReads: opts.AllowUnsignedReads, Status: st.Status, Logger: log})
 		defer responder.Close()
 		engine.OnConnect(responder.Subscribe)
+		engine.OnHeartbeat(func(ctx context.Context, nc *nats.Conn, st *status.Status) error {
+			return remote.PublishSummary(ctx, nc, opts.StoreID, st)
+		})
 	}
 
 	ctlLn, err := listenControl(settings.SocketPath(opts.DataDir))

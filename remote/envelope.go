@@ -20,22 +20,13 @@ import (
 
 // Commands, the last tokens of their subjects.
 const (
-	CmdStatus      = "status"       // the store's status document
-	CmdDLQList     = "dlq.list"     // its quarantine, without payloads
-	CmdDLQRedrive  = "dlq.redrive"  // send quarantined movements again: signed
-	CmdFleetStatus = "fleet.status" // every store's summary
+	CmdStatus     = "status"      // the store's status document
+	CmdDLQList    = "dlq.list"    // its quarantine, without payloads
+	CmdDLQRedrive = "dlq.redrive" // send quarantined movements again: signed
 )
 
-// Fleet is the store of a fleet command, which every store answers. It is
-// no valid store id, so a command signed for the fleet names no store.
-const Fleet = "*"
-
-// Subject is the subject of cmd for store: rx.ctl.<store>.<cmd>, or
-// central.FleetStatusSubject for CmdFleetStatus.
+// Subject is the subject of cmd for store: rx.ctl.<store>.<cmd>.
 func Subject(store, cmd string) string {
-	if cmd == CmdFleetStatus {
-		return central.FleetStatusSubject
-	}
 	return central.ControlSubject(store, cmd)
 }
 

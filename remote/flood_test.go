@@ -40,7 +40,7 @@ func TestRefusalFloodIsBounded(t *testing.T) {
 	const hours = 3
 	sent := 0
 	for end := now.Add(hours * time.Hour); now.Before(end); now = now.Add(step) {
-		rep := r.serve(forged[sent%len(forged)], "rx.ctl.S0001.status", CmdStatus, "S0001")
+		rep := r.serve(forged[sent%len(forged)], "rx.ctl.S0001.status", CmdStatus)
 		if rep.OK {
 			t.Fatalf("a forged command was accepted: %+v", rep)
 		}

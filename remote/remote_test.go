@@ -352,43 +352,6 @@ func TestSignedCommands(t *testing.T) {
 	})
 }
 
-// TestFleetStatus gathers every store's summary.
-func TestFleetStatus(t *testing.T) {
-	srv := natstest.StartHub(t)
-	nc := natstest.Connect(t, srv.URL())
-	op := operator(t)
-	client := remote.NewClient(nc, op)
-
-	start := time.Now()
-	_, err := client.Fleet(testContext(t), 5*time.Second)
-	if !errors.Is(err, remote.ErrNoAgent) {
-		t.Errorf("fleet with no agent: %v, want ErrNoAgent", err)
-	}
-	if d := time.Since(start); d > 4*time.Second {
-		t.Errorf("fleet with no agent took %s: the server's no-responders answer should end it", d)
-	}
-
-	startStore(t, srv.URL(), "S0002", []string{op.PublicKey()}, 0)
-	startStore(t, srv.URL(), "S0001", []string{op.PublicKey()}, 2)
-	replies, err := client.Fleet(testContext(t), 500*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(replies) != 2 || replies[0].Store != "S0001" || replies[1].Store != "S0002" {
-		t.Fatalf("replies = %+v, want S0001 and S0002 in order", replies)
-	}
-	a, b := replies[0].Summary, replies[1].Summary
-	if a == nil || b == nil {
-		t.Fatalf("replies = %+v, want summaries", replies)
-	}
-	if a.Quarantined != 2 || len(a.Problems(time.Hour)) == 0 {
-		t.Errorf("S0001 summary = %+v, problems %q: want 2 quarantined and attention", a, a.Problems(time.Hour))
-	}
-	if b.Quarantined != 0 || len(b.Problems(time.Hour)) != 0 {
-		t.Errorf("S0002 summary = %+v, problems %q: want none", b, b.Problems(time.Hour))
-	}
-}
-
 // TestReplyTooLarge answers with an error, not silence, when a reply does
 // not fit the server's max_payload.
 func TestReplyTooLarge(t *testing.T) {

@@ -89,31 +89,25 @@ func New(o Options) *Responder {
 }
 
 // Subscribe subscribes nc to the store's control subjects,
-// rx.ctl.<store>.>, and the fleet's, rx.ctl.fleet.>: a sync.Engine
-// OnConnect handler. nats.go renews the subscriptions after a reconnect.
-// The first call reloads the nonces of the commands accepted within their
-// lifetime from the journal, so a restart does not open a replay window.
+// rx.ctl.<store>.>: a sync.Engine OnConnect handler. nats.go renews the
+// subscription after a reconnect. The first call reloads the nonces of the
+// commands accepted within their lifetime from the journal, so a restart
+// does not open a replay window.
 func (r *Responder) Subscribe(nc *nats.Conn) error {
 	if !ValidStore(r.o.StoreID) {
-		return fmt.Errorf("remote: store id %q cannot be used in control subjects (%q is reserved for rx.ctl.fleet.…): choose another store_id", r.o.StoreID, central.FleetToken)
+		return fmt.Errorf("remote: store id %q cannot be used in control subjects (%q is reserved): choose another store_id", r.o.StoreID, central.FleetToken)
 	}
 	if err := r.loadNonces(); err != nil {
 		return err
 	}
 	// The command is what follows prefix: "dlq.list" in
-	// rx.ctl.S0001.dlq.list, "fleet.status" in rx.ctl.fleet.status.
-	subs := []struct{ subject, prefix, target string }{
-		{central.ControlSubject(r.o.StoreID, ">"), central.ControlSubject(r.o.StoreID, ""), r.o.StoreID},
-		{central.ControlSubject(central.FleetToken, ">"), central.ControlPrefix, Fleet},
-	}
-	for _, s := range subs {
-		prefix, target := s.prefix, s.target
-		_, err := nc.Subscribe(s.subject, func(m *nats.Msg) {
-			r.handle(m, strings.TrimPrefix(m.Subject, prefix), target, nc.MaxPayload())
-		})
-		if err != nil {
-			return fmt.Errorf("remote: subscribe %s: %w", s.subject, err)
-		}
+	// rx.ctl.S0001.dlq.list.
+	subject, prefix := central.ControlSubject(r.o.StoreID, ">"), central.ControlSubject(r.o.StoreID, "")
+	_, err := nc.Subscribe(subject, func(m *nats.Msg) {
+		r.handle(m, strings.TrimPrefix(m.Subject, prefix), nc.MaxPayload())
+	})
+	if err != nil {
+		return fmt.Errorf("remote: subscribe %s: %w", subject, err)
 	}
 	return nil
 }
@@ -184,16 +178,15 @@ func validNonce(s string) bool {
 	return err == nil && len(s) == 36
 }
 
-// handle serves one message; cmd is its subject's command, target the
-// store (or Fleet) its subject names. A message without a reply subject is
+// handle serves one message; cmd is its subject's command. A message without a reply subject is
 // no command an operator sent (the client always asks for a reply): it is
 // what JetStream sends to a reply subject a publisher chose (a PubAck, a
 // direct get's answer), and is dropped unread.
-func (r *Responder) handle(m *nats.Msg, cmd, target string, maxPayload int64) {
+func (r *Responder) handle(m *nats.Msg, cmd string, maxPayload int64) {
 	if m.Reply == "" {
 		return
 	}
-	rep := r.serve(m.Data, m.Subject, cmd, target)
+	rep := r.serve(m.Data, m.Subject, cmd)
 	b, err := json.Marshal(rep)
 	if err == nil && maxPayload > 0 && int64(len(b)) > maxPayload {
 		b, err = json.Marshal(Reply{Store: r.o.StoreID, Code: CodeReplyTooLarge,
@@ -208,16 +201,12 @@ func (r *Responder) handle(m *nats.Msg, cmd, target string, maxPayload int64) {
 }
 
 // serve authenticates and runs a command that arrived on subject.
-func (r *Responder) serve(data []byte, subject, cmd, target string) Reply {
+func (r *Responder) serve(data []byte, subject, cmd string) Reply {
 	store := r.o.StoreID
-	known := cmd == CmdFleetStatus
-	if target != Fleet {
-		known = slices.Contains(storeCommands, cmd)
+	if !slices.Contains(storeCommands, cmd) {
+		return Reply{Store: store, Code: CodeUnknownCommand, Error: fmt.Sprintf("no command %q on %s: send status, dlq.list or dlq.redrive", clip(cmd), Subject(store, "…"))}
 	}
-	if !known {
-		return Reply{Store: store, Code: CodeUnknownCommand, Error: fmt.Sprintf("no command %q on %s: send status, dlq.list or dlq.redrive to rx.ctl.<store>.…, or fleet.status to %s", clip(cmd), Subject(targetToken(target), "…"), central.FleetStatusSubject)}
-	}
-	c, ref := r.authenticate(data, subject, cmd, target)
+	c, ref := r.authenticate(data, subject, cmd, store)
 	if ref != nil {
 		r.refuse(c, ref)
 		return ref.reply(store)
@@ -257,13 +246,6 @@ func (r *Responder) serve(data []byte, subject, cmd, target string) Reply {
 	}
 	r.o.Logger.Log(context.Background(), level, "REMOTE_COMMAND", "cmd", cmd, "actor", c.actor, "nonce", c.nonce(), "ok", rep.OK, "code", rep.Code)
 	return rep
-}
-
-func targetToken(target string) string {
-	if target == Fleet {
-		return central.FleetToken
-	}
-	return target
 }
 
 // badRequest is arguments refused before anything was done.
@@ -468,14 +450,6 @@ func (r *Responder) prepare(c command) (run func() (any, error), reasonText stri
 	switch c.cmd {
 	case CmdStatus:
 		return func() (any, error) { return r.status() }, "", args(c, &struct{}{})
-	case CmdFleetStatus:
-		return func() (any, error) {
-			st, err := r.status()
-			if err != nil {
-				return nil, err
-			}
-			return SummaryOf(st), nil
-		}, "", args(c, &struct{}{})
 	case CmdDLQList:
 		var a ListArgs
 		if err := args(c, &a); err != nil {

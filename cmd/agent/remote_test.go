@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -87,17 +86,6 @@ func TestRemoteStatusExitCodes(t *testing.T) {
 	clean := t.TempDir()
 	serveRemote(t, h.URL(), clean, "S0043", pub)
 
-	stdout, stderr, code := cli(t, "remote", "status", "--fleet", "--wait", "500ms", "--nkey", seed, "--server", h.URL())
-	if code != exitAttention || !strings.Contains(stdout, cliStore) || !strings.Contains(stdout, "S0043") ||
-		!strings.Contains(stdout, "2 store(s) answered") || !strings.Contains(stdout, cliStore+": 1 movement(s) quarantined") {
-		t.Errorf("fleet: exit %d, want 3\n%s%s", code, stdout, stderr)
-	}
-	stdout, _, code = cli(t, "remote", "status", "--fleet", "--json", "--wait", "500ms", "--nkey", seed, "--server", h.URL())
-	var replies []remote.FleetReply
-	if err := json.Unmarshal([]byte(stdout), &replies); err != nil || code != exitAttention || len(replies) != 2 ||
-		replies[0].Store != cliStore || replies[0].Summary.Quarantined != 1 || replies[1].Summary.Quarantined != 0 {
-		t.Errorf("fleet --json: exit %d, %v\n%s", code, err, stdout)
-	}
 	if stdout, stderr, code := cli(t, "remote", "status", "--store", cliStore, "--nkey", seed, "--server", h.URL()); code != exitAttention || !strings.Contains(stdout, "Needs attention") {
 		t.Errorf("status of a store with a quarantine: exit %d, want 3\n%s%s", code, stdout, stderr)
 	}
@@ -121,9 +109,6 @@ func TestRemoteAsTheOperatorUser(t *testing.T) {
 	ops := []string{"--nkey", seed, "--server", h.URL(), "--user", "ops", "--password", "CHANGE-ME-ops", "--wait", "2s"}
 	if stdout, stderr, code := cli(t, append([]string{"remote", "status", "--store", "S0001"}, ops...)...); code != exitOK || !strings.Contains(stdout, "Store       S0001") {
 		t.Errorf("status as ops: exit %d\n%s%s", code, stdout, stderr)
-	}
-	if stdout, stderr, code := cli(t, append([]string{"remote", "status", "--fleet"}, ops...)...); code != exitOK || !strings.Contains(stdout, "1 store(s) answered") {
-		t.Errorf("fleet as ops: exit %d\n%s%s", code, stdout, stderr)
 	}
 	// With the default inbox the answer has nowhere to go.
 	args := append([]string{"remote", "status", "--store", "S0001", "--inbox-prefix", "_INBOX"}, ops...)
