@@ -4,13 +4,16 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
+	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/internal/natstest"
 	"github.com/rxedge/agent/queue"
@@ -377,5 +380,46 @@ func TestFleetIsNoStoreID(t *testing.T) {
 	r := remote.New(remote.Options{StoreID: "fleet"})
 	if err := r.Subscribe(nc); err == nil || !strings.Contains(err.Error(), "reserved") {
 		t.Errorf("Subscribe as store fleet: %v, want an error saying it is reserved", err)
+	}
+}
+
+// TestReflectedMessagesAreDroppedUnread reflects JetStream answers onto a
+// store's control subject, as a store in the same account can: a publish
+// ack and a direct get's answer arrive there without a reply subject, and
+// must be neither answered nor journalled.
+func TestReflectedMessagesAreDroppedUnread(t *testing.T) {
+	srv := natstest.StartHub(t)
+	op := operator(t)
+	s := startStore(t, srv.URL(), "S0001", []string{op.PublicKey()}, 1)
+	attacker := natstest.Connect(t, srv.URL())
+	seen, err := attacker.SubscribeSync(remote.Subject("S0001", ">"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, reply := range []string{remote.Subject("S0001", remote.CmdStatus), remote.Subject("S0001", remote.CmdDLQRedrive)} {
+		m := nats.NewMsg(central.Subject("S0002", fmt.Sprintf("reflect%d", i)))
+		m.Reply = reply
+		m.Data = []byte(`{}`)
+		if err := attacker.PublishMsg(m); err != nil {
+			t.Fatal(err)
+		}
+		got, err := seen.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatalf("the publish ack did not reach %s: %v (the server no longer reflects; the test cannot fail)", reply, err)
+		}
+		if got.Reply != "" {
+			t.Fatalf("a reflected ack with reply subject %q", got.Reply)
+		}
+	}
+	// The responder handles its subscription's messages in order: once a
+	// signed command is answered, the reflected ones were handled.
+	if _, err := remote.NewClient(natstest.Connect(t, srv.URL()), op).Status(testContext(t), "S0001"); err != nil {
+		t.Fatal(err)
+	}
+	if ev := s.events(t, queue.ActionRefused); len(ev) != 0 {
+		t.Errorf("reflected messages were journalled: %+v", ev)
+	}
+	if strings.Contains(s.logs.String(), "REMOTE_REFUSED") {
+		t.Errorf("reflected messages were logged:\n%s", s.logs)
 	}
 }
