@@ -251,6 +251,9 @@ func summary(o settings.Options) map[string]string {
 		"retry_ordinary":   policyString(o.Ordinary.MaxAttempts, o.Ordinary.BaseDelay, o.Ordinary.MaxDelay),
 		"resume_jitter":    o.ResumeJitter.String(),
 		"operator_keys":    strings.Join(o.OperatorKeys, ","), // public keys: who may sign remote commands
+		"unsigned_reads":   fmt.Sprint(o.AllowUnsignedReads),
+		"allowed_hosts":    strings.Join(o.AllowedHosts, ","),
+		"allowed_origins":  strings.Join(o.AllowedOrigins, ","),
 	}
 }
 
