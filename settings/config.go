@@ -6,10 +6,8 @@
 package settings
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
 	"os"
@@ -19,8 +17,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"go.yaml.in/yaml/v3"
 
 	"github.com/rxedge/agent/retry"
 )
@@ -85,26 +81,6 @@ type PolicyConfig struct {
 	MaxAttempts int           `yaml:"max_attempts"`
 	BaseDelay   time.Duration `yaml:"base_delay"`
 	MaxDelay    time.Duration `yaml:"max_delay"`
-}
-
-// LoadFile reads a YAML configuration file strictly: unknown keys and
-// values of the wrong type are errors, each with its line.
-func LoadFile(path string) (Config, error) {
-	var c Config
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return c, fmt.Errorf("config: %w", err)
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		var te *yaml.TypeError
-		if errors.As(err, &te) {
-			return c, fmt.Errorf("config %s:\n  %s", path, strings.Join(te.Errors, "\n  "))
-		}
-		return c, fmt.Errorf("config %s: %w", path, err)
-	}
-	return c, nil
 }
 
 // EnvPrefix prefixes every environment variable the agent reads.

@@ -133,3 +133,40 @@ func TestLoadFileIsStrict(t *testing.T) {
 		t.Fatalf("empty file: %v", err)
 	}
 }
+
+// TestLoadFileReportsEveryMistake: unknown keys with a suggestion, values
+// of the wrong type with their field, each with its line, all at once,
+// and no secret echoed. The golden file is the whole message.
+func TestLoadFileReportsEveryMistake(t *testing.T) {
+	path := filepath.Join("testdata", "mistakes.yaml")
+	_, err := LoadFile(path)
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	golden := filepath.Join("testdata", "mistakes.golden")
+	if os.Getenv("UPDATE_GOLDEN") != "" {
+		os.WriteFile(golden, []byte(err.Error()+"\n"), 0o644)
+	}
+	want, rerr := os.ReadFile(golden)
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	if got := err.Error() + "\n"; got != string(want) {
+		t.Errorf("got:\n%s\nwant:\n%s", got, want)
+	}
+	if strings.Contains(err.Error(), "hunter2") {
+		t.Error("the error echoes a password")
+	}
+}
+
+func TestClosest(t *testing.T) {
+	known := []string{"listen", "token", "token_file", "max_request_bytes"}
+	for _, tt := range []struct{ name, want string }{
+		{"tokne", "token"}, {"Token", "token"}, {"tokenfile", "token_file"}, {"lisen", "listen"},
+		{"max_request", "max_request_bytes"}, {"color", ""}, {"x", ""},
+	} {
+		if got := closest(tt.name, known); got != tt.want {
+			t.Errorf("closest(%q) = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
