@@ -170,3 +170,23 @@ func TestClosest(t *testing.T) {
 		}
 	}
 }
+
+func TestMetricsListen(t *testing.T) {
+	for _, tt := range []struct {
+		listen, token string
+		ok            bool
+	}{
+		{"", "", true}, {"off", "", true}, {"127.0.0.1:9717", "", true}, {"localhost:9717", "", true},
+		{"0.0.0.0:9717", "", false}, {"0.0.0.0:9717", strings.Repeat("t", 16), true}, {"9717", "", false}, {"127.0.0.1:port", "", false},
+	} {
+		c := Config{StoreID: "S1", DataDir: t.TempDir()}
+		c.Metrics.Listen, c.Metrics.Token = tt.listen, tt.token
+		o, err := c.Validate()
+		if (err == nil) != tt.ok {
+			t.Errorf("metrics.listen %q token %q: got %v, want ok %v", tt.listen, tt.token, err, tt.ok)
+		}
+		if err == nil && (tt.listen == "off" || tt.listen == "") && o.MetricsListen != "" {
+			t.Errorf("metrics.listen %q: listens on %q", tt.listen, o.MetricsListen)
+		}
+	}
+}
