@@ -145,14 +145,17 @@ func (s *Server) routes() []route {
 		// ?reason=&since=&until=&limit=&reason_text=&dest= → dlq.Detail
 		// lines; CountHeader, and ErrorTrailer when it failed midway.
 		{"GET /v1/dlq/export", controlSocket, s.dlqExport},
-		// ?payload=1 → dlq.Detail.
+		// ?reason=&since=&until= → dlq.Summary.
+		{"GET /v1/dlq/summary", controlSocket, s.dlqSummary},
+		// ?payload=1 → dlq.Detail; {key} is a key, a unique key prefix or
+		// a movement_id (400 when ambiguous).
 		{"GET /v1/dlq/{key}", controlSocket, s.dlqShow},
 		// RedriveBody → dlq.RedriveResult, or with ?stream=1 or Accept:
 		// application/x-ndjson, RedriveEvent lines.
 		{"POST /v1/dlq/redrive", controlSocket, s.dlqRedrive},
-		// PurgeBody → dlq.PurgeResult.
+		// PurgeBody (the selectors of a redrive) → dlq.PurgeResult.
 		{"POST /v1/dlq/purge", controlSocket, s.dlqPurge},
-		// ?since=&until=&action= → dlq.AuditResult.
+		// ?since=&until=&action=&key=&actor= → dlq.AuditResult.
 		{"GET /v1/audit", controlSocket, s.audit},
 	}
 }

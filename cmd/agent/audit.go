@@ -19,6 +19,7 @@ func newAuditCmd(s *streams) *cobra.Command {
 		loc          location
 		since, until string
 		actions      []string
+		key, actor   string
 		asJSON       bool
 	)
 	cmd := &cobra.Command{
@@ -41,7 +42,7 @@ The table abbreviates keys; --json prints them in full.`,
 			if f.Until, err = timeFlag("until", until, now); err != nil {
 				return err
 			}
-			f.Actions = actions
+			f.Actions, f.Key, f.Actor = actions, key, actor
 			conn, err := dial(cmd.Context(), &loc, readOnly)
 			if err != nil {
 				return err
@@ -63,6 +64,8 @@ The table abbreviates keys; --json prints them in full.`,
 	fs.StringVar(&since, "since", "", "only events at or after T: RFC 3339 time, date (2026-03-01) or duration ago (24h, 7d)")
 	fs.StringVar(&until, "until", "", "only events before T (same forms as --since)")
 	fs.StringSliceVar(&actions, "action", nil, "only these actions: "+strings.Join(queue.Actions, ", ")+" (repeat or comma-separate)")
+	fs.StringVar(&key, "key", "", "only events about this key (or keys starting with it)")
+	fs.StringVar(&actor, "actor", "", "only events whose actor contains this, e.g. alice, local:bob, remote: (case ignored)")
 	fs.BoolVar(&asJSON, "json", false, "print the events as JSON, keys in full")
 	return cmd
 }
