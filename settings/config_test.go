@@ -190,3 +190,30 @@ func TestMetricsListen(t *testing.T) {
 		}
 	}
 }
+
+func TestOperators(t *testing.T) {
+	const k1 = "UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4"
+	const k2 = "UAHJLSMYZDYHYKYV2HLRYXMGAKWNUKX4ZPTZCH4O3WKXIS3UZ2VSYXSP"
+	c := Config{StoreID: "S1", DataDir: t.TempDir()}
+	c.Control.OperatorKeys = []string{k1}
+	c.Control.Operators = map[string]string{"alice": k1, "bob": k2}
+	o, err := c.Validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(o.OperatorKeys, ",") != k1+","+k2 || o.OperatorNames[k1] != "alice" || o.OperatorNames[k2] != "bob" {
+		t.Errorf("keys %v, names %v", o.OperatorKeys, o.OperatorNames)
+	}
+	c.Control.Operators = map[string]string{"carol": "not-a-key", "a b": k2, "dave": k1, "erin": k1}
+	_, err = c.Validate()
+	for _, want := range []string{"control.operators.carol:", `control.operators: "a b" is not a name`, "one name per key"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v lacks %q", err, want)
+		}
+	}
+	env := map[string]string{"RXEDGE_CONTROL_OPERATORS": "alice=" + k1 + ", bob=" + k2}
+	c = Config{}
+	if err := c.ApplyEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil || c.Control.Operators["bob"] != k2 {
+		t.Errorf("RXEDGE_CONTROL_OPERATORS: %v %v", err, c.Control.Operators)
+	}
+}
