@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -271,7 +272,19 @@ func summary(o settings.Options) map[string]string {
 		"retry_ordinary":   policyString(o.Ordinary.MaxAttempts, o.Ordinary.BaseDelay, o.Ordinary.MaxDelay),
 		"resume_jitter":    o.ResumeJitter.String(),
 		"operator_keys":    strings.Join(o.OperatorKeys, ","), // public keys: who may sign remote commands
+		"operators":        operatorNames(o.OperatorNames),
+		"log_format":       o.LogFormat,
 	}
+}
+
+// operatorNames is names as name=key pairs, by name.
+func operatorNames(names map[string]string) string {
+	pairs := make([]string, 0, len(names))
+	for key, name := range names {
+		pairs = append(pairs, name+"="+key)
+	}
+	slices.Sort(pairs)
+	return strings.Join(pairs, ",")
 }
 
 func policyString(n int, base, max time.Duration) string {
