@@ -231,6 +231,11 @@ func watchStatus(ctx context.Context, s *streams, dataDir string, interval time.
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+			// A tick and the end can both be ready: the end wins, or the
+			// view would end with a spurious error of a cancelled read.
+			if ctx.Err() != nil {
+				return nil
+			}
 		}
 	}
 }
