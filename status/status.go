@@ -4,6 +4,11 @@
 // the queue's counters (no scan), the sender's connection and the recent
 // rates. It holds counts, states, times and reasons only — never movement
 // payloads (DESIGN P6).
+//
+// Judge decides what needs attention by thresholds, as problems with
+// stable codes; Check turns that into the Nagios/Icinga plugin answer (exit
+// code and one line with performance data). Both are pure functions of the
+// document, tested as tables.
 package status
 
 import (
