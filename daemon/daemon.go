@@ -90,7 +90,7 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 
 	var engine *sync.Engine
 	if len(opts.NATS.Servers) > 0 {
-		engine = sync.New(q, opts, log, m, func() (*status.Status, error) { return srv.Status() })
+		engine = sync.New(q, opts.Sync(), log, m, func() (*status.Status, error) { return srv.Status() })
 		conn = engine.Connection
 		engine.OnConnect(remote.New(remote.Options{Queue: q, DLQ: svc, StoreID: opts.StoreID, OperatorKeys: opts.OperatorKeys, Status: srv.Status, Logger: log}).Subscribe)
 	}

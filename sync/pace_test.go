@@ -120,7 +120,7 @@ func (c *scripted) maxPayload() int64 { return 0 }
 
 // pacingRig runs a sender over a real queue against a scripted central, in
 // the virtual time of a synctest bubble.
-func pacingRig(t *testing.T, c *scripted, o SenderOptions) (*queue.Queue, *sender, func()) {
+func pacingRig(t *testing.T, c *scripted, o Options) (*queue.Queue, *sender, func()) {
 	q, err := queue.Open(queue.Options{Path: filepath.Join(t.TempDir(), "agent.db"), StoreID: testStore})
 	if err != nil {
 		t.Fatal(err)
@@ -172,7 +172,7 @@ func counts(t *testing.T, q *queue.Queue) (pending, synced, quarantined uint64) 
 func TestPacingThroughAThirtyMinuteOutage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := &scripted{mode: "ok", stored: map[string]bool{}, timeout: 5 * time.Second}
-		q, s, stop := pacingRig(t, c, SenderOptions{NoBatch: true, ResumeJitter: 30 * time.Second, Probe: retry.Probe})
+		q, s, stop := pacingRig(t, c, Options{NoBatch: true, ResumeJitter: 30 * time.Second, Probe: retry.Probe})
 		defer stop()
 
 		s.notify(event{kind: evConnected, url: "nats://central"})
@@ -252,7 +252,7 @@ func TestPacingThroughAThirtyMinuteOutage(t *testing.T) {
 func TestPacingSilentCentral(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := &scripted{mode: "silent", stored: map[string]bool{}, timeout: 5 * time.Second}
-		q, s, stop := pacingRig(t, c, SenderOptions{NoBatch: true, ResumeJitter: time.Second, Probe: retry.Probe})
+		q, s, stop := pacingRig(t, c, Options{NoBatch: true, ResumeJitter: time.Second, Probe: retry.Probe})
 		defer stop()
 		s.notify(event{kind: evConnected, url: "nats://central"})
 		enqueueN(t, q, 0, 20)
@@ -288,7 +288,7 @@ func TestPacingPoisonMovement(t *testing.T) {
 		t.Run(tc.poison, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				c := &scripted{mode: "ok", stored: map[string]bool{}, timeout: 5 * time.Second}
-				q, s, stop := pacingRig(t, c, SenderOptions{NoBatch: true, ResumeJitter: time.Second, Probe: retry.Probe})
+				q, s, stop := pacingRig(t, c, Options{NoBatch: true, ResumeJitter: time.Second, Probe: retry.Probe})
 				defer stop()
 				s.notify(event{kind: evConnected, url: "nats://central"})
 				bad, es := movement.Prepare([]byte(movementJSON("BAD", "")), testStore, time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC))
@@ -332,7 +332,7 @@ func TestPacingStopIsBounded(t *testing.T) {
 		c := &scripted{mode: "ok", stored: map[string]bool{}, timeout: 5 * time.Second, digestHang: true,
 			batchErr:  &jetstream.APIError{Code: 400, ErrorCode: codeBatchDuplicate, Description: "atomic publish batch contains duplicate message id"},
 			singleErr: &jetstream.APIError{Code: 400, ErrorCode: codeWrongLastSequence, Description: "wrong last sequence: 1"}}
-		q, s, stop := pacingRig(t, c, SenderOptions{ResumeJitter: time.Millisecond, AttemptTimeout: 5 * time.Second})
+		q, s, stop := pacingRig(t, c, Options{ResumeJitter: time.Millisecond, AttemptTimeout: 5 * time.Second})
 		enqueueN(t, q, 0, 1000)
 		s.notify(event{kind: evConnected, url: "nats://central"})
 		time.Sleep(3 * time.Second) // the batch was refused; its members are being read back

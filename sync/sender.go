@@ -3,7 +3,6 @@ package sync
 import (
 	"context"
 	"log/slog"
-	"math/rand/v2"
 	stdsync "sync"
 	"sync/atomic"
 	"time"
@@ -16,54 +15,6 @@ import (
 	"github.com/rxedge/agent/retry"
 	"github.com/rxedge/agent/status"
 )
-
-// SenderOptions tune the sender.
-type SenderOptions struct {
-	StoreID        string
-	MaxInFlight    int           // single publishes awaiting their ack
-	AttemptTimeout time.Duration // per publish
-	BatchSize      int           // movements per atomic batch (≤ 1000)
-	BatchThreshold int           // due movements above which batches are used
-	NoBatch        bool          // never use atomic batches
-	ResumeJitter   time.Duration // random wait after a reconnect
-	SystemicAfter  int           // consecutive failures on different movements that mean "central"
-	Controlled     retry.Policy
-	Ordinary       retry.Policy
-	Probe          retry.Policy // pacing of probes while paused
-	AgentVersion   string
-	// Rand returns numbers in [0, 1). Default math/rand/v2.
-	Rand func() float64
-}
-
-func (o *SenderOptions) defaults() {
-	if o.MaxInFlight <= 0 {
-		o.MaxInFlight = 256
-	}
-	if o.AttemptTimeout <= 0 {
-		o.AttemptTimeout = 5 * time.Second
-	}
-	if o.BatchSize <= 0 || o.BatchSize > 1000 {
-		o.BatchSize = 1000
-	}
-	if o.BatchThreshold <= 0 {
-		o.BatchThreshold = 64
-	}
-	if o.SystemicAfter <= 0 {
-		o.SystemicAfter = 8
-	}
-	if o.Controlled.MaxAttempts == 0 {
-		o.Controlled = retry.Controlled
-	}
-	if o.Ordinary.MaxAttempts == 0 {
-		o.Ordinary = retry.Ordinary
-	}
-	if o.Probe.MaxDelay == 0 {
-		o.Probe = retry.Probe
-	}
-	if o.Rand == nil {
-		o.Rand = rand.Float64
-	}
-}
 
 // Connection states of the sender. resuming is "connected, waiting out the
 // resume jitter"; it is reported as offline.
@@ -119,7 +70,7 @@ type batchResult struct {
 // goroutine owns outcomes.
 type sender struct {
 	q   *queue.Queue
-	o   SenderOptions
+	o   Options
 	log *slog.Logger
 	m   *metrics.Metrics
 
@@ -154,8 +105,8 @@ type sender struct {
 	linkCancel context.CancelFunc
 }
 
-func newSender(q *queue.Queue, tr transport, o SenderOptions, log *slog.Logger, m *metrics.Metrics) *sender {
-	o.defaults()
+func newSender(q *queue.Queue, tr transport, o Options, log *slog.Logger, m *metrics.Metrics) *sender {
+	o = o.withDefaults()
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
