@@ -39,7 +39,6 @@ func New(q *queue.Queue, o Options, log *slog.Logger, m *metrics.Metrics, status
 	o = o.withDefaults()
 	e := &Engine{q: q, o: o, log: log, m: m, status: statusFn}
 	e.s = newSender(q, nil, o, log, m)
-	e.s.snap.Servers = o.NATS.Servers
 	return e
 }
 
@@ -120,7 +119,7 @@ func (e *Engine) connect(closed chan<- error) (*nats.Conn, error) {
 		nc.Close()
 		return nil, err
 	}
-	e.s.setTransport(tr)
+	e.s.link.setTransport(tr)
 	e.mu.Lock()
 	handlers := e.handlers
 	e.mu.Unlock()
