@@ -136,6 +136,7 @@ func (s *sender) publish(was int32, why string) {
 // abandoning them is safe).
 func (s *sender) run(ctx context.Context) {
 	s.noBatch = s.o.NoBatch
+	s.pace.probe, s.pace.resumeJitter = s.o.Probe, s.o.ResumeJitter
 	settlerCtx, stopSettler := context.WithCancel(context.WithoutCancel(ctx))
 	settled := make(chan struct{})
 	go func() {
