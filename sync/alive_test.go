@@ -67,7 +67,7 @@ func TestAliveIsAnsweredAndStoresNothing(t *testing.T) {
 			}
 
 			srv.Stop()
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
 			if err := tr.alive(ctx, "S0001"); err == nil {
 				t.Fatal("alive answered with the server stopped")
