@@ -27,8 +27,10 @@
 //     in a batch again.
 //   - Bounded, spread-out retries (P5). Per-movement delays are full-jitter
 //     exponential (package retry); "in process" answers are retried soon
-//     and uncharged only a few times in a row; after a reconnect the sender
-//     waits a random time up to Options.ResumeJitter.
+//     and uncharged only a few times in a row; a pause that closely
+//     follows a resume goes on with the probe backoff, so the sender cannot
+//     flap between the two faster than the backoff's cap; after a
+//     reconnect the sender waits a random time up to Options.ResumeJitter.
 //   - No payload in logs (P6): log lines carry keys, sequences, counts and
 //     reasons.
 //

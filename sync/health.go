@@ -47,6 +47,12 @@ type pacing struct {
 	probeAt  time.Time // paused: when to probe next
 	attempt  int       // paused: probes that failed since the pause
 	probeOut bool      // paused: a probe is in the air
+	// resumedAt is when the loop last resumed from a pause. A pause that
+	// follows within the probe policy's cap is the same trouble (central
+	// answers a probe but fails the movements): the backoff goes on
+	// growing instead of starting over, so the loop cannot flap faster
+	// than the cap allows.
+	resumedAt time.Time
 }
 
 // step is what the loop should do now.
@@ -89,7 +95,7 @@ func (p *pacing) systemic(now time.Time, rnd float64, reason string) (paused boo
 // loop was not paused before.
 func (p *pacing) pause(now time.Time, rnd float64, reason string) (paused bool) {
 	paused = p.state != stPaused
-	if paused {
+	if paused && (p.resumedAt.IsZero() || now.Sub(p.resumedAt) >= p.probe.MaxDelay) {
 		p.attempt = 0
 	}
 	p.probeAt = now.Add(p.probe.Delay(p.attempt, rnd))
@@ -105,7 +111,9 @@ func (p *pacing) probed(now time.Time, rnd float64, ok bool) (resumed bool) {
 		return false
 	}
 	if ok {
-		p.resume()
+		p.attempt++
+		p.resumedAt = now
+		p.set(stOnline, "")
 		return true
 	}
 	p.attempt++
@@ -116,10 +124,9 @@ func (p *pacing) probed(now time.Time, rnd float64, ok bool) (resumed bool) {
 // probing: a probe was sent.
 func (p *pacing) probing() { p.probeOut = true }
 
-// resume goes online (a probe reached central, or nothing is due to probe
-// with and the next publish will tell).
+// resume goes online: the resume jitter is over, or nothing is due to
+// probe with and the next publish will tell.
 func (p *pacing) resume() {
-	p.attempt = 0
 	p.set(stOnline, "")
 }
 

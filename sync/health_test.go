@@ -188,6 +188,12 @@ func TestPacing(t *testing.T) {
 		{"a probe that reached central resumes", []string{"connect", "resume", "systemic", "+1s", "probing", "probe-ok"}, stOnline, stepFill},
 		{"a disconnect ends a pause", []string{"connect", "resume", "systemic", "disconnect"}, stOffline, stepWait},
 		{"a queue error pauses a resuming loop too", []string{"connect", "pause"}, stPaused, stepWait},
+		{"a pause soon after a probe resumed backs off further", // attempt 1: 1s
+			[]string{"connect", "resume", "systemic", "+1s", "probing", "probe-ok", "+10s", "systemic", "+700ms"}, stPaused, stepWait},
+		{"and probes after the longer delay",
+			[]string{"connect", "resume", "systemic", "+1s", "probing", "probe-ok", "+10s", "systemic", "+1s"}, stPaused, stepProbe},
+		{"a pause long after starts over", // attempt 0: 500ms
+			[]string{"connect", "resume", "systemic", "+1s", "probing", "probe-ok", "+2m", "systemic", "+500ms"}, stPaused, stepProbe},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := pacing{probe: probe, resumeJitter: 20 * time.Second}
