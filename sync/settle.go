@@ -11,10 +11,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/metrics"
 	"github.com/rxedge/agent/movement"
-
-	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/retry"
 )
