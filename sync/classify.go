@@ -34,6 +34,10 @@ const (
 	codeTempStorageFailed        jetstream.ErrorCode = 10072
 	codeStreamOffline            jetstream.ErrorCode = 10118
 	codeStreamOfflineReason      jetstream.ErrorCode = 10194
+
+	// A subject still in process in a clustered stream (nats-server 2.15:
+	// another message on the subject is being proposed).
+	codeSubjectInProcess jetstream.ErrorCode = 10164
 )
 
 // Texts that distinguish the meanings of error code 10077. The server gives
@@ -55,7 +59,7 @@ type verdict struct {
 	// members one at a time.
 	singly bool
 	// soon: retry shortly without charging (central is still replicating
-	// this very id).
+	// this very id or subject), a bounded number of times in a row (blame).
 	soon bool
 	// noBatch: the stream does not take atomic batches.
 	noBatch bool
@@ -79,7 +83,9 @@ func classify(err error) verdict {
 	case errors.Is(err, nats.ErrPermissionViolation):
 		return verdict{outcome: retry.Systemic, kind: "systemic:permission"}
 	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse):
-		return verdict{outcome: retry.Systemic, kind: "systemic:no_responders"}
+		// Nobody took the publish: the stream is gone, or this subject
+		// leads nowhere. Only the liveness probe can tell which (blame).
+		return verdict{outcome: retry.ItemTransient, kind: "transient:no_responders"}
 	case errors.Is(err, nats.ErrReconnectBufExceeded), errors.Is(err, nats.ErrDisconnected),
 		errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionReconnecting),
 		errors.Is(err, nats.ErrConnectionDraining), errors.Is(err, nats.ErrStaleConnection),
@@ -107,7 +113,7 @@ func classifyAPI(api *jetstream.APIError) verdict {
 			return verdict{outcome: retry.AlreadyStored, kind: "already_stored", verify: true}
 		}
 		return verdict{outcome: retry.Systemic, kind: "systemic:stream_full"}
-	case codeStreamDuplicateMessageConflict:
+	case codeStreamDuplicateMessageConflict, codeSubjectInProcess:
 		return verdict{outcome: retry.ItemTransient, kind: "transient:in_process", soon: true}
 	case jetstream.JSErrCodeStreamMessageExceedsMaximum:
 		return verdict{outcome: retry.ItemPermanent, kind: "permanent:too_large"}

@@ -13,17 +13,15 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rxedge/agent/central"
-	"github.com/rxedge/agent/internal/version"
 	"github.com/rxedge/agent/metrics"
 	"github.com/rxedge/agent/queue"
-	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/status"
 )
 
 // Engine connects to central and runs the sender and the heartbeat.
 type Engine struct {
 	q      *queue.Queue
-	o      settings.Options
+	o      Options
 	log    *slog.Logger
 	m      *metrics.Metrics
 	status func() (*status.Status, error)
@@ -33,20 +31,15 @@ type Engine struct {
 	handlers []func(*nats.Conn) error // run once connected, e.g. control responders
 }
 
-// New returns an engine for the queue q. statusFn builds the status
-// document for heartbeats.
-func New(q *queue.Queue, o settings.Options, log *slog.Logger, m *metrics.Metrics, statusFn func() (*status.Status, error)) *Engine {
+// New returns an engine for the queue q; zero fields of o take their
+// defaults. statusFn builds the status document for heartbeats.
+func New(q *queue.Queue, o Options, log *slog.Logger, m *metrics.Metrics, statusFn func() (*status.Status, error)) *Engine {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	o = o.withDefaults()
 	e := &Engine{q: q, o: o, log: log, m: m, status: statusFn}
-	e.s = newSender(q, nil, SenderOptions{
-		StoreID: o.StoreID, MaxInFlight: o.MaxInFlight, AttemptTimeout: o.AttemptTimeout,
-		BatchSize: o.BatchSize, BatchThreshold: o.BatchThreshold, ResumeJitter: o.ResumeJitter,
-		SystemicAfter: o.SystemicAfter, Controlled: o.Controlled, Ordinary: o.Ordinary,
-		AgentVersion: version.Get().Version,
-	}, log, m)
-	e.s.snap.Servers = o.NATS.Servers
+	e.s = newSender(q, nil, o, log, m)
 	return e
 }
 
@@ -127,7 +120,7 @@ func (e *Engine) connect(closed chan<- error) (*nats.Conn, error) {
 		nc.Close()
 		return nil, err
 	}
-	e.s.setTransport(tr)
+	e.s.link.setTransport(tr)
 	e.mu.Lock()
 	handlers := e.handlers
 	e.mu.Unlock()
@@ -143,16 +136,12 @@ func (e *Engine) connect(closed chan<- error) (*nats.Conn, error) {
 // for ever, no reconnect buffer (the bbolt queue is the only buffer), the
 // store's own inbox prefix, a short ping interval so a dead link is noticed
 // quickly, and the configured credentials and TLS.
-func connOptions(o settings.Options, s *sender) ([]nats.Option, error) {
-	wait := o.NATS.ReconnectWait
-	if wait <= 0 {
-		wait = time.Second
-	}
+func connOptions(o Options, s *sender) ([]nats.Option, error) {
 	opts := []nats.Option{
 		nats.Name("rxedge-agent/" + o.StoreID),
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
-		nats.ReconnectWait(wait),
+		nats.ReconnectWait(o.NATS.ReconnectWait),
 		nats.ReconnectJitter(o.NATS.ReconnectJitter, 2*o.NATS.ReconnectJitter),
 		nats.ReconnectBufSize(-1),
 		// A rejected credential (rotated, expired) is retried like any

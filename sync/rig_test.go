@@ -17,7 +17,6 @@ import (
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/retry"
-	"github.com/rxedge/agent/settings"
 )
 
 const testStore = "S0001"
@@ -29,34 +28,29 @@ type rig struct {
 	e      *Engine
 	cancel context.CancelFunc
 	done   chan error
-	opts   settings.Options
-	tune   func(*SenderOptions)
+	opts   Options
+	tune   func(*Options)
 	log    *slog.Logger
 	logs   *syncbuf.Buffer
 }
 
 // testOptions are the agent's options for tests: short timeouts and delays
 // so outages resolve in seconds.
-func testOptions(t *testing.T, servers ...string) settings.Options {
+func testOptions(t *testing.T, servers ...string) Options {
 	t.Helper()
-	c := settings.Config{StoreID: testStore, DataDir: t.TempDir()}
-	c.NATS.Servers = servers
-	c.NATS.PingInterval = 500 * time.Millisecond
-	c.Sync.AttemptTimeout = 2 * time.Second
-	c.Sync.ResumeJitter = 200 * time.Millisecond
-	c.Retry.Ordinary = settings.PolicyConfig{MaxAttempts: 5, BaseDelay: 20 * time.Millisecond, MaxDelay: 100 * time.Millisecond}
-	c.Retry.Controlled = settings.PolicyConfig{MaxAttempts: 7, BaseDelay: 20 * time.Millisecond, MaxDelay: 100 * time.Millisecond}
-	o, err := c.Validate()
-	if err != nil {
-		t.Fatal(err)
+	o := Options{StoreID: testStore, AttemptTimeout: 2 * time.Second, ResumeJitter: 200 * time.Millisecond,
+		Ordinary:   retry.Policy{MaxAttempts: 5, BaseDelay: 20 * time.Millisecond, MaxDelay: 100 * time.Millisecond},
+		Controlled: retry.Policy{MaxAttempts: 7, BaseDelay: 20 * time.Millisecond, MaxDelay: 100 * time.Millisecond},
 	}
+	o.NATS = NATSOptions{Servers: servers, PingInterval: 500 * time.Millisecond, ReconnectWait: time.Second, ReconnectJitter: time.Second}
 	return o
 }
 
 // startRig opens a queue and runs an engine until the test ends.
-func startRig(t *testing.T, o settings.Options, tune func(*SenderOptions)) *rig {
+func startRig(t *testing.T, o Options, tune func(*Options)) *rig {
 	t.Helper()
-	q, err := queue.Open(queue.Options{Path: settings.DataFile(o.DataDir), StoreID: o.StoreID, MaxAhead: o.MaxRetryDelay()})
+	maxAhead := max(o.Controlled.MaxDelay, o.Ordinary.MaxDelay)
+	q, err := queue.Open(queue.Options{Path: filepath.Join(t.TempDir(), "agent.db"), StoreID: o.StoreID, MaxAhead: maxAhead})
 	if err != nil {
 		t.Fatal(err)
 	}
