@@ -22,6 +22,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/retry"
 	"github.com/rxedge/agent/sync"
 )
@@ -233,8 +234,8 @@ type NATSOptions = sync.NATSOptions
 // Defaults.
 const (
 	DefaultIngestListen     = "127.0.0.1:8717"
-	DefaultMaxRequestBytes  = 4 << 20
-	DefaultMaxMovementBytes = 64 << 10
+	DefaultMaxRequestBytes  = control.DefaultMaxRequestBytes
+	DefaultMaxMovementBytes = control.DefaultMaxMovementBytes
 )
 
 // DataFile is the bbolt file in a data directory.
