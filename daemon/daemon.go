@@ -95,7 +95,7 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 
 	var engine *sync.Engine
 	if len(opts.NATS.Servers) > 0 {
-		engine = sync.New(q, opts, log, m, st.Status)
+		engine = sync.New(q, opts.Sync(), log, m, st.Status)
 		conn = engine.Connection
 		engine.OnConnect(remote.New(remote.Options{Queue: q, DLQ: svc, StoreID: opts.StoreID, OperatorKeys: opts.OperatorKeys, Status: st.Status, Logger: log}).Subscribe)
 	}

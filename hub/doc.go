@@ -8,7 +8,7 @@
 // Options.NoSync asked for the non-durable comparison. The stream refuses a
 // second message for a subject, so a movement key is stored at most once.
 //
-// The stream's settings live in StreamConfig and Provision, which work
-// against any server, so `agent provision` uses the same code for a real
-// cluster as the hub uses for itself.
+// The stream's settings are central.StreamConfig; Provision applies them
+// and works against any server, so `agent provision` uses the same code for
+// a real cluster as the hub uses for itself.
 package hub

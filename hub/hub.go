@@ -12,6 +12,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rxedge/agent/central"
 )
 
 // DefaultListen is where a hub listens when Options.Listen is empty:
@@ -46,8 +48,9 @@ type Options struct {
 	// configs/nats/production.conf.template, read before the fields above
 	// are applied over it.
 	ConfigFile string
-	// Stream sets the stream's deployment settings; see StreamOptions.
-	Stream StreamOptions
+	// Stream sets the stream's deployment settings; see
+	// central.StreamOptions.
+	Stream central.StreamOptions
 	// SkipProvision leaves the stream alone: Start then only starts the
 	// server.
 	SkipProvision bool
@@ -214,12 +217,12 @@ func (h *Hub) provision(ctx context.Context, o Options) ([]string, error) {
 	copts := append([]nats.Option{nats.Name("rxedge hub provisioning"), nats.NoReconnect()}, o.ConnectOptions...)
 	nc, err := nats.Connect(h.URL(), copts...)
 	if err != nil {
-		return nil, fmt.Errorf("hub: connect to provision %s (a config with authorization needs Options.ConnectOptions with credentials that may manage streams): %w", StreamName, err)
+		return nil, fmt.Errorf("hub: connect to provision %s (a config with authorization needs Options.ConnectOptions with credentials that may manage streams): %w", central.StreamName, err)
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return nil, fmt.Errorf("hub: provision %s: %w", StreamName, err)
+		return nil, fmt.Errorf("hub: provision %s: %w", central.StreamName, err)
 	}
 	return Provision(ctx, js, o.Stream)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/hub"
 )
 
@@ -80,7 +81,7 @@ func TestStart(t *testing.T) {
 				t.Errorf("URL() = %q, want nats://127.0.0.1:<chosen port>", h.URL())
 			}
 			_, js := connect(t, h.URL())
-			s, err := js.Stream(testContext(t), hub.StreamName)
+			s, err := js.Stream(testContext(t), central.StreamName)
 			if err != nil {
 				t.Fatalf("stream info: %v", err)
 			}
@@ -154,7 +155,7 @@ func TestRestartKeepsStoredMovements(t *testing.T) {
 	dir := t.TempDir()
 	h := startHub(t, hub.Options{StoreDir: dir})
 	_, js := connect(t, h.URL())
-	subj := hub.Subject("S1", "k1")
+	subj := central.Subject("S1", "k1")
 	if _, err := js.Publish(testContext(t), subj, []byte(`{}`)); err != nil {
 		t.Fatalf("publish: %v", err)
 	}
@@ -165,17 +166,11 @@ func TestRestartKeepsStoredMovements(t *testing.T) {
 		t.Errorf("Provisioned() after restart = %q, want nothing", got)
 	}
 	_, js2 := connect(t, h2.URL())
-	s, err := js2.Stream(testContext(t), hub.StreamName)
+	s, err := js2.Stream(testContext(t), central.StreamName)
 	if err != nil {
 		t.Fatalf("stream info: %v", err)
 	}
 	if _, err := s.GetLastMsgForSubject(testContext(t), subj); err != nil {
 		t.Errorf("get %s after restart: %v", subj, err)
-	}
-}
-
-func TestSubject(t *testing.T) {
-	if got, want := hub.Subject("S0001", "0123abcd"), "rx.mv.S0001.0123abcd"; got != want {
-		t.Errorf("Subject = %q, want %q", got, want)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nkeys"
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
+	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/hub"
@@ -107,7 +108,7 @@ func shortContext(t *testing.T) context.Context {
 // directGet reads the last message of subject as the agent does: a plain
 // request to $JS.API.DIRECT.GET.RX_MOVEMENTS.<subject>.
 func directGet(ctx context.Context, nc *nats.Conn, subject string) (*nats.Msg, error) {
-	return nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+hub.StreamName+"."+subject, nil)
+	return nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+central.StreamName+"."+subject, nil)
 }
 
 func startProduction(t *testing.T) *hub.Hub {
@@ -140,14 +141,14 @@ func TestProductionConfigStorePermissions(t *testing.T) {
 		if err != nil {
 			t.Fatalf("publish: %v", err)
 		}
-		if ack.Stream != hub.StreamName || ack.Duplicate {
-			t.Errorf("PubAck = %+v, want a new message in %s", ack, hub.StreamName)
+		if ack.Stream != central.StreamName || ack.Duplicate {
+			t.Errorf("PubAck = %+v, want a new message in %s", ack, central.StreamName)
 		}
 	})
 
 	t.Run("direct-gets its own movement with a plain request", func(t *testing.T) {
 		// As the agent reads it back (sync's lastDigest): no stream info.
-		m, err := directGet(testContext(t), a.nc, hub.Subject("S0001", "ka"))
+		m, err := directGet(testContext(t), a.nc, central.Subject("S0001", "ka"))
 		if err != nil {
 			t.Fatalf("direct get: %v", err)
 		}
@@ -166,7 +167,7 @@ func TestProductionConfigStorePermissions(t *testing.T) {
 		var msgs []*nats.Msg
 		for i := range 3 {
 			key := fmt.Sprintf("batch%d", i)
-			m := nats.NewMsg(hub.Subject("S0001", key))
+			m := nats.NewMsg(central.Subject("S0001", key))
 			m.Header.Set(jetstream.MsgIDHeader, key)
 			m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
 			m.Data = []byte(`{}`)
@@ -230,7 +231,7 @@ func TestProductionConfigStorePermissions(t *testing.T) {
 		{
 			name: "direct-get another store's movement",
 			do: func(t *testing.T) error {
-				_, err := directGet(shortContext(t), a.nc, hub.Subject("S0002", "kb"))
+				_, err := directGet(shortContext(t), a.nc, central.Subject("S0002", "kb"))
 				return err
 			},
 			violation: `Publish to "$JS.API.DIRECT.GET.RX_MOVEMENTS.rx.mv.S0002.kb"`,
@@ -240,7 +241,7 @@ func TestProductionConfigStorePermissions(t *testing.T) {
 			// filter every stored subject; the agent does not need it.
 			name: "read the stream's info",
 			do: func(t *testing.T) error {
-				_, err := a.js.Stream(shortContext(t), hub.StreamName)
+				_, err := a.js.Stream(shortContext(t), central.StreamName)
 				return err
 			},
 			violation: `Publish to "$JS.API.STREAM.INFO.RX_MOVEMENTS"`,
@@ -255,13 +256,13 @@ func TestProductionConfigStorePermissions(t *testing.T) {
 		},
 		{
 			name:      "delete the stream",
-			do:        func(t *testing.T) error { return a.js.DeleteStream(shortContext(t), hub.StreamName) },
+			do:        func(t *testing.T) error { return a.js.DeleteStream(shortContext(t), central.StreamName) },
 			violation: `Publish to "$JS.API.STREAM.DELETE.RX_MOVEMENTS"`,
 		},
 		{
 			name: "purge the stream",
 			do: func(t *testing.T) error {
-				_, err := a.nc.RequestWithContext(shortContext(t), "$JS.API.STREAM.PURGE."+hub.StreamName, nil)
+				_, err := a.nc.RequestWithContext(shortContext(t), "$JS.API.STREAM.PURGE."+central.StreamName, nil)
 				return err
 			},
 			violation: `Publish to "$JS.API.STREAM.PURGE.RX_MOVEMENTS"`,
@@ -314,7 +315,7 @@ func TestProductionConfigStorePermissions(t *testing.T) {
 	})
 
 	t.Run("stream and B's movement are intact", func(t *testing.T) {
-		s, err := dial(t, h.URL(), admin).js.Stream(testContext(t), hub.StreamName)
+		s, err := dial(t, h.URL(), admin).js.Stream(testContext(t), central.StreamName)
 		if err != nil {
 			t.Fatalf("stream info as admin: %v", err)
 		}
@@ -323,7 +324,7 @@ func TestProductionConfigStorePermissions(t *testing.T) {
 		if got := s.CachedInfo().State.Msgs; got != 6 {
 			t.Errorf("stream holds %d messages, want 6", got)
 		}
-		m, err := directGet(testContext(t), b.nc, hub.Subject("S0002", "kb"))
+		m, err := directGet(testContext(t), b.nc, central.Subject("S0002", "kb"))
 		if err != nil || m.Header.Get("Status") != "" {
 			t.Fatalf("store B reads its movement: %v %s", err, m.Header.Get("Status"))
 		}
@@ -398,14 +399,14 @@ func TestProductionConfigControl(t *testing.T) {
 	})
 
 	t.Run("operator cannot publish movements", func(t *testing.T) {
-		if err := o.nc.Publish(hub.Subject("S0001", "forged"), []byte(`{}`)); err != nil {
+		if err := o.nc.Publish(central.Subject("S0001", "forged"), []byte(`{}`)); err != nil {
 			t.Fatal(err)
 		}
 		o.wantViolation(t, `Publish to "rx.mv.S0001.forged"`)
 	})
 
 	t.Run("operator cannot manage the stream", func(t *testing.T) {
-		err := o.js.DeleteStream(shortContext(t), hub.StreamName)
+		err := o.js.DeleteStream(shortContext(t), central.StreamName)
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("DeleteStream error = %v, want a timeout", err)
 		}
@@ -417,19 +418,19 @@ func TestProductionConfigAdminOnlyProvisions(t *testing.T) {
 	h := startProduction(t)
 	ad := dial(t, h.URL(), admin)
 
-	changes, err := hub.Provision(testContext(t), ad.js, hub.StreamOptions{DuplicateWindow: 5 * time.Minute})
+	changes, err := hub.Provision(testContext(t), ad.js, central.StreamOptions{DuplicateWindow: 5 * time.Minute})
 	if err != nil {
 		t.Fatalf("admin provisions: %v", err)
 	}
 	if want := []string{"duplicate_window: 10m0s -> 5m0s"}; !slices.Equal(changes, want) {
 		t.Errorf("changes = %q, want %q", changes, want)
 	}
-	err = ad.js.DeleteStream(shortContext(t), hub.StreamName)
+	err = ad.js.DeleteStream(shortContext(t), central.StreamName)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("admin DeleteStream error = %v, want a timeout", err)
 	}
 	ad.wantViolation(t, `Publish to "$JS.API.STREAM.DELETE.RX_MOVEMENTS"`)
-	if err := ad.nc.Publish(hub.Subject("S0001", "x"), nil); err != nil {
+	if err := ad.nc.Publish(central.Subject("S0001", "x"), nil); err != nil {
 		t.Fatal(err)
 	}
 	ad.wantViolation(t, `Publish to "rx.mv.S0001.x"`)

@@ -17,13 +17,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
+	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/hub"
 )
 
 // publish sends one movement the way the agent does: Nats-Msg-Id is the
 // key, and the subject must hold no message yet.
 func publish(ctx context.Context, js jetstream.JetStream, store, key string, data []byte) (*jetstream.PubAck, error) {
-	m := nats.NewMsg(hub.Subject(store, key))
+	m := nats.NewMsg(central.Subject(store, key))
 	m.Header.Set(jetstream.MsgIDHeader, key)
 	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
 	m.Header.Set("Rx-Digest", "digest-of-"+key)
@@ -47,7 +48,7 @@ func wantAPIError(t *testing.T, err error, code, errCode int, description string
 
 // resend publishes to rx.mv.S1.k1 with the given headers.
 func resend(ctx context.Context, js jetstream.JetStream, header map[string]string) (*jetstream.PubAck, error) {
-	m := nats.NewMsg(hub.Subject("S1", "k1"))
+	m := nats.NewMsg(central.Subject("S1", "k1"))
 	for k, v := range header {
 		m.Header.Set(k, v)
 	}
@@ -111,8 +112,8 @@ func TestPublishSecondMessageForSubject(t *testing.T) {
 			if err != nil {
 				t.Fatalf("first publish: %v", err)
 			}
-			if ack.Duplicate || ack.Stream != hub.StreamName || ack.Sequence != 1 {
-				t.Fatalf("first PubAck = %+v, want stream %s, sequence 1, not duplicate", ack, hub.StreamName)
+			if ack.Duplicate || ack.Stream != central.StreamName || ack.Sequence != 1 {
+				t.Fatalf("first PubAck = %+v, want stream %s, sequence 1, not duplicate", ack, central.StreamName)
 			}
 			ack, err = resend(testContext(t), js, tc.header)
 			checkOutcome(t, ack, err, tc.want)
@@ -121,7 +122,7 @@ func TestPublishSecondMessageForSubject(t *testing.T) {
 }
 
 func TestPublishAfterDuplicateWindow(t *testing.T) {
-	h := startHub(t, hub.Options{Stream: hub.StreamOptions{DuplicateWindow: time.Second}})
+	h := startHub(t, hub.Options{Stream: central.StreamOptions{DuplicateWindow: time.Second}})
 	_, js := connect(t, h.URL())
 	if _, err := publish(testContext(t), js, "S1", "k1", []byte(`{}`)); err != nil {
 		t.Fatalf("first publish: %v", err)
@@ -181,7 +182,7 @@ func TestPublishTooLarge(t *testing.T) {
 		},
 		{
 			name: "over the stream's max_msg_size",
-			opts: hub.Options{Stream: hub.StreamOptions{MaxMsgSize: 512}},
+			opts: hub.Options{Stream: central.StreamOptions{MaxMsgSize: 512}},
 			size: 600,
 			check: func(t *testing.T, err error) {
 				wantAPIError(t, err, 400, 10054, "message size exceeds maximum allowed")
@@ -204,11 +205,11 @@ func TestPublishTooLarge(t *testing.T) {
 func TestPublishStreamFull(t *testing.T) {
 	tests := []struct {
 		name        string
-		stream      hub.StreamOptions
+		stream      central.StreamOptions
 		description string
 	}{
-		{name: "max_msgs", stream: hub.StreamOptions{MaxMsgs: 2}, description: "maximum messages exceeded"},
-		{name: "max_bytes", stream: hub.StreamOptions{MaxBytes: 300}, description: "maximum bytes exceeded"},
+		{name: "max_msgs", stream: central.StreamOptions{MaxMsgs: 2}, description: "maximum messages exceeded"},
+		{name: "max_bytes", stream: central.StreamOptions{MaxBytes: 300}, description: "maximum bytes exceeded"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -235,12 +236,12 @@ func TestDirectGetLastForSubject(t *testing.T) {
 	if err != nil {
 		t.Fatalf("publish: %v", err)
 	}
-	s, err := js.Stream(ctx, hub.StreamName)
+	s, err := js.Stream(ctx, central.StreamName)
 	if err != nil {
 		t.Fatalf("stream info: %v", err)
 	}
 
-	got, err := s.GetLastMsgForSubject(ctx, hub.Subject("S1", "k1"))
+	got, err := s.GetLastMsgForSubject(ctx, central.Subject("S1", "k1"))
 	if err != nil {
 		t.Fatalf("GetLastMsgForSubject: %v", err)
 	}
@@ -252,7 +253,7 @@ func TestDirectGetLastForSubject(t *testing.T) {
 		"Rx-Digest":                         "digest-of-k1",
 		jetstream.MsgIDHeader:               "k1",
 		jetstream.ExpectedLastSubjSeqHeader: "0",
-		jetstream.StreamHeader:              hub.StreamName,
+		jetstream.StreamHeader:              central.StreamName,
 		jetstream.SubjectHeader:             "rx.mv.S1.k1",
 		jetstream.SequenceHeader:            "1",
 	} {
@@ -261,7 +262,7 @@ func TestDirectGetLastForSubject(t *testing.T) {
 		}
 	}
 
-	_, err = s.GetLastMsgForSubject(ctx, hub.Subject("S1", "missing"))
+	_, err = s.GetLastMsgForSubject(ctx, central.Subject("S1", "missing"))
 	if !errors.Is(err, jetstream.ErrMsgNotFound) {
 		t.Errorf("get of a missing subject: error = %v, want jetstream.ErrMsgNotFound", err)
 	}
@@ -275,7 +276,7 @@ func TestDirectGetLastForSubject(t *testing.T) {
 func batch(store string, keys ...string) []*nats.Msg {
 	var msgs []*nats.Msg
 	for _, key := range keys {
-		m := nats.NewMsg(hub.Subject(store, key))
+		m := nats.NewMsg(central.Subject(store, key))
 		m.Header.Set(jetstream.MsgIDHeader, key)
 		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
 		m.Data = []byte(`{}`)
@@ -287,7 +288,7 @@ func batch(store string, keys ...string) []*nats.Msg {
 func TestAtomicBatch(t *testing.T) {
 	tests := []struct {
 		name   string
-		stream hub.StreamOptions
+		stream central.StreamOptions
 		stored []string // published one by one first
 		keys   []string // then as one batch
 		// errCode 0 means the batch is stored whole.
@@ -300,7 +301,7 @@ func TestAtomicBatch(t *testing.T) {
 			code: 400, errCode: 10201, description: "atomic publish batch contains duplicate message id"},
 		{name: "the same key twice in one batch", keys: []string{"a", "b", "a"},
 			code: 400, errCode: 10201, description: "atomic publish batch contains duplicate message id"},
-		{name: "stream full", stream: hub.StreamOptions{MaxMsgs: 2}, keys: []string{"a", "b", "c"},
+		{name: "stream full", stream: central.StreamOptions{MaxMsgs: 2}, keys: []string{"a", "b", "c"},
 			code: 503, errCode: 10077, description: "maximum messages exceeded"},
 	}
 	for _, tc := range tests {
@@ -320,7 +321,7 @@ func TestAtomicBatch(t *testing.T) {
 			} else if int(ack.BatchSize) != len(tc.keys) {
 				t.Errorf("BatchAck = %+v, want batch size %d", ack, len(tc.keys))
 			}
-			s, err := js.Stream(testContext(t), hub.StreamName)
+			s, err := js.Stream(testContext(t), central.StreamName)
 			if err != nil {
 				t.Fatalf("stream info: %v", err)
 			}

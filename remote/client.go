@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/status"
 )
@@ -156,8 +157,8 @@ func (c *Client) Fleet(ctx context.Context, wait time.Duration) ([]FleetReply, e
 		return nil, fmt.Errorf("remote: subscribe to the reply inbox: %w", err)
 	}
 	defer sub.Unsubscribe()
-	if err := c.nc.PublishRequest(FleetStatusSubject, inbox, data); err != nil {
-		return nil, fmt.Errorf("remote: %s: %w", FleetStatusSubject, err)
+	if err := c.nc.PublishRequest(central.FleetStatusSubject, inbox, data); err != nil {
+		return nil, fmt.Errorf("remote: %s: %w", central.FleetStatusSubject, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
@@ -190,7 +191,7 @@ func (c *Client) Fleet(ctx context.Context, wait time.Duration) ([]FleetReply, e
 		out = append(out, fr)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("%w on %s within %s", ErrNoAgent, FleetStatusSubject, wait)
+		return nil, fmt.Errorf("%w on %s within %s", ErrNoAgent, central.FleetStatusSubject, wait)
 	}
 	slices.SortStableFunc(out, func(a, b FleetReply) int { return cmp.Compare(a.Store, b.Store) })
 	return out, nil

@@ -13,6 +13,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nkeys"
+
+	"github.com/rxedge/agent/central"
 )
 
 // Commands, the last tokens of their subjects.
@@ -27,23 +29,13 @@ const (
 // no valid store id, so a command signed for the fleet names no store.
 const Fleet = "*"
 
-// FleetStatusSubject is where an operator asks every store for its summary.
-const FleetStatusSubject = "rx.ctl.fleet.status"
-
-// subjectPrefix starts every control subject: rx.ctl.<store>.<command>.
-const subjectPrefix = "rx.ctl."
-
-// fleetToken is the subject token of fleet commands; no store may use it
-// as its id.
-const fleetToken = "fleet"
-
 // Subject is the subject of cmd for store: rx.ctl.<store>.<cmd>, or
-// FleetStatusSubject for CmdFleetStatus.
+// central.FleetStatusSubject for CmdFleetStatus.
 func Subject(store, cmd string) string {
 	if cmd == CmdFleetStatus {
-		return FleetStatusSubject
+		return central.FleetStatusSubject
 	}
-	return subjectPrefix + store + "." + cmd
+	return central.ControlSubject(store, cmd)
 }
 
 // mustSign reports whether cmd changes the store, and so must be signed.
@@ -56,7 +48,7 @@ var storeCommands = []string{CmdStatus, CmdDLQList, CmdDLQRedrive}
 var storePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
 
 // ValidStore reports whether s can be a store id in a control subject.
-func ValidStore(s string) bool { return storePattern.MatchString(s) && s != fleetToken }
+func ValidStore(s string) bool { return storePattern.MatchString(s) && s != central.FleetToken }
 
 // Time limits of a signed command.
 const (

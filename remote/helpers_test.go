@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
+	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/internal/natstest"
@@ -62,7 +63,7 @@ func startStore(t *testing.T, url, id string, operatorKeys []string, n int) *sto
 func (s *store) start() {
 	t := s.t
 	t.Helper()
-	s.nc = natstest.Connect(t, s.url, nats.CustomInboxPrefix("_INBOX_"+s.id))
+	s.nc = natstest.Connect(t, s.url, nats.CustomInboxPrefix(central.InboxPrefix(s.id)))
 	if err := remote.New(s.opts).Subscribe(s.nc); err != nil {
 		t.Fatalf("subscribe %s: %v", s.id, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
+	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/status"
@@ -84,7 +85,7 @@ func New(o Options) *Responder {
 // lifetime from the journal, so a restart does not open a replay window.
 func (r *Responder) Subscribe(nc *nats.Conn) error {
 	if !ValidStore(r.o.StoreID) {
-		return fmt.Errorf("remote: store id %q cannot be used in control subjects (%q is reserved for rx.ctl.fleet.…): choose another store_id", r.o.StoreID, fleetToken)
+		return fmt.Errorf("remote: store id %q cannot be used in control subjects (%q is reserved for rx.ctl.fleet.…): choose another store_id", r.o.StoreID, central.FleetToken)
 	}
 	if err := r.loadNonces(); err != nil {
 		return err
@@ -92,8 +93,8 @@ func (r *Responder) Subscribe(nc *nats.Conn) error {
 	// The command is what follows prefix: "dlq.list" in
 	// rx.ctl.S0001.dlq.list, "fleet.status" in rx.ctl.fleet.status.
 	subs := []struct{ subject, prefix, target string }{
-		{subjectPrefix + r.o.StoreID + ".>", subjectPrefix + r.o.StoreID + ".", r.o.StoreID},
-		{subjectPrefix + fleetToken + ".>", subjectPrefix, Fleet},
+		{central.ControlSubject(r.o.StoreID, ">"), central.ControlSubject(r.o.StoreID, ""), r.o.StoreID},
+		{central.ControlSubject(central.FleetToken, ">"), central.ControlPrefix, Fleet},
 	}
 	for _, s := range subs {
 		prefix, target := s.prefix, s.target
@@ -201,7 +202,7 @@ func (r *Responder) serve(data []byte, cmd, target string) Reply {
 		known = slices.Contains(storeCommands, cmd)
 	}
 	if !known {
-		return Reply{Store: store, Code: CodeUnknownCommand, Error: fmt.Sprintf("no command %q on %s: send status, dlq.list or dlq.redrive to rx.ctl.<store>.…, or fleet.status to %s", clip(cmd), Subject(targetToken(target), "…"), FleetStatusSubject)}
+		return Reply{Store: store, Code: CodeUnknownCommand, Error: fmt.Sprintf("no command %q on %s: send status, dlq.list or dlq.redrive to rx.ctl.<store>.…, or fleet.status to %s", clip(cmd), Subject(targetToken(target), "…"), central.FleetStatusSubject)}
 	}
 	c, ref := r.authenticate(data, cmd, target)
 	if ref != nil {
@@ -247,7 +248,7 @@ func (r *Responder) serve(data []byte, cmd, target string) Reply {
 
 func targetToken(target string) string {
 	if target == Fleet {
-		return fleetToken
+		return central.FleetToken
 	}
 	return target
 }

@@ -20,7 +20,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/retry"
+	"github.com/rxedge/agent/sync"
 )
 
 // Config is the user-facing configuration. Zero values mean "the default".
@@ -242,30 +244,13 @@ const (
 )
 
 // NATSOptions is how the agent reaches central.
-type NATSOptions struct {
-	Servers      []string
-	User         string
-	Password     string
-	Token        string
-	NKeySeedFile string
-	CredsFile    string
-	CAFile       string
-	CertFile     string
-	KeyFile      string
-	PingInterval time.Duration
-	// ReconnectWait and ReconnectJitter pace nats.go's reconnect attempts
-	// (each attempt waits ReconnectWait plus up to ReconnectJitter). They
-	// are not in the file: 1 s and 1 s suit every store; benchmarks that
-	// measure a fleet without any jitter set them.
-	ReconnectWait   time.Duration
-	ReconnectJitter time.Duration
-}
+type NATSOptions = sync.NATSOptions
 
 // Defaults.
 const (
 	DefaultIngestListen     = "127.0.0.1:8717"
-	DefaultMaxRequestBytes  = 4 << 20
-	DefaultMaxMovementBytes = 64 << 10
+	DefaultMaxRequestBytes  = control.DefaultMaxRequestBytes
+	DefaultMaxMovementBytes = control.DefaultMaxMovementBytes
 )
 
 // DataFile is the bbolt file in a data directory.
@@ -368,20 +353,21 @@ func (c Config) Validate() (Options, error) {
 	if (n.CertFile == "") != (n.KeyFile == "") {
 		bad("nats.cert_file", "a client certificate needs both cert_file and key_file")
 	}
-	o.NATS.PingInterval = positive(&errs, "nats.ping_interval", n.PingInterval, 10*time.Second)
-	o.NATS.ReconnectWait, o.NATS.ReconnectJitter = time.Second, time.Second
+	o.NATS.PingInterval = positive(&errs, "nats.ping_interval", n.PingInterval, sync.DefaultPingInterval)
+	// Not in the file: one second each suits every store.
+	o.NATS.ReconnectWait, o.NATS.ReconnectJitter = sync.DefaultReconnectWait, sync.DefaultReconnectJitter
 
 	s := c.Sync
-	o.MaxInFlight = positive(&errs, "sync.max_in_flight", s.MaxInFlight, 256)
-	o.AttemptTimeout = positive(&errs, "sync.attempt_timeout", s.AttemptTimeout, 5*time.Second)
-	o.BatchSize = positive(&errs, "sync.batch_size", s.BatchSize, 1000)
-	if o.BatchSize > 1000 {
-		bad("sync.batch_size", "must be at most 1000 (the server's atomic batch limit)")
+	o.MaxInFlight = positive(&errs, "sync.max_in_flight", s.MaxInFlight, sync.DefaultMaxInFlight)
+	o.AttemptTimeout = positive(&errs, "sync.attempt_timeout", s.AttemptTimeout, sync.DefaultAttemptTimeout)
+	o.BatchSize = positive(&errs, "sync.batch_size", s.BatchSize, sync.DefaultBatchSize)
+	if o.BatchSize > sync.MaxBatchSize {
+		bad("sync.batch_size", "must be at most %d (the server's atomic batch limit)", sync.MaxBatchSize)
 	}
-	o.BatchThreshold = positive(&errs, "sync.batch_threshold", s.BatchThreshold, 64)
-	o.ResumeJitter = positive(&errs, "sync.resume_jitter", s.ResumeJitter, 30*time.Second)
-	o.SystemicAfter = positive(&errs, "sync.systemic_after", s.SystemicAfter, 8)
-	o.HeartbeatInterval = positive(&errs, "sync.heartbeat_interval", s.HeartbeatInterval, 30*time.Second)
+	o.BatchThreshold = positive(&errs, "sync.batch_threshold", s.BatchThreshold, sync.DefaultBatchThreshold)
+	o.ResumeJitter = positive(&errs, "sync.resume_jitter", s.ResumeJitter, sync.DefaultResumeJitter)
+	o.SystemicAfter = positive(&errs, "sync.systemic_after", s.SystemicAfter, sync.DefaultSystemicAfter)
+	o.HeartbeatInterval = positive(&errs, "sync.heartbeat_interval", s.HeartbeatInterval, sync.DefaultHeartbeatInterval)
 
 	o.Controlled = policy(&errs, "retry.controlled", c.Retry.Controlled, retry.Controlled)
 	o.Ordinary = policy(&errs, "retry.ordinary", c.Retry.Ordinary, retry.Ordinary)
@@ -474,6 +460,16 @@ func token(bad func(field, format string, args ...any), section, value, file str
 		return value
 	}
 	return ""
+}
+
+// Sync is the options of the sync engine.
+func (o *Options) Sync() sync.Options {
+	return sync.Options{
+		StoreID: o.StoreID, NATS: o.NATS,
+		MaxInFlight: o.MaxInFlight, AttemptTimeout: o.AttemptTimeout, BatchSize: o.BatchSize,
+		BatchThreshold: o.BatchThreshold, ResumeJitter: o.ResumeJitter, SystemicAfter: o.SystemicAfter,
+		HeartbeatInterval: o.HeartbeatInterval, Controlled: o.Controlled, Ordinary: o.Ordinary,
+	}
 }
 
 // MaxRetryDelay is the largest delay any retry policy can choose.

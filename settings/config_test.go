@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rxedge/agent/sync"
 )
 
 func TestExampleConfigLoadsAndDocumentsEverySetting(t *testing.T) {
@@ -215,5 +217,22 @@ func TestOperators(t *testing.T) {
 	c = Config{}
 	if err := c.ApplyEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil || c.Control.Operators["bob"] != k2 {
 		t.Errorf("RXEDGE_CONTROL_OPERATORS: %v %v", err, c.Control.Operators)
+	}
+}
+
+func TestSyncOptionsCarryTheSettings(t *testing.T) {
+	var c Config
+	c.StoreID, c.DataDir = "S1", t.TempDir()
+	c.NATS.Servers = []string{"nats://central:4222"}
+	c.Sync.BatchSize = 200
+	o, err := c.Validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	so := o.Sync()
+	if so.StoreID != "S1" || so.BatchSize != 200 || so.MaxInFlight != sync.DefaultMaxInFlight ||
+		so.AttemptTimeout != sync.DefaultAttemptTimeout || so.NATS.Servers[0] != "nats://central:4222" ||
+		so.NATS.ReconnectJitter != sync.DefaultReconnectJitter || so.Controlled != o.Controlled {
+		t.Fatalf("sync options = %+v", so)
 	}
 }

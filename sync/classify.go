@@ -11,32 +11,33 @@ import (
 	"github.com/rxedge/agent/retry"
 )
 
-// JetStream API error codes the sender acts on (nats-server's
-// jetstream_errors_generated.go).
+// JetStream API error codes the sender acts on that nats.go does not
+// export (it does export 10071, 10054, 10059, 10039 and 10076, used from
+// jetstream below). Each is named after its entry in nats-server's
+// jetstream_errors_generated.go; TestErrorCodesMatchServer checks them.
 const (
-	codeWrongLastSequence  = 10071 // subject already holds a message
-	codeStoreFailed        = 10077 // limits: per subject (already stored) or stream full
-	codeDuplicateInProcess = 10158 // same Nats-Msg-Id still being replicated
-	codeMessageTooLarge    = 10054 // over the stream's max_msg_size
-	codeStreamNotFound     = 10059
-	codeInsufficientRes    = 10023
-	codeNotEnabled         = 10039 // JetStream not enabled
-	codeNotEnabledAccount  = 10076
-	codeBatchDuplicate     = 10201 // atomic batch holds an id already stored
-	codeBatchIncomplete    = 10176
-	codeBatchNotEnabled    = 10174
-	codeBatchTooManyFlight = 10210
+	codeStreamStoreFailed                     jetstream.ErrorCode = 10077 // limits: per subject (already stored) or stream full
+	codeStreamDuplicateMessageConflict        jetstream.ErrorCode = 10158 // same Nats-Msg-Id still being replicated
+	codeInsufficientResources                 jetstream.ErrorCode = 10023
+	codeAtomicPublishContainsDuplicateMessage jetstream.ErrorCode = 10201 // atomic batch holds an id already stored
+	codeAtomicPublishIncompleteBatch          jetstream.ErrorCode = 10176
+	codeAtomicPublishDisabled                 jetstream.ErrorCode = 10174
+	codeAtomicPublishTooManyInflight          jetstream.ErrorCode = 10210
 
 	// Central cannot store anything for now.
-	codeAccountResources = 10002
-	codeClusterNoPeers   = 10005
-	codeClusterNotAvail  = 10008
-	codeClusterNotLeader = 10009
-	codeMemoryResources  = 10028
-	codeStorageResources = 10047
-	codeTempStorage      = 10072
-	codeStreamOffline    = 10118
-	codeStreamOfflineWhy = 10194
+	codeAccountResourcesExceeded jetstream.ErrorCode = 10002
+	codeClusterNoPeers           jetstream.ErrorCode = 10005
+	codeClusterNotAvail          jetstream.ErrorCode = 10008
+	codeClusterNotLeader         jetstream.ErrorCode = 10009
+	codeMemoryResourcesExceeded  jetstream.ErrorCode = 10028
+	codeStorageResourcesExceeded jetstream.ErrorCode = 10047
+	codeTempStorageFailed        jetstream.ErrorCode = 10072
+	codeStreamOffline            jetstream.ErrorCode = 10118
+	codeStreamOfflineReason      jetstream.ErrorCode = 10194
+
+	// A subject still in process in a clustered stream (nats-server 2.15:
+	// another message on the subject is being proposed).
+	codeSubjectInProcess jetstream.ErrorCode = 10164
 )
 
 // Texts that distinguish the meanings of error code 10077. The server gives
@@ -58,7 +59,7 @@ type verdict struct {
 	// members one at a time.
 	singly bool
 	// soon: retry shortly without charging (central is still replicating
-	// this very id).
+	// this very id or subject), a bounded number of times in a row (blame).
 	soon bool
 	// noBatch: the stream does not take atomic batches.
 	noBatch bool
@@ -82,7 +83,9 @@ func classify(err error) verdict {
 	case errors.Is(err, nats.ErrPermissionViolation):
 		return verdict{outcome: retry.Systemic, kind: "systemic:permission"}
 	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse):
-		return verdict{outcome: retry.Systemic, kind: "systemic:no_responders"}
+		// Nobody took the publish: the stream is gone, or this subject
+		// leads nowhere. Only the liveness probe can tell which (blame).
+		return verdict{outcome: retry.ItemTransient, kind: "transient:no_responders"}
 	case errors.Is(err, nats.ErrReconnectBufExceeded), errors.Is(err, nats.ErrDisconnected),
 		errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionReconnecting),
 		errors.Is(err, nats.ErrConnectionDraining), errors.Is(err, nats.ErrStaleConnection),
@@ -103,31 +106,31 @@ func classify(err error) verdict {
 // classifyAPI maps an error central answered with.
 func classifyAPI(api *jetstream.APIError) verdict {
 	switch api.ErrorCode {
-	case codeWrongLastSequence:
+	case jetstream.JSErrCodeStreamWrongLastSequence:
 		return verdict{outcome: retry.AlreadyStored, kind: "already_stored", verify: true}
-	case codeStoreFailed:
+	case codeStreamStoreFailed:
 		if strings.Contains(api.Description, textPerSubjectLimit) {
 			return verdict{outcome: retry.AlreadyStored, kind: "already_stored", verify: true}
 		}
 		return verdict{outcome: retry.Systemic, kind: "systemic:stream_full"}
-	case codeDuplicateInProcess:
+	case codeStreamDuplicateMessageConflict, codeSubjectInProcess:
 		return verdict{outcome: retry.ItemTransient, kind: "transient:in_process", soon: true}
-	case codeMessageTooLarge:
+	case jetstream.JSErrCodeStreamMessageExceedsMaximum:
 		return verdict{outcome: retry.ItemPermanent, kind: "permanent:too_large"}
-	case codeStreamNotFound:
+	case jetstream.JSErrCodeStreamNotFound:
 		return verdict{outcome: retry.Systemic, kind: "systemic:stream_missing"}
-	case codeInsufficientRes:
+	case codeInsufficientResources:
 		return verdict{outcome: retry.Systemic, kind: "systemic:insufficient_resources"}
-	case codeNotEnabled, codeNotEnabledAccount:
+	case jetstream.JSErrCodeJetStreamNotEnabled, jetstream.JSErrCodeJetStreamNotEnabledForAccount:
 		return verdict{outcome: retry.Systemic, kind: "systemic:jetstream_disabled"}
-	case codeBatchDuplicate:
+	case codeAtomicPublishContainsDuplicateMessage:
 		return verdict{outcome: retry.AlreadyStored, kind: "already_stored", singly: true}
-	case codeBatchIncomplete, codeBatchTooManyFlight:
+	case codeAtomicPublishIncompleteBatch, codeAtomicPublishTooManyInflight:
 		return verdict{outcome: retry.ItemTransient, kind: "transient:batch_incomplete"}
-	case codeBatchNotEnabled:
+	case codeAtomicPublishDisabled:
 		return verdict{outcome: retry.ItemTransient, kind: "transient:batch_not_enabled", noBatch: true}
-	case codeAccountResources, codeClusterNoPeers, codeClusterNotAvail, codeClusterNotLeader,
-		codeMemoryResources, codeStorageResources, codeTempStorage, codeStreamOffline, codeStreamOfflineWhy:
+	case codeAccountResourcesExceeded, codeClusterNoPeers, codeClusterNotAvail, codeClusterNotLeader,
+		codeMemoryResourcesExceeded, codeStorageResourcesExceeded, codeTempStorageFailed, codeStreamOffline, codeStreamOfflineReason:
 		return verdict{outcome: retry.Systemic, kind: "systemic:unavailable"}
 	}
 	return verdict{outcome: retry.ItemTransient, kind: "transient:api_error"}

@@ -12,17 +12,16 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/rxedge/agent/internal/version"
+	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/metrics"
 	"github.com/rxedge/agent/queue"
-	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/status"
 )
 
 // Engine connects to central and runs the sender and the heartbeat.
 type Engine struct {
 	q      *queue.Queue
-	o      settings.Options
+	o      Options
 	log    *slog.Logger
 	m      *metrics.Metrics
 	status func() (*status.Status, error)
@@ -32,20 +31,15 @@ type Engine struct {
 	handlers []func(*nats.Conn) error // run once connected, e.g. control responders
 }
 
-// New returns an engine for the queue q. statusFn builds the status
-// document for heartbeats.
-func New(q *queue.Queue, o settings.Options, log *slog.Logger, m *metrics.Metrics, statusFn func() (*status.Status, error)) *Engine {
+// New returns an engine for the queue q; zero fields of o take their
+// defaults. statusFn builds the status document for heartbeats.
+func New(q *queue.Queue, o Options, log *slog.Logger, m *metrics.Metrics, statusFn func() (*status.Status, error)) *Engine {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	o = o.withDefaults()
 	e := &Engine{q: q, o: o, log: log, m: m, status: statusFn}
-	e.s = newSender(q, nil, SenderOptions{
-		StoreID: o.StoreID, MaxInFlight: o.MaxInFlight, AttemptTimeout: o.AttemptTimeout,
-		BatchSize: o.BatchSize, BatchThreshold: o.BatchThreshold, ResumeJitter: o.ResumeJitter,
-		SystemicAfter: o.SystemicAfter, Controlled: o.Controlled, Ordinary: o.Ordinary,
-		AgentVersion: version.Get().Version,
-	}, log, m)
-	e.s.snap.Servers = o.NATS.Servers
+	e.s = newSender(q, nil, o, log, m)
 	return e
 }
 
@@ -126,7 +120,7 @@ func (e *Engine) connect(closed chan<- error) (*nats.Conn, error) {
 		nc.Close()
 		return nil, err
 	}
-	e.s.setTransport(tr)
+	e.s.link.setTransport(tr)
 	e.mu.Lock()
 	handlers := e.handlers
 	e.mu.Unlock()
@@ -142,22 +136,18 @@ func (e *Engine) connect(closed chan<- error) (*nats.Conn, error) {
 // for ever, no reconnect buffer (the bbolt queue is the only buffer), the
 // store's own inbox prefix, a short ping interval so a dead link is noticed
 // quickly, and the configured credentials and TLS.
-func connOptions(o settings.Options, s *sender) ([]nats.Option, error) {
-	wait := o.NATS.ReconnectWait
-	if wait <= 0 {
-		wait = time.Second
-	}
+func connOptions(o Options, s *sender) ([]nats.Option, error) {
 	opts := []nats.Option{
 		nats.Name("rxedge-agent/" + o.StoreID),
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
-		nats.ReconnectWait(wait),
+		nats.ReconnectWait(o.NATS.ReconnectWait),
 		nats.ReconnectJitter(o.NATS.ReconnectJitter, 2*o.NATS.ReconnectJitter),
 		nats.ReconnectBufSize(-1),
 		// A rejected credential (rotated, expired) is retried like any
 		// outage instead of closing the connection for good.
 		nats.IgnoreAuthErrorAbort(),
-		nats.CustomInboxPrefix(InboxPrefix(o.StoreID)),
+		nats.CustomInboxPrefix(central.InboxPrefix(o.StoreID)),
 		nats.PingInterval(o.NATS.PingInterval),
 		nats.MaxPingsOutstanding(2),
 		nats.Timeout(5 * time.Second),
@@ -190,14 +180,6 @@ func connOptions(o settings.Options, s *sender) ([]nats.Option, error) {
 	return opts, nil
 }
 
-// InboxPrefix is the store's inbox prefix: replies to a store go to
-// _INBOX_<store>.…, which only that store may subscribe to (a plain _INBOX.>
-// grant would let one store read another's replies).
-func InboxPrefix(store string) string { return "_INBOX_" + store }
-
-// StatusSubject is where an agent publishes its heartbeat.
-func StatusSubject(store string) string { return "rx.status." + store }
-
 // heartbeat publishes the status document (counts and states, never
 // payload) every heartbeat interval.
 func (e *Engine) heartbeat(ctx context.Context, nc *nats.Conn) {
@@ -223,7 +205,7 @@ func (e *Engine) heartbeat(ctx context.Context, nc *nats.Conn) {
 		if err != nil {
 			continue
 		}
-		if err := nc.Publish(StatusSubject(e.o.StoreID), b); err != nil {
+		if err := nc.Publish(central.StatusSubject(e.o.StoreID), b); err != nil {
 			e.log.Debug("HEARTBEAT_FAILED", "error", err.Error())
 		}
 	}

@@ -11,13 +11,12 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/rxedge/agent/hub"
+	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/internal/natstest"
 	"github.com/rxedge/agent/internal/syncbuf"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/retry"
-	"github.com/rxedge/agent/settings"
 )
 
 const testStore = "S0001"
@@ -29,34 +28,29 @@ type rig struct {
 	e      *Engine
 	cancel context.CancelFunc
 	done   chan error
-	opts   settings.Options
-	tune   func(*SenderOptions)
+	opts   Options
+	tune   func(*Options)
 	log    *slog.Logger
 	logs   *syncbuf.Buffer
 }
 
 // testOptions are the agent's options for tests: short timeouts and delays
 // so outages resolve in seconds.
-func testOptions(t *testing.T, servers ...string) settings.Options {
+func testOptions(t *testing.T, servers ...string) Options {
 	t.Helper()
-	c := settings.Config{StoreID: testStore, DataDir: t.TempDir()}
-	c.NATS.Servers = servers
-	c.NATS.PingInterval = 500 * time.Millisecond
-	c.Sync.AttemptTimeout = 2 * time.Second
-	c.Sync.ResumeJitter = 200 * time.Millisecond
-	c.Retry.Ordinary = settings.PolicyConfig{MaxAttempts: 5, BaseDelay: 20 * time.Millisecond, MaxDelay: 100 * time.Millisecond}
-	c.Retry.Controlled = settings.PolicyConfig{MaxAttempts: 7, BaseDelay: 20 * time.Millisecond, MaxDelay: 100 * time.Millisecond}
-	o, err := c.Validate()
-	if err != nil {
-		t.Fatal(err)
+	o := Options{StoreID: testStore, AttemptTimeout: 2 * time.Second, ResumeJitter: 200 * time.Millisecond,
+		Ordinary:   retry.Policy{MaxAttempts: 5, BaseDelay: 20 * time.Millisecond, MaxDelay: 100 * time.Millisecond},
+		Controlled: retry.Policy{MaxAttempts: 7, BaseDelay: 20 * time.Millisecond, MaxDelay: 100 * time.Millisecond},
 	}
+	o.NATS = NATSOptions{Servers: servers, PingInterval: 500 * time.Millisecond, ReconnectWait: time.Second, ReconnectJitter: time.Second}
 	return o
 }
 
 // startRig opens a queue and runs an engine until the test ends.
-func startRig(t *testing.T, o settings.Options, tune func(*SenderOptions)) *rig {
+func startRig(t *testing.T, o Options, tune func(*Options)) *rig {
 	t.Helper()
-	q, err := queue.Open(queue.Options{Path: settings.DataFile(o.DataDir), StoreID: o.StoreID, MaxAhead: o.MaxRetryDelay()})
+	maxAhead := max(o.Controlled.MaxDelay, o.Ordinary.MaxDelay)
+	q, err := queue.Open(queue.Options{Path: filepath.Join(t.TempDir(), "agent.db"), StoreID: o.StoreID, MaxAhead: maxAhead})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,19 +164,19 @@ func (r *rig) waitSynced(n int, d time.Duration) queue.Stats {
 	return r.waitFor(fmt.Sprintf("%d synced", n), d, func(s queue.Stats) bool { return s.Count(queue.Synced) == uint64(n) })
 }
 
-// central counts RX_MOVEMENTS' messages and distinct subjects.
-func central(t *testing.T, url string) (msgs uint64, subjects int) {
+// centralCounts counts RX_MOVEMENTS' messages and distinct subjects.
+func centralCounts(t *testing.T, url string) (msgs uint64, subjects int) {
 	t.Helper()
 	nc := natstest.Connect(t, url)
 	defer nc.Close()
 	js := natstest.JetStream(t, nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, err := js.Stream(ctx, hub.StreamName)
+	s, err := js.Stream(ctx, central.StreamName)
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := s.Info(ctx, jetstream.WithSubjectFilter(hub.StreamSubjects))
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(central.StreamSubjects))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +186,7 @@ func central(t *testing.T, url string) (msgs uint64, subjects int) {
 // exactlyOnce checks that central holds each of n movements exactly once.
 func exactlyOnce(t *testing.T, url string, n int) {
 	t.Helper()
-	msgs, subjects := central(t, url)
+	msgs, subjects := centralCounts(t, url)
 	if msgs != uint64(n) || subjects != n {
 		t.Fatalf("central holds %d messages on %d subjects, want exactly %d of each", msgs, subjects, n)
 	}

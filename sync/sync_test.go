@@ -9,7 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/rxedge/agent/hub"
+	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/internal/faultproxy"
 	"github.com/rxedge/agent/internal/natstest"
 	"github.com/rxedge/agent/movement"
@@ -27,12 +27,12 @@ func TestDeliversWithHeaders(t *testing.T) {
 	nc := natstest.Connect(t, srv.URL())
 	js := natstest.JetStream(t, nc)
 	ctx := context.Background()
-	s, err := js.Stream(ctx, hub.StreamName)
+	s, err := js.Stream(ctx, central.StreamName)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := items[7] // a controlled one
-	m, err := s.GetLastMsgForSubject(ctx, hub.Subject(testStore, p.KeyString()))
+	m, err := s.GetLastMsgForSubject(ctx, central.Subject(testStore, p.KeyString()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,10 +79,10 @@ func TestStartsWithNoServerThenDelivers(t *testing.T) {
 func TestServerRestartMidDrain(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		tune func(*SenderOptions)
+		tune func(*Options)
 	}{
-		{"trickle", func(o *SenderOptions) { o.NoBatch = true }},
-		{"batch", func(o *SenderOptions) { o.BatchSize = 100 }},
+		{"trickle", func(o *Options) { o.NoBatch = true }},
+		{"batch", func(o *Options) { o.BatchSize = 100 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := natstest.StartHub(t)
@@ -108,14 +108,14 @@ func TestServerRestartMidDrain(t *testing.T) {
 func TestLostAcks(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		tune func(*SenderOptions)
+		tune func(*Options)
 		lose func(*faultproxy.Proxy)
 	}{
 		// Single publishes: each publish's ack.
-		{"trickle", func(o *SenderOptions) { o.NoBatch = true }, (*faultproxy.Proxy).LoseAcks},
+		{"trickle", func(o *Options) { o.NoBatch = true }, (*faultproxy.Proxy).LoseAcks},
 		// Atomic batches: the commit's ack (the only reply that holds the
 		// batch's count), after the whole batch was stored.
-		{"batch", func(o *SenderOptions) { o.BatchSize = 500 }, func(p *faultproxy.Proxy) {
+		{"batch", func(o *Options) { o.BatchSize = 500 }, func(p *faultproxy.Proxy) {
 			p.LoseReplies([]byte("PUB "), []byte(`"count":`))
 		}},
 	} {
@@ -137,7 +137,7 @@ func TestLostAcks(t *testing.T) {
 			if err := px.Wait(ctx, func(s faultproxy.Stats) bool { return s.LostReplies >= 3 }); err != nil {
 				t.Fatalf("acks were not lost: %v (%+v)", err, px.Stats())
 			}
-			stored, _ := central(t, srv.URL())
+			stored, _ := centralCounts(t, srv.URL())
 			synced := r.stats().Count(queue.Synced)
 			if stored <= synced {
 				t.Fatalf("central holds %d, the agent counted %d synced: no stored movement had its ack lost", stored, synced)
@@ -152,13 +152,13 @@ func TestLostAcks(t *testing.T) {
 }
 
 func TestOfflineLongerThanDuplicateWindow(t *testing.T) {
-	srv := natstest.StartHub(t, natstest.WithStream(hub.StreamOptions{DuplicateWindow: time.Second}))
+	srv := natstest.StartHub(t, natstest.WithStream(central.StreamOptions{DuplicateWindow: time.Second}))
 	px, err := faultproxy.New(srv.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer px.Close()
-	r := startRig(t, testOptions(t, px.URL()), func(o *SenderOptions) { o.NoBatch = true })
+	r := startRig(t, testOptions(t, px.URL()), func(o *Options) { o.NoBatch = true })
 	r.enqueue(0, 300)
 	// Unknown outcomes: stored centrally, acknowledgements lost...
 	px.LoseAcks()
@@ -186,7 +186,7 @@ func TestConflictIsQuarantinedOthersDelivered(t *testing.T) {
 	victim := items[5]
 	nc := natstest.Connect(t, srv.URL())
 	js := natstest.JetStream(t, nc)
-	m := nats.NewMsg(hub.Subject(testStore, victim.KeyString()))
+	m := nats.NewMsg(central.Subject(testStore, victim.KeyString()))
 	m.Header.Set("Nats-Msg-Id", victim.KeyString())
 	m.Header.Set("Rx-Digest", strings.Repeat("0", 64))
 	m.Data = []byte(`{"movement_id":"M000005","note":"another movement"}`)
@@ -208,9 +208,9 @@ func TestConflictIsQuarantinedOthersDelivered(t *testing.T) {
 func TestTooLargeQuarantinedAfterOneAttempt(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		tune func(*SenderOptions)
+		tune func(*Options)
 	}{
-		{"trickle", func(o *SenderOptions) { o.NoBatch = true }},
+		{"trickle", func(o *Options) { o.NoBatch = true }},
 		{"batch", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -13,39 +13,21 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/rxedge/agent/hub"
+	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/queue"
-)
-
-// Headers of a published movement (DESIGN §5).
-const (
-	hdrMsgID       = "Nats-Msg-Id"
-	hdrExpectLast  = "Nats-Expected-Last-Subject-Sequence"
-	hdrDigest      = "Rx-Digest"
-	hdrStore       = "Rx-Store"
-	hdrSeq         = "Rx-Seq"
-	hdrSchedule    = "Rx-Schedule"
-	hdrEnqueuedAt  = "Rx-Enqueued-At"
-	hdrBatchID     = "Nats-Batch-Id"
-	hdrBatchSeq    = "Nats-Batch-Sequence"
-	hdrBatchCommit = "Nats-Batch-Commit"
 )
 
 // message builds the central message of a pending movement.
 func message(store string, r *queue.Record) *nats.Msg {
-	key := r.KeyString()
-	m := nats.NewMsg(hub.Subject(store, key))
-	m.Header.Set(hdrMsgID, key)
-	m.Header.Set(hdrExpectLast, "0")
-	m.Header.Set(hdrDigest, hex.EncodeToString(r.Digest[:]))
-	m.Header.Set(hdrStore, store)
-	m.Header.Set(hdrSeq, strconv.FormatUint(r.Seq, 10))
-	if r.Schedule != "" {
-		m.Header.Set(hdrSchedule, r.Schedule)
-	}
-	m.Header.Set(hdrEnqueuedAt, r.EnqueuedAt.UTC().Format(time.RFC3339Nano))
-	m.Data = r.Payload
-	return m
+	return central.Message{
+		Store:      store,
+		Key:        r.KeyString(),
+		Digest:     hex.EncodeToString(r.Digest[:]),
+		Seq:        r.Seq,
+		Schedule:   r.Schedule,
+		EnqueuedAt: r.EnqueuedAt,
+		Payload:    r.Payload,
+	}.Msg()
 }
 
 // future is a publish waiting for its acknowledgement.
@@ -68,6 +50,9 @@ type transport interface {
 	lastDigest(ctx context.Context, subject string) (string, uint64, error)
 	// maxPayload is the largest message the server takes (0 = unknown).
 	maxPayload() int64
+	// alive asks central whether it answers publishes for the store; nil
+	// when it answered (see alive.go).
+	alive(ctx context.Context, store string) error
 }
 
 var errNotStored = errors.New("sync: no message stored for the subject")
@@ -109,13 +94,13 @@ func (t *jsTransport) publishBatch(ctx context.Context, msgs []*nats.Msg) (uint6
 	batchID := id.String()
 	for i, m := range msgs {
 		m.Reply = ""
-		m.Header.Del(hdrBatchCommit)
-		m.Header.Set(hdrBatchID, batchID)
-		m.Header.Set(hdrBatchSeq, strconv.Itoa(i+1))
+		m.Header.Del(central.HeaderBatchCommit)
+		m.Header.Set(central.HeaderBatchID, batchID)
+		m.Header.Set(central.HeaderBatchSeq, strconv.Itoa(i+1))
 		last := i == len(msgs)-1
 		switch {
 		case last:
-			m.Header.Set(hdrBatchCommit, "1")
+			m.Header.Set(central.HeaderBatchCommit, "1")
 			resp, err := t.nc.RequestMsgWithContext(ctx, m)
 			if err != nil {
 				return 0, err
@@ -164,7 +149,7 @@ func (t *jsTransport) publishBatch(ctx context.Context, msgs []*nats.Msg) (uint6
 // ($JS.API.DIRECT.GET.<stream>.<subject>), which an agent's permissions
 // allow for its own subjects only; it needs no stream-info permission.
 func (t *jsTransport) lastDigest(ctx context.Context, subject string) (string, uint64, error) {
-	resp, err := t.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+hub.StreamName+"."+subject, nil)
+	resp, err := t.nc.RequestWithContext(ctx, central.DirectGetSubject(subject), nil)
 	if err != nil {
 		return "", 0, err
 	}
@@ -174,9 +159,9 @@ func (t *jsTransport) lastDigest(ctx context.Context, subject string) (string, u
 		}
 		return "", 0, fmt.Errorf("sync: direct get %s: status %s %s", subject, st, resp.Header.Get("Description"))
 	}
-	seq, err := strconv.ParseUint(resp.Header.Get("Nats-Sequence"), 10, 64)
+	seq, err := strconv.ParseUint(resp.Header.Get(jetstream.SequenceHeader), 10, 64)
 	if err != nil {
 		return "", 0, fmt.Errorf("sync: direct get %s: no stream sequence", subject)
 	}
-	return resp.Header.Get(hdrDigest), seq, nil
+	return resp.Header.Get(central.HeaderDigest), seq, nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/hub"
 )
 
@@ -81,7 +82,7 @@ identity (the admin user of configs/nats/production.conf.template).`,
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
-			changes, err := hub.Provision(ctx, js, hub.StreamOptions{Replicas: replicas, DuplicateWindow: window, MaxAge: maxAge})
+			changes, err := hub.Provision(ctx, js, central.StreamOptions{Replicas: replicas, DuplicateWindow: window, MaxAge: maxAge})
 			for _, c := range changes {
 				fmt.Fprintln(s.out, c)
 			}
@@ -89,15 +90,15 @@ identity (the admin user of configs/nats/production.conf.template).`,
 				return fmt.Errorf("provision: %w", err)
 			}
 			if len(changes) == 0 {
-				fmt.Fprintf(s.out, "%s is up to date\n", hub.StreamName)
+				fmt.Fprintf(s.out, "%s is up to date\n", central.StreamName)
 			}
 			return nil
 		},
 	}
 	fs := cmd.Flags()
 	nf.register(fs, "")
-	fs.IntVar(&replicas, "replicas", hub.DefaultReplicas, "stream replicas (3 on a production cluster)")
-	fs.DurationVar(&window, "duplicate-window", hub.DefaultDuplicateWindow, "Nats-Msg-Id duplicate window")
-	fs.DurationVar(&maxAge, "max-age", hub.DefaultMaxAge, "how long central keeps each movement (the dedupe horizon)")
+	fs.IntVar(&replicas, "replicas", central.DefaultReplicas, "stream replicas (3 on a production cluster)")
+	fs.DurationVar(&window, "duplicate-window", central.DefaultDuplicateWindow, "Nats-Msg-Id duplicate window")
+	fs.DurationVar(&maxAge, "max-age", central.DefaultMaxAge, "how long central keeps each movement (the dedupe horizon)")
 	return cmd
 }

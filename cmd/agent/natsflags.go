@@ -12,6 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/pflag"
+
+	"github.com/rxedge/agent/central"
 )
 
 // natsFlags are how a CLI command (provision, remote) reaches a NATS
@@ -239,7 +241,7 @@ func (f *natsFlags) resolve() (natsSettings, error) {
 		break
 	}
 	if s.inbox.value == "" && s.user.value != "" {
-		s.inbox = setting{"_INBOX_" + s.user.value, "the user (" + s.user.from + ")"}
+		s.inbox = setting{central.InboxPrefix(s.user.value), "the user (" + s.user.from + ")"}
 	}
 	return s, nil
 }

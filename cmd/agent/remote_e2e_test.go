@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
+	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/hub"
@@ -174,11 +175,11 @@ func centralSubjects(t *testing.T, url string) (uint64, map[string]uint64) {
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, err := natstest.JetStream(t, nc).Stream(ctx, hub.StreamName)
+	s, err := natstest.JetStream(t, nc).Stream(ctx, central.StreamName)
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := s.Info(ctx, jetstream.WithSubjectFilter(hub.StreamSubjects))
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(central.StreamSubjects))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +294,7 @@ func TestRemoteRedriveEndToEnd(t *testing.T) {
 		t.Errorf("central holds %d messages on %d subjects, want 5 and 5", msgs, len(subjects))
 	}
 	for _, k := range []string{keyA, keyB} {
-		if n := subjects[hub.Subject(liveStore, k)]; n != 1 {
+		if n := subjects[central.Subject(liveStore, k)]; n != 1 {
 			t.Errorf("central holds %s %d times, want once", k, n)
 		}
 	}

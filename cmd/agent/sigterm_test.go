@@ -30,8 +30,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/control"
-	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/internal/natstest"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/settings"
@@ -419,11 +419,11 @@ func TestRunSIGTERMUnderLoad(t *testing.T) {
 	js := natstest.JetStream(t, natstest.Connect(t, h.URL()))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	stream, err := js.Stream(ctx, hub.StreamName)
+	stream, err := js.Stream(ctx, central.StreamName)
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(hub.Subject(runStore, ">")))
+	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(central.Subject(runStore, ">")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -431,7 +431,7 @@ func TestRunSIGTERMUnderLoad(t *testing.T) {
 		t.Errorf("central holds %d messages on %d subjects; want %d on %d", info.State.Msgs, info.State.NumSubjects, len(acked), len(acked))
 	}
 	for key, id := range acked {
-		if n := info.State.Subjects[hub.Subject(runStore, key)]; n != 1 {
+		if n := info.State.Subjects[central.Subject(runStore, key)]; n != 1 {
 			t.Errorf("central holds movement %s (key %s) %d times, want once", id, key, n)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/settings"
@@ -157,7 +158,7 @@ func (b *bench) herdRun(ctx context.Context, name string, jitter time.Duration) 
 		if err != nil {
 			return res, err
 		}
-		st := &herdStore{id: id, q: q, e: sync.New(q, o, nil, nil, nil), done: make(chan error, 1)}
+		st := &herdStore{id: id, q: q, e: sync.New(q, o.Sync(), nil, nil, nil), done: make(chan error, 1)}
 		stores = append(stores, st)
 		go func() { st.done <- st.e.Run(ectx) }()
 	}
@@ -208,7 +209,7 @@ func (b *bench) herdRun(ctx context.Context, name string, jitter time.Duration) 
 	// managed to store.
 	var mu stdsync.Mutex
 	var arrivals []time.Time
-	sub, err := nc.Subscribe(hub.StreamSubjects, func(*nats.Msg) {
+	sub, err := nc.Subscribe(central.StreamSubjects, func(*nats.Msg) {
 		mu.Lock()
 		arrivals = append(arrivals, time.Now())
 		mu.Unlock()
@@ -223,7 +224,7 @@ func (b *bench) herdRun(ctx context.Context, name string, jitter time.Duration) 
 	if err != nil {
 		return res, err
 	}
-	stream, err := js.Stream(ctx, hub.StreamName)
+	stream, err := js.Stream(ctx, central.StreamName)
 	if err != nil {
 		return res, err
 	}
@@ -293,7 +294,7 @@ func restartHub(o hub.Options) (*hub.Hub, error) {
 // storedTimes reads the time central stored each of the stream's first n
 // messages.
 func storedTimes(ctx context.Context, js jetstream.JetStream, n int) ([]time.Time, error) {
-	c, err := js.OrderedConsumer(ctx, hub.StreamName, jetstream.OrderedConsumerConfig{})
+	c, err := js.OrderedConsumer(ctx, central.StreamName, jetstream.OrderedConsumerConfig{})
 	if err != nil {
 		return nil, err
 	}

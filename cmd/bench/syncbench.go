@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
@@ -205,22 +205,18 @@ func startHub(dir string, noSync bool) (*hub.Hub, error) {
 	return hub.Start(hub.Options{Listen: "127.0.0.1:0", StoreDir: dir, NoSync: noSync})
 }
 
-// rawMessage is the message the agent publishes for a movement (see
-// sync's message): the same subject, headers and payload.
+// rawMessage is the message the agent publishes for a movement: the
+// same subject, headers and payload.
 func rawMessage(store string, seq uint64, enqueuedAt time.Time, p *movement.Prepared) *nats.Msg {
-	key := p.KeyString()
-	m := nats.NewMsg(hub.Subject(store, key))
-	m.Header.Set("Nats-Msg-Id", key)
-	m.Header.Set("Nats-Expected-Last-Subject-Sequence", "0")
-	m.Header.Set("Rx-Digest", hex.EncodeToString(p.Digest[:]))
-	m.Header.Set("Rx-Store", store)
-	m.Header.Set("Rx-Seq", strconv.FormatUint(seq, 10))
-	if p.Schedule != "" {
-		m.Header.Set("Rx-Schedule", p.Schedule)
-	}
-	m.Header.Set("Rx-Enqueued-At", enqueuedAt.UTC().Format(time.RFC3339Nano))
-	m.Data = p.Payload
-	return m
+	return central.Message{
+		Store:      store,
+		Key:        p.KeyString(),
+		Digest:     hex.EncodeToString(p.Digest[:]),
+		Seq:        seq,
+		Schedule:   p.Schedule,
+		EnqueuedAt: enqueuedAt,
+		Payload:    p.Payload,
+	}.Msg()
 }
 
 // rawRig is a hub and a plain JetStream client publishing to it.
@@ -344,7 +340,7 @@ func (r *engineRig) deliver(ctx context.Context, target int) (syncResult, error)
 	}
 	from := st.Count(queue.Synced)
 
-	e := sync.New(q, r.o, nil, nil, nil)
+	e := sync.New(q, r.o.Sync(), nil, nil, nil)
 	ectx, stop := context.WithCancel(ctx)
 	defer stop()
 	done := make(chan error, 1)
@@ -449,7 +445,7 @@ func checkStored(ctx context.Context, url string, n int) error {
 	if err != nil {
 		return err
 	}
-	s, err := js.Stream(ctx, hub.StreamName)
+	s, err := js.Stream(ctx, central.StreamName)
 	if err != nil {
 		return err
 	}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"io"
 	"os/exec"
-	"slices"
 	"strings"
 	"testing"
 )
@@ -77,29 +76,7 @@ func TestDependencyDirection(t *testing.T) {
 				}
 			}
 		}
-		for _, bad := range badDeps[short] {
-			if slices.Contains(p.Deps, bad) {
-				t.Errorf("%s depends on %s: %s", short, bad, why[bad])
-			}
-		}
 	}
-}
-
-// badDeps lists, per package, imports that must never appear among its
-// dependencies (direct or not), in the manner of Tailscale's deptest
-// BadDeps.
-var badDeps = map[string][]string{
-	"sync":   {module + "/daemon", module + "/control"},
-	"queue":  {module + "/daemon", module + "/control"},
-	"retry":  {module + "/daemon", module + "/control"},
-	"dlq":    {module + "/daemon", module + "/control", "net/http"},
-	"status": {module + "/daemon", module + "/control", "net/http"},
-}
-
-var why = map[string]string{
-	module + "/daemon":  "it is above it",
-	module + "/control": "it is above it: the local API calls the domain packages, not the other way round",
-	"net/http":          "a domain package knows nothing of HTTP: its routes are in package control",
 }
 
 // TestEveryPackageHasADocComment: each package says what it promises.

@@ -1,4 +1,6 @@
 // Package deptest checks the shape of the module: the direction of its
-// dependencies and that every package states its promise in a doc
-// comment. It has no code of its own; see its test.
+// dependencies, what a package must never depend on (no client package
+// links nats-server; central imports nothing of ours), and that every
+// package states its promise in a doc comment. It has no code of its own;
+// see its tests.
 package deptest

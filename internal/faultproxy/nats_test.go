@@ -9,12 +9,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/rxedge/agent/hub"
+	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/internal/natstest"
 )
 
 func publish(ctx context.Context, js jetstream.JetStream, key string) (*jetstream.PubAck, error) {
-	m := nats.NewMsg(hub.Subject("S1", key))
+	m := nats.NewMsg(central.Subject("S1", key))
 	m.Header.Set(jetstream.MsgIDHeader, key)
 	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
 	m.Data = []byte(`{"qty":1}`)
@@ -40,7 +40,7 @@ func TestLostAckThroughNATS(t *testing.T) {
 	)
 	js := natstest.JetStream(t, nc)
 	// A second client straight to the server, to look at the stream.
-	direct, err := natstest.JetStream(t, natstest.Connect(t, s.URL())).Stream(t.Context(), hub.StreamName)
+	direct, err := natstest.JetStream(t, natstest.Connect(t, s.URL())).Stream(t.Context(), central.StreamName)
 	if err != nil {
 		t.Fatalf("stream info: %v", err)
 	}
@@ -58,7 +58,7 @@ func TestLostAckThroughNATS(t *testing.T) {
 		await(t, disconnected, "disconnect")
 		await(t, reconnected, "reconnect")
 
-		m, err := direct.GetLastMsgForSubject(t.Context(), hub.Subject("S1", key))
+		m, err := direct.GetLastMsgForSubject(t.Context(), central.Subject("S1", key))
 		if err != nil {
 			t.Fatalf("publish %s: not in the stream although it reached the server: %v", key, err)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/hub"
 )
 
@@ -91,7 +92,7 @@ func StartCluster(tb testing.TB, n int, opts ...Option) *Cluster {
 			break
 		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("natstest: provision %s on the cluster: still failing after %v: %v", hub.StreamName, clusterTimeout, err)
+			tb.Fatalf("natstest: provision %s on the cluster: still failing after %v: %v", central.StreamName, clusterTimeout, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -187,7 +188,7 @@ func (c *Cluster) StreamLeader() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i, n := range c.nodes {
-		if n.h != nil && n.h.Server().JetStreamIsStreamLeader(server.DEFAULT_GLOBAL_ACCOUNT, hub.StreamName) {
+		if n.h != nil && n.h.Server().JetStreamIsStreamLeader(server.DEFAULT_GLOBAL_ACCOUNT, central.StreamName) {
 			return i
 		}
 	}
@@ -199,7 +200,7 @@ func (c *Cluster) StreamLeader() int {
 func (c *Cluster) WaitStreamLeader(tb testing.TB) int {
 	tb.Helper()
 	var leader int
-	waitFor(tb, "a stream leader for "+hub.StreamName, func() bool {
+	waitFor(tb, "a stream leader for "+central.StreamName, func() bool {
 		leader = c.StreamLeader()
 		return leader >= 0
 	})
@@ -216,7 +217,7 @@ func (c *Cluster) WaitNodeCurrent(tb testing.TB, i int) {
 			return false
 		}
 		s := h.Server()
-		return s.JetStreamIsCurrent() && s.JetStreamIsStreamCurrent(server.DEFAULT_GLOBAL_ACCOUNT, hub.StreamName)
+		return s.JetStreamIsCurrent() && s.JetStreamIsStreamCurrent(server.DEFAULT_GLOBAL_ACCOUNT, central.StreamName)
 	})
 }
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rxedge/agent/hub"
+	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/internal/natstest"
 )
 
@@ -14,7 +14,7 @@ func TestClusterStreamLeaderFailover(t *testing.T) {
 	nc := natstest.Connect(t, strings.Join(c.URLs(), ","), agentOptions...)
 	js := natstest.JetStream(t, nc)
 
-	stream, err := js.Stream(testContext(t), hub.StreamName)
+	stream, err := js.Stream(testContext(t), central.StreamName)
 	if err != nil {
 		t.Fatalf("stream info: %v", err)
 	}

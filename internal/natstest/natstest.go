@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/hub"
 )
 
@@ -27,7 +28,7 @@ type Option func(*hub.Options)
 
 // WithStream sets the stream's options, e.g. a small MaxMsgs to fill it or
 // a short DuplicateWindow.
-func WithStream(so hub.StreamOptions) Option {
+func WithStream(so central.StreamOptions) Option {
 	return func(o *hub.Options) { o.Stream = so }
 }
 

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/rxedge/agent/hub"
+	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/internal/natstest"
 )
 
@@ -24,7 +24,7 @@ func testContext(t *testing.T) context.Context {
 
 // publish sends a movement with the agent's headers.
 func publish(ctx context.Context, js jetstream.JetStream, key string) (*jetstream.PubAck, error) {
-	m := nats.NewMsg(hub.Subject("S1", key))
+	m := nats.NewMsg(central.Subject("S1", key))
 	m.Header.Set(jetstream.MsgIDHeader, key)
 	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
 	m.Data = []byte(`{}`)
@@ -92,11 +92,11 @@ func TestRestartKeepsPortAndStore(t *testing.T) {
 	if s.URL() != url || s.StoreDir() != dir {
 		t.Errorf("after restart URL %q store %q, want %q %q", s.URL(), s.StoreDir(), url, dir)
 	}
-	stream, err := js.Stream(testContext(t), hub.StreamName)
+	stream, err := js.Stream(testContext(t), central.StreamName)
 	if err != nil {
 		t.Fatalf("stream info after restart: %v", err)
 	}
-	if _, err := stream.GetLastMsgForSubject(testContext(t), hub.Subject("S1", "before")); err != nil {
+	if _, err := stream.GetLastMsgForSubject(testContext(t), central.Subject("S1", "before")); err != nil {
 		t.Errorf("movement published before the restart: %v", err)
 	}
 	if _, err := publish(testContext(t), js, "after"); err != nil {
@@ -132,13 +132,13 @@ func TestStopAndStart(t *testing.T) {
 func TestOptions(t *testing.T) {
 	s := natstest.StartHub(t,
 		natstest.WithMaxPayload(2048),
-		natstest.WithStream(hub.StreamOptions{MaxMsgs: 5, DuplicateWindow: time.Second}),
+		natstest.WithStream(central.StreamOptions{MaxMsgs: 5, DuplicateWindow: time.Second}),
 	)
 	nc := natstest.Connect(t, s.URL())
 	if got := nc.MaxPayload(); got != 2048 {
 		t.Errorf("MaxPayload = %d, want 2048", got)
 	}
-	stream, err := natstest.JetStream(t, nc).Stream(testContext(t), hub.StreamName)
+	stream, err := natstest.JetStream(t, nc).Stream(testContext(t), central.StreamName)
 	if err != nil {
 		t.Fatalf("stream info: %v", err)
 	}
@@ -174,7 +174,7 @@ func TestWithConfigFile(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Error("no permissions violation reported within 5s")
 	}
-	m := nats.NewMsg(hub.Subject("S0001", "k1"))
+	m := nats.NewMsg(central.Subject("S0001", "k1"))
 	m.Header.Set(jetstream.MsgIDHeader, "k1")
 	if _, err := natstest.JetStream(t, nc).PublishMsg(testContext(t), m); err != nil {
 		t.Errorf("store S0001 publishes its movement: %v", err)

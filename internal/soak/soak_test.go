@@ -23,9 +23,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/dlq"
-	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/internal/agentbin"
 	"github.com/rxedge/agent/internal/faultproxy"
 	"github.com/rxedge/agent/internal/natstest"
@@ -625,11 +625,11 @@ func (r *rig) centralSubjects() map[string]int {
 	js := natstest.JetStream(t, nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	s, err := js.Stream(ctx, hub.StreamName)
+	s, err := js.Stream(ctx, central.StreamName)
 	if err != nil {
 		t.Fatal(err)
 	}
-	filter := hub.Subject(storeID, ">")
+	filter := central.Subject(storeID, ">")
 	info, err := s.Info(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -642,7 +642,7 @@ func (r *rig) centralSubjects() map[string]int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prefix := hub.Subject(storeID, "")
+	prefix := central.Subject(storeID, "")
 	for seen := uint64(0); seen < info.State.Msgs; {
 		batch, err := c.Fetch(1000, jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {

@@ -1,0 +1,69 @@
+package central
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Headers of a movement message.
+const (
+	// HeaderMsgID carries the movement key: within the duplicate window
+	// central answers a resend with a duplicate acknowledgement.
+	HeaderMsgID = jetstream.MsgIDHeader
+	// HeaderExpectLast is always "0": the subject must hold no message yet,
+	// so a resend after the window is refused, not stored twice.
+	HeaderExpectLast = jetstream.ExpectedLastSubjSeqHeader
+	// HeaderDigest is the hex SHA-256 of the canonical payload, which tells
+	// a resend from a conflicting movement under the same key.
+	HeaderDigest = "Rx-Digest"
+	// HeaderStore is the store id.
+	HeaderStore = "Rx-Store"
+	// HeaderSeq is the per-store sequence assigned at enqueue, so central
+	// can detect gaps.
+	HeaderSeq = "Rx-Seq"
+	// HeaderSchedule is the controlled-substance schedule, absent when the
+	// movement is not controlled.
+	HeaderSchedule = "Rx-Schedule"
+	// HeaderEnqueuedAt is when the agent acknowledged the movement, RFC 3339
+	// with nanoseconds, in UTC.
+	HeaderEnqueuedAt = "Rx-Enqueued-At"
+)
+
+// Headers of JetStream's atomic batch publish, which the stream allows for
+// backlog drains (the protocol of orbit.go's jetstreamext.PublishMsgBatch).
+const (
+	HeaderBatchID     = "Nats-Batch-Id"
+	HeaderBatchSeq    = "Nats-Batch-Sequence"
+	HeaderBatchCommit = "Nats-Batch-Commit"
+)
+
+// Message is one movement as an agent publishes it.
+type Message struct {
+	Store      string
+	Key        string    // the movement key, 32 hex characters
+	Digest     string    // hex SHA-256 of the canonical payload
+	Seq        uint64    // per-store sequence assigned at enqueue
+	Schedule   string    // empty when the movement is not controlled
+	EnqueuedAt time.Time // when the agent acknowledged it
+	Payload    []byte
+}
+
+// Msg builds the NATS message of m: subject Subject(m.Store, m.Key), the
+// movement headers, and the payload as data.
+func (m Message) Msg() *nats.Msg {
+	msg := nats.NewMsg(Subject(m.Store, m.Key))
+	msg.Header.Set(HeaderMsgID, m.Key)
+	msg.Header.Set(HeaderExpectLast, "0")
+	msg.Header.Set(HeaderDigest, m.Digest)
+	msg.Header.Set(HeaderStore, m.Store)
+	msg.Header.Set(HeaderSeq, strconv.FormatUint(m.Seq, 10))
+	if m.Schedule != "" {
+		msg.Header.Set(HeaderSchedule, m.Schedule)
+	}
+	msg.Header.Set(HeaderEnqueuedAt, m.EnqueuedAt.UTC().Format(time.RFC3339Nano))
+	msg.Data = m.Payload
+	return msg
+}

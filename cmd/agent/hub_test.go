@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/hub"
+	"github.com/rxedge/agent/internal/natstest"
+)
+
+// TestProvision runs `agent provision` as the production template's
+// administrator against a server without the stream: with --user admin
+// its inbox prefix defaults to _INBOX_admin, the only one the server lets
+// it read, and the stream it creates is central's.
+func TestProvision(t *testing.T) {
+	srv := natstest.StartHub(t,
+		natstest.WithConfigFile(filepath.Join("..", "..", "configs", "nats", "production.conf.template")),
+		func(o *hub.Options) { o.SkipProvision = true })
+	admin := []string{"provision", "--server", srv.URL(), "--user", "admin", "--password", "CHANGE-ME-admin"}
+
+	tests := []struct {
+		name  string
+		extra []string
+		code  int
+		want  string
+	}{
+		{name: "create", want: "created stream RX_MOVEMENTS\n"},
+		{name: "again: nothing to do", want: "RX_MOVEMENTS is up to date\n"},
+		{name: "shorter duplicate window", extra: []string{"--duplicate-window", "2m"}, want: "duplicate_window: 10m0s -> 2m0s\n"},
+		{name: "bad replicas", extra: []string{"--replicas", "0"}, code: exitUsage},
+	}
+	for _, tc := range tests {
+		stdout, stderr, code := cli(t, append(admin, tc.extra...)...)
+		if code != tc.code || stdout != tc.want {
+			t.Errorf("%s: exit %d, stdout %q; want exit %d, stdout %q\nstderr: %s", tc.name, code, stdout, tc.code, tc.want, stderr)
+		}
+	}
+
+	nc := natstest.Connect(t, srv.URL(), nats.UserInfo("admin", "CHANGE-ME-admin"), nats.CustomInboxPrefix(central.InboxPrefix("admin")))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := natstest.JetStream(t, nc).Stream(ctx, central.StreamName)
+	if err != nil {
+		t.Fatalf("stream info: %v", err)
+	}
+	want := central.StreamConfig(central.StreamOptions{DuplicateWindow: 2 * time.Minute})
+	got := s.CachedInfo().Config
+	if got.Duplicates != want.Duplicates || strings.Join(got.Subjects, ",") != strings.Join(want.Subjects, ",") ||
+		got.MaxMsgsPerSubject != want.MaxMsgsPerSubject || !got.DenyDelete || !got.AllowDirect || !got.AllowAtomicPublish {
+		t.Errorf("stream config on the server = %+v, want central's %+v", got, want)
+	}
+}
