@@ -154,6 +154,13 @@ func (f *FS) CutAfter(n int) {
 	f.trigger = func(op Op) bool { return op.Seq >= at }
 }
 
+// SetTorn changes Options.Torn for the cuts to come.
+func (f *FS) SetTorn(p float64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.opts.Torn = p
+}
+
 // Off is closed when the power of the current mount is cut.
 func (f *FS) Off() <-chan struct{} {
 	f.mu.Lock()
