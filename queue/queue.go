@@ -208,6 +208,12 @@ func Open(opts Options) (*Queue, error) {
 			db.Close()
 			return nil, fmt.Errorf("queue: open %s: give the new file its directory's owner: %w", opts.Path, oerr)
 		}
+		// The new file's name must be durable before anything written to
+		// the file is acknowledged: fsync the directory that holds it.
+		if serr := syncDir(filepath.Dir(opts.Path)); serr != nil {
+			db.Close()
+			return nil, fmt.Errorf("queue: open %s: sync the data directory: %w", opts.Path, serr)
+		}
 	}
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("queue: open %s: %w", opts.Path, ErrLocked)
