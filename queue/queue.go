@@ -197,7 +197,7 @@ func Open(opts Options) (*Queue, error) {
 		if _, err := os.Stat(opts.Path); err != nil {
 			return nil, fmt.Errorf("queue: open %s: %w", opts.Path, err)
 		}
-	} else if err := os.MkdirAll(filepath.Dir(opts.Path), 0o750); err != nil {
+	} else if err := mkdirAll(filepath.Dir(opts.Path), 0o750); err != nil {
 		return nil, fmt.Errorf("queue: open: create data directory: %w", err)
 	}
 	_, statErr := os.Stat(opts.Path)
@@ -238,6 +238,32 @@ func Open(opts Options) (*Queue, error) {
 		go q.writer()
 	}
 	return q, nil
+}
+
+// mkdirAll creates dir and its missing parents, like os.MkdirAll, and
+// fsyncs the parent of each directory it creates: a data directory whose
+// name a power loss takes away takes the data file with it.
+func mkdirAll(dir string, perm os.FileMode) error {
+	fi, err := os.Stat(dir)
+	if err == nil {
+		if !fi.IsDir() {
+			return fmt.Errorf("%s is not a directory", dir)
+		}
+		return nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	parent := filepath.Dir(dir)
+	if parent != dir {
+		if err := mkdirAll(parent, perm); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, perm); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	return syncDir(parent)
 }
 
 // openFile opens and locks the bbolt file at opts.Path, making sure the
