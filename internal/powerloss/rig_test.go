@@ -623,5 +623,5 @@ func exported(out string) (int, string, bool) {
 func (r *rig) summary() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.t.Logf("%d power cuts (%d torn), %d movements acknowledged in all, %d changing filesystem requests; held at the last check: %s", r.cuts, r.torn, r.totalAcks, r.fs.Seq(), r.held)
+	r.t.Logf("%d power cuts (%d torn), %d movements acknowledged in all, %d commands completed, %d changing filesystem requests; held at the last check: %s", r.cuts, r.torn, r.totalAcks, len(r.expect), r.fs.Seq(), r.held)
 }
