@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	stdsync "sync"
 	"syscall"
 	"time"
 
@@ -14,7 +15,18 @@ import (
 )
 
 // Available reports why an FS cannot be mounted here, or nil when it can.
+// It tries once per process: root, /dev/fuse, and a mount of an empty FS.
 func Available() error {
+	probe.once.Do(func() { probe.err = available() })
+	return probe.err
+}
+
+var probe struct {
+	once stdsync.Once
+	err  error
+}
+
+func available() error {
 	if os.Geteuid() != 0 {
 		return errors.New("powerfs: mounting needs root (it mounts directly, without fusermount)")
 	}
@@ -23,7 +35,16 @@ func Available() error {
 		return fmt.Errorf("powerfs: /dev/fuse is not usable: %w", err)
 	}
 	f.Close()
-	return nil
+	dir, err := os.MkdirTemp("", "powerfs-probe-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(dir)
+	m, err := New(Options{}).Mount(dir)
+	if err != nil {
+		return fmt.Errorf("powerfs: a test mount failed: %w", err)
+	}
+	return m.Unmount()
 }
 
 // Mount is the FS mounted on a directory.
