@@ -66,7 +66,7 @@ func TestPowerLossDuringCompaction(t *testing.T) {
 	if !r.start(true) {
 		t.Fatal("the power went off with no cut armed")
 	}
-	for i := 0; i < 20; i++ {
+	for i := 0; i < 10; i++ {
 		r.post(client, 100, "")
 	}
 	r.waitStatus("the backlog drained", 30*time.Second, func(c counts) bool { return c.Pending.total() == 0 })
