@@ -86,6 +86,7 @@ type rig struct {
 	mu     stdsync.Mutex
 	acked  map[string]string // movement id → key, for every 2xx answer
 	expect []expectation     // completed commands whose effects must survive
+	starts int               // agent runs that became ready on this data directory
 
 	cuts      int
 	torn      int // cuts that kept a random part of the unsynced writes
@@ -189,6 +190,7 @@ func (r *rig) useDataDir(dir string) {
 	r.data = dir
 	r.acked = map[string]string{}
 	r.expect = nil
+	r.starts = 0
 }
 
 // agent is one run of the built binary.
@@ -222,6 +224,10 @@ func (r *rig) start(nats bool) bool {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
+				// A ready agent has journalled its start.
+				r.mu.Lock()
+				r.starts++
+				r.mu.Unlock()
 				return true
 			}
 		}
@@ -434,8 +440,8 @@ func (r *rig) check() {
 	defer r.mu.Unlock()
 	path := filepath.Join(r.data, "agent.db")
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-		if len(r.acked) > 0 || len(r.expect) > 0 {
-			t.Fatalf("cut %d: %s is gone after the power cut, with %d movements acknowledged and %d commands completed", r.cuts, path, len(r.acked), len(r.expect))
+		if len(r.acked) > 0 || len(r.expect) > 0 || r.starts > 0 {
+			t.Fatalf("cut %d: %s is gone after the power cut, with %d movements acknowledged, %d commands completed and %d starts", r.cuts, path, len(r.acked), len(r.expect), r.starts)
 		}
 		return
 	}
@@ -509,6 +515,9 @@ func (r *rig) check() {
 				t.Fatalf("cut %d: movement %s is synced, but central does not hold it: %v", r.cuts, key, err)
 			}
 		}
+	}
+	if entries[queue.ActionStart] < r.starts {
+		t.Fatalf("cut %d: the agent became ready %d times, and the journal has %d start entries", r.cuts, r.starts, entries[queue.ActionStart])
 	}
 	for _, x := range r.expect {
 		if entries[x.action] < x.count {
