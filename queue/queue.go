@@ -209,8 +209,8 @@ func Open(opts Options) (*Queue, error) {
 			return nil, fmt.Errorf("queue: open %s: give the new file its directory's owner: %w", opts.Path, oerr)
 		}
 		// The new file's name must be durable before anything written to
-		// the file is acknowledged: fsync the directory that holds it.
-		if serr := syncDir(filepath.Dir(opts.Path)); serr != nil {
+		// the file is acknowledged.
+		if serr := syncNewFile(opts.Path); serr != nil {
 			db.Close()
 			return nil, fmt.Errorf("queue: open %s: sync the data directory: %w", opts.Path, serr)
 		}
@@ -264,6 +264,21 @@ func mkdirAll(dir string, perm os.FileMode) error {
 		return err
 	}
 	return syncDir(parent)
+}
+
+// syncNewFile makes the name of a file just created durable: it fsyncs the
+// directory that holds it and, as far as it may, every directory above,
+// which another program (an installer's mkdir -p) may have created just
+// before without syncing them.
+func syncNewFile(path string) error {
+	dir := filepath.Dir(path)
+	if err := syncDir(dir); err != nil {
+		return err
+	}
+	for p := dir; filepath.Dir(p) != p; p = filepath.Dir(p) {
+		syncDir(filepath.Dir(p)) // directories above are not the agent's: no error of theirs stops it
+	}
+	return nil
 }
 
 // openFile opens and locks the bbolt file at opts.Path, making sure the
