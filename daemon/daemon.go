@@ -56,9 +56,7 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 		log = slog.New(slog.DiscardHandler)
 	}
 	ignoreFileSizeLimit()
-	if err := os.MkdirAll(opts.DataDir, 0o750); err != nil {
-		return fmt.Errorf("create data directory: %w", err)
-	}
+	// queue.Open creates the data directory, durably.
 	compactAtStart(settings.DataFile(opts.DataDir), log)
 	q, err := queue.Open(queue.Options{
 		Path:     settings.DataFile(opts.DataDir),
