@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -43,6 +44,10 @@ is paused because central cannot take anything, so monitoring systems
 				return watchStatus(cmd.Context(), s, dataDir, interval, maxAge)
 			}
 			st, err := readStatus(cmd.Context(), dataDir)
+			if errors.Is(err, errNoDataFile) {
+				// Installed but never started: the service state is the answer.
+				return &exitErr{code: exitAttention, msg: fmt.Sprintf("service: %s\n%v", serviceState(), err)}
+			}
 			if err != nil {
 				return err
 			}

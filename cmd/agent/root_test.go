@@ -1,0 +1,28 @@
+package main
+
+import (
+	"io/fs"
+	"os"
+	"testing"
+)
+
+// TestDefaultConfigBehindAClosedDirectory: a user who may not enter
+// /etc/rxedge gets the administrator hint, not "which agent?".
+func TestDefaultConfigBehindAClosedDirectory(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"readable", nil, true},
+		{"directory not readable", &fs.PathError{Op: "stat", Path: defaultConfigPath(), Err: fs.ErrPermission}, true},
+		{"missing", &fs.PathError{Op: "stat", Path: defaultConfigPath(), Err: fs.ErrNotExist}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := defaultConfigExists(func(string) (os.FileInfo, error) { return nil, tc.err })
+			if got != tc.want {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
