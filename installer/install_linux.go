@@ -22,7 +22,7 @@ func (osHost) preflight(p *Plan) error {
 		return err
 	}
 	if _, err := os.Lstat(p.Unit.Path); err == nil {
-		return fmt.Errorf("installer: %s exists although systemd does not list it; remove it (or run `agent uninstall`) and install again", p.Unit.Path)
+		return fmt.Errorf("installer: %s exists although systemd does not list it; remove it (or run `"+Command()+" uninstall`) and install again", p.Unit.Path)
 	}
 	fi, err := os.Stat(p.Executable)
 	if err != nil {
@@ -94,7 +94,7 @@ func (osHost) register(ctx context.Context, p *Plan) error {
 		return fmt.Errorf("installer: register %s: %w", p.Paths.ServiceName, err)
 	}
 	if err := s.Install(); err != nil {
-		return fmt.Errorf("installer: register %s: %w; fix the cause, run `agent uninstall`, then install again", p.Paths.ServiceName, err)
+		return fmt.Errorf("installer: register %s: %w; fix the cause, run `"+Command()+" uninstall`, then install again", p.Paths.ServiceName, err)
 	}
 	if got, err := os.ReadFile(p.Unit.Path); err != nil || string(got) != p.Unit.Text {
 		// The unit is installed; say loudly that it is not the reviewed one.
@@ -111,7 +111,7 @@ func supported() error {
 		if sys != nil {
 			found = sys.String()
 		}
-		return fmt.Errorf("installer: systemd does not manage this machine (found %s); the agent installs as a systemd service only, use `agent run` under your own supervisor", found)
+		return fmt.Errorf("installer: systemd does not manage this machine (found %s); the agent installs as a systemd service only, use `"+Command()+" run` under your own supervisor", found)
 	}
 	return nil
 }

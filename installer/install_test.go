@@ -177,7 +177,7 @@ func TestWriteNewConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			content := strings.Repeat(string(rune('a'+i)), 64)
-			ok, err := writeNew(path, []byte(content))
+			ok, err := writeNew(path, []byte(content), nil)
 			if err != nil {
 				t.Error(err)
 			}

@@ -131,6 +131,11 @@ type Plan struct {
 	Config     File
 	Unit       *Unit           // Linux
 	Windows    *WindowsService // Windows
+	// Check, when set, validates a config file as the agent's run would
+	// (settings validation). Install calls it on a new config before
+	// putting it in place, and on a kept one, before registering the
+	// service; a failure stops the install.
+	Check func(configPath string) error `json:"-"`
 }
 
 // Prepare validates spec and computes the plan. It reads nothing from the
