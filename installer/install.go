@@ -242,6 +242,9 @@ func Uninstall(ctx context.Context, ps Paths, out io.Writer) error {
 	if err := requireAdmin(); err != nil {
 		return err
 	}
+	if u := FindPackagedUnit(); u != "" {
+		return fmt.Errorf("installer: %s was installed by a package (%s); remove it with the package manager (apt remove rxedge-agent, or dnf remove rxedge-agent), which also keeps the config and data", ps.ServiceName, u)
+	}
 	s, err := newControl(ps.ServiceName)
 	if err != nil {
 		return err

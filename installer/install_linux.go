@@ -18,6 +18,13 @@ import (
 type osHost struct{}
 
 func (osHost) preflight(p *Plan) error {
+	if p.PackagedUnit != "" {
+		// The package registered the service; install only prepares it.
+		if p.GOOS != "linux" {
+			return fmt.Errorf("installer: the plan is for %s; run `%s install` on that system", p.GOOS, Command())
+		}
+		return requireAdmin()
+	}
 	if err := checkFreshInstall(p); err != nil {
 		return err
 	}
@@ -89,6 +96,9 @@ func lookupGID(name string) (int, error) {
 }
 
 func (osHost) register(ctx context.Context, p *Plan) error {
+	if p.PackagedUnit != "" {
+		return nil
+	}
 	s, err := service.New(control{}, p.ServiceConfig())
 	if err != nil {
 		return fmt.Errorf("installer: register %s: %w", p.Paths.ServiceName, err)
@@ -101,6 +111,24 @@ func (osHost) register(ctx context.Context, p *Plan) error {
 		return fmt.Errorf("installer: %s differs from the dry-run unit (the kardianos template engine changed?); review it with `systemctl cat %s` before starting", p.Unit.Path, p.Paths.ServiceName)
 	}
 	return nil
+}
+
+// packagedUnitPaths are where a .deb or .rpm puts the agent's unit.
+var packagedUnitPaths = []string{"/usr/lib/systemd/system/" + ServiceName + ".service", "/lib/systemd/system/" + ServiceName + ".service"}
+
+// FindPackagedUnit returns the unit a package installed, or "" when the
+// agent was not installed from a package (or an administrator's unit in
+// /etc/systemd/system overrides it).
+func FindPackagedUnit() string {
+	if _, err := os.Lstat(systemdUnitDir + "/" + ServiceName + ".service"); err == nil {
+		return ""
+	}
+	for _, p := range packagedUnitPaths {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return ""
 }
 
 // supported checks that systemd manages this machine: the custom unit is

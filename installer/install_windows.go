@@ -169,3 +169,6 @@ func installedArgs(name string) ([]string, error) {
 	}
 	return args[1:], nil
 }
+
+// FindPackagedUnit returns "": Windows installs have no package unit.
+func FindPackagedUnit() string { return "" }

@@ -254,3 +254,22 @@ func renderNodes(b *strings.Builder, src string, data map[string]any, dot *strin
 		}
 	}
 }
+
+// PackageExecutable is where the .deb and .rpm put the agent.
+const PackageExecutable = "/usr/bin/rxedge-agent"
+
+// PackageUnit is the unit the .deb and .rpm install: the one install
+// writes for PackageExecutable and the default paths, with one addition:
+// it starts only once the config exists, because the package cannot know
+// the store (`rxedge-agent install --store-id … --nats …` writes it).
+func PackageUnit() (string, error) {
+	p, err := Prepare(Spec{GOOS: "linux", Executable: PackageExecutable, ConfigTemplate: []byte("store_id: S0000\n")})
+	if err != nil {
+		return "", err
+	}
+	const after = "StartLimitIntervalSec=0\n"
+	if !strings.Contains(p.Unit.Text, after) {
+		return "", fmt.Errorf("installer: the unit has no %q line to add the config condition after", strings.TrimSpace(after))
+	}
+	return strings.Replace(p.Unit.Text, after, after+"ConditionPathExists="+p.Paths.ConfigFile+"\n", 1), nil
+}

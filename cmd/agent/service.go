@@ -225,6 +225,7 @@ func (f *installFlags) run(ctx context.Context, s *streams) error {
 		ConfigFile:     f.configPath,
 		User:           f.user,
 		ConfigTemplate: configs.AgentExample,
+		PackagedUnit:   installer.FindPackagedUnit(),
 	}
 	// Prepare only checks what install was asked to do (the flags and where
 	// this binary is), so every refusal is a usage error.
