@@ -182,8 +182,10 @@ func under(goos, p, dir string) bool {
 // Command is the name to type for this program in hints: the name it was
 // run as (rxedge-agent when installed), or rxedge-agent when that name is
 // not one a user would type (a test binary).
-func Command() string {
-	name := strings.TrimSuffix(filepath.Base(os.Args[0]), ".exe")
+func Command() string { return commandName(os.Args[0]) }
+
+func commandName(arg0 string) string {
+	name := strings.TrimSuffix(filepath.Base(arg0), ".exe")
 	if name == "" || name == "." || strings.HasSuffix(name, ".test") || strings.ContainsAny(name, " \t") {
 		return "rxedge-agent"
 	}
