@@ -3,6 +3,7 @@ package main
 import (
 	"io/fs"
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -24,5 +25,15 @@ func TestDefaultConfigBehindAClosedDirectory(t *testing.T) {
 				t.Errorf("got %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestStatusBeforeTheFirstStart: right after install the data file does not
+// exist yet; status still names the service's state.
+func TestStatusBeforeTheFirstStart(t *testing.T) {
+	dir := t.TempDir()
+	_, stderr, code := cli(t, "status", "--data-dir", dir)
+	if code != exitAttention || !strings.Contains(stderr, "service: ") || !strings.Contains(stderr, "no agent data file") {
+		t.Errorf("exit %d, stderr %q; want exit %d naming the service state and the missing data file", code, stderr, exitAttention)
 	}
 }
