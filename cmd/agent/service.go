@@ -266,6 +266,8 @@ func (f *installFlags) run(ctx context.Context, s *streams) error {
 func tokenPlan(nc newConfig, p *installer.Plan) string {
 	if _, err := os.Stat(p.Token.Path); err == nil {
 		return "keeps the existing " + p.Token.Path + "; the service requires it on every ingest request"
+	} else if errors.Is(err, fs.ErrPermission) {
+		return "keeps " + p.Token.Path + " if it exists (this user cannot look), else writes a new random token there; the service requires it on every ingest request"
 	}
 	return "writes a new random token to " + p.Token.Path + " (readable by administrators and the service); the service requires it on every ingest request"
 }
