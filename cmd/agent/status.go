@@ -46,7 +46,7 @@ is paused because central cannot take anything, so monitoring systems
 			st, err := readStatus(cmd.Context(), dataDir)
 			if errors.Is(err, errNoDataFile) {
 				// Installed but never started: the service state is the answer.
-				return &exitErr{code: exitAttention, msg: fmt.Sprintf("service: %s\n%v", serviceState(), err)}
+				return &exitErr{code: exitAttention, msg: fmt.Sprintf("service: %s\n%v; after install, start it with `%s start`", serviceState(), err, installer.Command())}
 			}
 			if err != nil {
 				return err
