@@ -6,9 +6,10 @@ package installer_test
 // drives it through its life: install, start (Type=notify: active only once
 // it accepts movements), a movement posted with the ingest token, `status`
 // as root and as an unprivileged user, SIGKILL and the automatic restart
-// with nothing lost, a stop under load that loses no acknowledged
-// movement, an upgrade in place (new binary, same data) and an uninstall
-// that keeps the config, the token and the data. It changes the machine it
+// with nothing lost, a hung agent (SIGSTOP) restarted by the watchdog, a
+// stop under load that loses no acknowledged movement, an upgrade in place
+// (new binary, same data) and an uninstall that keeps the config, the
+// token and the data. It changes the machine it
 // runs on, so it runs only when asked:
 //
 //	sudo RXEDGE_TEST_INSTALL=1 go test -run TestInstallIntegration -v ./installer
@@ -116,6 +117,7 @@ func TestInstallIntegration(t *testing.T) {
 			t.Logf("journal of rxedge-agent:\n%s", out)
 		}
 		exec.Command(bin, "uninstall").Run()
+		os.RemoveAll("/etc/systemd/system/rxedge-agent.service.d")
 		os.RemoveAll(itestBinDir)
 		os.RemoveAll(itestConfDir)
 		os.RemoveAll(itestDataDir)
@@ -198,6 +200,34 @@ func TestInstallIntegration(t *testing.T) {
 	})
 	if got := pending(t, bin); got != 1 {
 		t.Errorf("pending after SIGKILL and restart: got %d, want 1", got)
+	}
+
+	// The watchdog: an agent that stops answering (SIGSTOP) is killed and
+	// restarted. A drop-in shortens the 30 s of the unit for the test.
+	dropIn := "/etc/systemd/system/rxedge-agent.service.d"
+	if err := os.MkdirAll(dropIn, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dropIn+"/watchdog.conf", []byte("[Service]\nWatchdogSec=2\nTimeoutAbortSec=2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	systemctl(t, "daemon-reload")
+	agent("restart")
+	waitActive(t)
+	pid = mainPID(t)
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 40*time.Second, "restart by the watchdog of a stopped agent", func() bool {
+		p := mainPID(t)
+		return p != 0 && p != pid && strings.TrimSpace(systemctl(t, "is-active", "rxedge-agent")) == "active"
+	})
+	os.RemoveAll(dropIn)
+	systemctl(t, "daemon-reload")
+	agent("restart")
+	waitActive(t)
+	if got := pending(t, bin); got != 1 {
+		t.Errorf("pending after the watchdog restart: got %d, want 1", got)
 	}
 
 	// Stop under load: every acknowledged movement is in the data file.
@@ -349,7 +379,7 @@ func load(t *testing.T, token string, stop func()) (acked, tried int) {
 			}
 		}()
 	}
-	waitFor(t, 10*time.Second, "the first acknowledged movement under load", func() bool { return nAcked.Load() > 0 })
+	waitFor(t, 20*time.Second, "50 acknowledged movements under load", func() bool { return nAcked.Load() >= 50 })
 	stop()
 	close(done)
 	wg.Wait()
