@@ -43,11 +43,14 @@ Exit status 0 when the store is ready, 3 when any check fails.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, path, err := loc.loadConfig()
-			if err != nil {
-				return err
+			if err == nil && path == "" {
+				err = fmt.Errorf("no config: %s does not exist", defaultConfigPath())
 			}
-			if path == "" {
-				return usageError("which config? pass --config FILE (default %s, not found)", defaultConfigPath())
+			if err != nil {
+				// Not ready either: say so in the report's form.
+				r := doctor.Report{Checks: []doctor.Check{{Name: doctor.CheckConfig, Detail: err.Error(),
+					Fix: "run doctor as an administrator (sudo) on an installed store, or pass --config FILE"}}}
+				return printDoctor(s, r, asJSON)
 			}
 			o := doctor.Options{ConfigPath: path, Config: c, Timeout: timeout, MaxPendingAge: maxAge, Command: installer.Command()}
 			if adminUser != "" {
@@ -60,34 +63,7 @@ Exit status 0 when the store is ready, 3 when any check fails.`,
 			if c.DataDir != "" {
 				o.Status = func(ctx context.Context) (*status.Status, error) { return readStatus(ctx, c.DataDir) }
 			}
-			r := doctor.Run(cmd.Context(), o)
-			if asJSON {
-				enc := json.NewEncoder(s.out)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(r); err != nil {
-					return err
-				}
-			} else {
-				for _, ch := range r.Checks {
-					mark := "ok  "
-					if !ch.OK {
-						mark = "FAIL"
-					}
-					fmt.Fprintf(s.out, "%s %-33s %s\n", mark, ch.Name, ch.Detail)
-					if !ch.OK {
-						fmt.Fprintf(s.out, "     %-33s fix: %s\n", "", ch.Fix)
-					}
-				}
-				if r.Ready {
-					fmt.Fprintln(s.out, "ready")
-				} else {
-					fmt.Fprintln(s.out, "not ready")
-				}
-			}
-			if !r.Ready {
-				return &exitErr{code: exitAttention}
-			}
-			return nil
+			return printDoctor(s, doctor.Run(cmd.Context(), o), asJSON)
 		},
 	}
 	fs := cmd.Flags()
@@ -98,4 +74,35 @@ Exit status 0 when the store is ready, 3 when any check fails.`,
 	fs.DurationVar(&timeout, "timeout", 5*time.Second, "limit of each network step")
 	fs.DurationVar(&maxAge, "max-age", time.Hour, "oldest pending movement that passes")
 	return cmd
+}
+
+// printDoctor writes the report and returns exit status 3 unless ready.
+func printDoctor(s *streams, r doctor.Report, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(s.out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	} else {
+		for _, ch := range r.Checks {
+			mark := "ok  "
+			if !ch.OK {
+				mark = "FAIL"
+			}
+			fmt.Fprintf(s.out, "%s %-33s %s\n", mark, ch.Name, ch.Detail)
+			if !ch.OK {
+				fmt.Fprintf(s.out, "     %-33s fix: %s\n", "", ch.Fix)
+			}
+		}
+		if r.Ready {
+			fmt.Fprintln(s.out, "ready")
+		} else {
+			fmt.Fprintln(s.out, "not ready")
+		}
+	}
+	if !r.Ready {
+		return &exitErr{code: exitAttention}
+	}
+	return nil
 }

@@ -120,3 +120,12 @@ func TestDoctor(t *testing.T) {
 		})
 	}
 }
+
+// TestDoctorWithoutAConfig: a config doctor cannot read is a failed check,
+// exit 3 like every other "not ready".
+func TestDoctorWithoutAConfig(t *testing.T) {
+	stdout, stderr, code := cli(t, "doctor", "--config", filepath.Join(t.TempDir(), "agent.yaml"))
+	if code != exitAttention || !strings.Contains(stdout, "FAIL config") || !strings.Contains(stdout, "fix: ") {
+		t.Errorf("exit %d, want %d with a failed config check and its fix:\n%s%s", code, exitAttention, stdout, stderr)
+	}
+}
