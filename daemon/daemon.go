@@ -165,9 +165,26 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 	if hooks.MetricsReady != nil {
 		hooks.MetricsReady(maddr)
 	}
+	// Under systemd (Type=notify) the unit is "active" only from here, when
+	// movements are accepted; the watchdog pings only while the control
+	// socket answers a status request, which needs the data file too.
+	sd := notifierFromEnv(os.Getenv, os.Getpid())
+	if err := sd.send("READY=1\nSTATUS=accepting movements"); err != nil {
+		log.Warn("NOTIFY_READY_FAILED", "error", err.Error())
+	}
+	g.Go(func() error {
+		alive := control.Dial(settings.SocketPath(opts.DataDir))
+		defer alive.CloseIdleConnections()
+		sd.runWatchdog(gctx, func(ctx context.Context) error {
+			_, err := alive.Status(ctx)
+			return err
+		}, log)
+		return nil
+	})
 
 	g.Go(func() error {
 		<-gctx.Done()
+		sd.send("STOPPING=1")
 		// Refuse new work, let requests in flight finish (their movements
 		// are committed before they are answered), then stop.
 		srv.Drain()

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -52,11 +53,17 @@ Flags win over RXEDGE_* environment variables, which win over the file.`,
 			if f.dev {
 				return f.runDev(s)
 			}
-			opts, err := f.options()
+			opts, files, err := f.options()
 			if err != nil {
 				return err
 			}
+			if err := serviceNeedsToken(installer.UnderServiceManager(), opts); err != nil {
+				return err
+			}
 			return serve(s, opts, func(ctx context.Context, log *slog.Logger) error {
+				for _, p := range readableByOthers(files) {
+					log.Warn("READABLE_BY_OTHERS", "path", p, "fix", "chmod o-rwx "+p)
+				}
 				return daemon.Run(ctx, opts, log, daemon.Hooks{})
 			})
 		},
@@ -73,18 +80,51 @@ Flags win over RXEDGE_* environment variables, which win over the file.`,
 	return cmd
 }
 
-// options merges file, environment and flags, and validates.
-func (f *runFlags) options() (settings.Options, error) {
+// options merges file, environment and flags, and validates. It also
+// returns the secret-bearing files it read: the config and the token file.
+func (f *runFlags) options() (settings.Options, []string, error) {
 	c, path, err := f.loadConfig()
 	if err != nil {
-		return settings.Options{}, err
+		return settings.Options{}, nil, err
 	}
 	f.apply(&c)
+	var files []string
+	for _, p := range []string{path, c.Ingest.TokenFile} {
+		if p != "" {
+			files = append(files, p)
+		}
+	}
 	o, err := c.Validate()
 	if err != nil && path == "" {
-		return o, fmt.Errorf("%w\n(no configuration file was read: %s does not exist; start from configs/agent.example.yaml and pass --config FILE, or try `agent run --dev`)", err, defaultConfigPath())
+		return o, nil, fmt.Errorf("%w\n(no configuration file was read: %s does not exist; start from configs/agent.example.yaml and pass --config FILE, or try `agent run --dev`)", err, defaultConfigPath())
 	}
-	return o, err
+	return o, files, err
+}
+
+// serviceNeedsToken refuses to run as a service whose ingest listener takes
+// movements without a token (DESIGN P7: an installed service always
+// requires its token).
+func serviceNeedsToken(service bool, o settings.Options) error {
+	if !service || o.IngestListen == "" || o.IngestToken != "" {
+		return nil
+	}
+	return fmt.Errorf("the service's ingest listener %s has no token: add `token_file: %s` under `ingest:` in the config (`%s install` writes that file), or set ingest.listen: off",
+		o.IngestListen, installer.DefaultPaths(runtime.GOOS).TokenFile, installer.Command())
+}
+
+// readableByOthers returns the files whose mode lets any local user read
+// them (always none on Windows, whose ACLs install sets).
+func readableByOthers(files []string) []string {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	var out []string
+	for _, p := range files {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().Perm()&0o004 != 0 {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func (f *runFlags) apply(c *settings.Config) {
@@ -108,7 +148,7 @@ func (f *runFlags) apply(c *settings.Config) {
 // runDev runs the agent and a local central in one process: the README's
 // first command. Defaults: store DEV0001, data in ./rxedge-dev.
 func (f *runFlags) runDev(s *streams) error {
-	c, _, err := f.loadConfig()
+	c, err := f.devConfig()
 	if err != nil {
 		return err
 	}
@@ -143,6 +183,23 @@ func (f *runFlags) runDev(s *streams) error {
 	return serve(s, opts, func(ctx context.Context, log *slog.Logger) error {
 		return daemon.Run(ctx, opts, log, daemon.Hooks{Ready: func(addr string) { printDev(s, h.URL(), opts, addr) }})
 	})
+}
+
+// devConfig is the configuration of a trial run. The trial never picks up
+// an installed service's config: only a --config given here is read.
+func (f *runFlags) devConfig() (settings.Config, error) {
+	if f.configPath != "" {
+		c, _, err := f.loadConfig()
+		return c, err
+	}
+	var c settings.Config
+	if err := c.ApplyEnv(os.LookupEnv); err != nil {
+		return c, err
+	}
+	if f.dataDir != "" {
+		c.DataDir = f.dataDir
+	}
+	return c, nil
 }
 
 // printDev greets the trial user with the addresses and a first command.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -60,6 +61,10 @@ that does not run is CRITICAL; a status that cannot be read is UNKNOWN.`,
 				return watchStatus(cmd.Context(), s, dataDir, interval, plain, asJSON)
 			}
 			st, err := readStatus(cmd.Context(), dataDir)
+			if errors.Is(err, errNoDataFile) {
+				// Installed but never started: the service state is the answer.
+				return &exitErr{code: exitAttention, msg: fmt.Sprintf("service: %s\n%v; after install, start it with `%s start`", serviceState(), err, installer.Command())}
+			}
 			if err != nil {
 				return err
 			}
