@@ -60,7 +60,34 @@ type Connection struct {
 	LastSyncAt    *time.Time `json:"last_sync_at,omitempty"`
 	LastErrorKind string     `json:"last_error_kind,omitempty"`
 	LastErrorAt   *time.Time `json:"last_error_at,omitempty"`
+	// Problem is why the agent cannot reach or use central, while it
+	// cannot; nil when connected, idle or stopped.
+	Problem *ConnProblem `json:"problem,omitempty"`
 }
+
+// ConnProblem is why the agent cannot reach or use central.
+type ConnProblem struct {
+	Reason string     `json:"reason"` // one of ConnReasons
+	Detail string     `json:"detail,omitempty"`
+	Server string     `json:"server,omitempty"` // the URL, without credentials
+	Since  *time.Time `json:"since,omitempty"`
+}
+
+// Reasons of a ConnProblem: a bounded set, so each can be a metric label.
+const (
+	ReasonRefused       = "refused"        // nothing listens on the port
+	ReasonDNS           = "dns"            // the host name does not resolve
+	ReasonTimeout       = "timeout"        // no answer in time
+	ReasonTLS           = "tls"            // handshake or certificate problem
+	ReasonAuth          = "authentication" // wrong or expired credentials
+	ReasonAuthorization = "authorization"  // credentials accepted, permission denied
+	ReasonNoJetStream   = "no_jetstream"   // the server has JetStream disabled
+	ReasonNoStream      = "stream_missing" // the movements stream does not exist
+	ReasonOther         = "other"
+)
+
+// ConnReasons lists every Reason a ConnProblem may carry.
+var ConnReasons = []string{ReasonRefused, ReasonDNS, ReasonTimeout, ReasonTLS, ReasonAuth, ReasonAuthorization, ReasonNoJetStream, ReasonNoStream, ReasonOther}
 
 // Counts are the movements per state and class.
 type Counts struct {
