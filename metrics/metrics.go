@@ -14,6 +14,7 @@ import (
 
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/status"
 )
 
 // Metrics holds the agent's collectors.
@@ -26,6 +27,8 @@ type Metrics struct {
 	attempts        *prometheus.CounterVec
 	publishDuration *prometheus.HistogramVec
 	connState       *prometheus.GaugeVec
+	centralProblem  *prometheus.GaugeVec
+	centralErrors   *prometheus.CounterVec
 }
 
 // ConnStates are the values of the connection state gauge.
@@ -62,13 +65,26 @@ func New(q *queue.Queue) *Metrics {
 			Name: "rxedge_connection_state",
 			Help: "1 for the sender's current connection state, 0 for the others.",
 		}, []string{"state"}),
+		centralProblem: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "rxedge_central_problem",
+			Help: "1 for the reason the agent cannot reach or use central, 0 for the others (all 0 when it can).",
+		}, []string{"reason"}),
+		centralErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rxedge_central_errors_total",
+			Help: "Failed attempts to reach or use central, by reason.",
+		}, []string{"reason"}),
 	}
 	m.reg.MustRegister(m.ingestDuration, m.ingestMovements, m.outcomes, m.attempts, m.publishDuration, m.connState,
+		m.centralProblem, m.centralErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if q != nil {
 		m.reg.MustRegister(&queueCollector{q: q})
 	}
 	m.SetConnState("idle")
+	m.SetCentralProblem("")
+	for _, r := range status.ConnReasons {
+		m.centralErrors.WithLabelValues(r)
+	}
 	return m
 }
 
@@ -122,6 +138,29 @@ func (m *Metrics) SetConnState(state string) {
 		}
 		m.connState.WithLabelValues(s).Set(v)
 	}
+}
+
+// SetCentralProblem sets the central problem gauge: 1 for reason (one of
+// status.ConnReasons), 0 for the others; "" sets them all to 0.
+func (m *Metrics) SetCentralProblem(reason string) {
+	if m == nil {
+		return
+	}
+	for _, r := range status.ConnReasons {
+		v := 0.0
+		if r == reason {
+			v = 1
+		}
+		m.centralProblem.WithLabelValues(r).Set(v)
+	}
+}
+
+// CentralError counts one failed attempt to reach or use central.
+func (m *Metrics) CentralError(reason string) {
+	if m == nil {
+		return
+	}
+	m.centralErrors.WithLabelValues(reason).Inc()
 }
 
 // queueCollector reads the queue's counters at scrape time.
