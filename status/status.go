@@ -137,6 +137,66 @@ func (s *Status) Problems(maxAge time.Duration) []string {
 	return p
 }
 
+// reasonText says each reason of a ConnProblem in words.
+var reasonText = map[string]string{
+	ReasonRefused:       "connection refused",
+	ReasonDNS:           "host name does not resolve",
+	ReasonTimeout:       "no answer in time",
+	ReasonTLS:           "TLS failed",
+	ReasonAuth:          "authentication failed",
+	ReasonAuthorization: "permission denied",
+	ReasonNoJetStream:   "JetStream not enabled",
+	ReasonNoStream:      "stream missing",
+	ReasonOther:         "error",
+}
+
+// String is the problem in words: what, the detail in the server's or the
+// system's words, and from which server.
+func (p *ConnProblem) String() string {
+	s, ok := reasonText[p.Reason]
+	if !ok {
+		s = p.Reason
+	}
+	if p.Detail != "" {
+		s += " (" + p.Detail + ")"
+	}
+	if p.Server != "" {
+		s += " from " + p.Server
+	}
+	return s
+}
+
+// Refused reports whether central answers but will not let the agent
+// deliver (credentials, permissions, TLS, no stream, no JetStream):
+// someone must change a setting, on the store or on central; waiting does
+// not help.
+func (p *ConnProblem) Refused() bool {
+	switch p.Reason {
+	case ReasonTLS, ReasonAuth, ReasonAuthorization, ReasonNoStream, ReasonNoJetStream:
+		return true
+	}
+	return false
+}
+
+// CentralAttention is why the connection to central needs someone, or ""
+// when it does not: central refuses the agent, or the agent cannot reach
+// central and this store has never delivered a movement (a new store's
+// address or port is wrong). A store that delivered before and cannot
+// reach central now is offline, which is not a failure (DESIGN P4): its
+// movements wait in the data file. `agent status` exits 3 on it.
+func (s *Status) CentralAttention() string {
+	p := s.Connection.Problem
+	switch {
+	case p == nil:
+		return ""
+	case p.Refused():
+		return "central refuses the agent: " + p.String()
+	case s.SyncedTotal == 0:
+		return "central has never been reached from this store: " + p.String()
+	}
+	return ""
+}
+
 // Render writes the human view of s.
 func Render(w io.Writer, s *Status, maxAge time.Duration) {
 	var b strings.Builder
@@ -163,6 +223,12 @@ func Render(w io.Writer, s *Status, maxAge time.Duration) {
 	}
 	if c.Since != nil {
 		state += " for " + round(s.GeneratedAt.Sub(*c.Since)).String()
+	}
+	if p := c.Problem; p != nil {
+		state = c.State + ": " + p.String()
+		if p.Since != nil {
+			state += ", since " + p.Since.UTC().Format(time.DateTime) + " UTC (" + ago(p.Since, s.GeneratedAt) + ")"
+		}
 	}
 	fmt.Fprintf(&b, "Central     %s\n", state)
 	if len(c.Servers) > 0 {
@@ -196,7 +262,11 @@ func Render(w io.Writer, s *Status, maxAge time.Duration) {
 	fmt.Fprintf(&b, "Rates           %.1f accepted/min, %.1f synced/min, %.1f quarantined/min\n",
 		s.Rates.AcceptedPerMinute, s.Rates.SyncedPerMinute, s.Rates.QuarantinedPerMinute)
 	fmt.Fprintf(&b, "Data file       %s, %s, %s free on disk\n", s.DataFile.Path, Bytes(uint64(max(s.DataFile.SizeBytes, 0))), Bytes(s.DataFile.FreeBytes))
-	if p := s.Problems(maxAge); len(p) > 0 {
+	p := s.Problems(maxAge)
+	if a := s.CentralAttention(); a != "" {
+		p = append(p, a)
+	}
+	if len(p) > 0 {
 		b.WriteString("\nNeeds attention:\n")
 		for _, line := range p {
 			b.WriteString("  - " + line + "\n")
