@@ -30,9 +30,12 @@ data file.
 
 Works while the agent runs (through its control socket) and while it is
 stopped (reading the data file). Exit status 3 when movements are
-quarantined, the oldest pending movement is older than --max-age, or sync
-is paused because central cannot take anything, so monitoring systems
-(Nagios, Zabbix, ...) can run it.`,
+quarantined, the oldest pending movement is older than --max-age, sync
+is paused because central cannot take anything, central refuses the
+agent (credentials, permissions, TLS, no stream, no JetStream), or the
+agent cannot reach central and has never delivered a movement, so
+monitoring systems (Nagios, Zabbix, ...) can run it. An outage of a store
+that delivered before is not a reason: its movements wait.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			dataDir, err := loc.resolveDataDir()
@@ -55,7 +58,7 @@ is paused because central cannot take anything, so monitoring systems
 			} else {
 				status.Render(s.out, st, maxAge)
 			}
-			if p := st.Problems(maxAge); len(p) > 0 {
+			if p := st.Problems(maxAge); len(p) > 0 || st.CentralAttention() != "" {
 				return &exitErr{code: exitAttention}
 			}
 			return nil
