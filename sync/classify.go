@@ -204,10 +204,12 @@ func diagnose(err error) (reason, detail string) {
 		return status.ReasonTLS, verify.Error()
 	case errors.As(err, &dns):
 		return status.ReasonDNS, dns.Error()
-	case errors.Is(err, errRefused), errors.Is(err, nats.ErrNoServers):
+	case errors.Is(err, errRefused):
+		return status.ReasonRefused, detail
+	case errors.Is(err, nats.ErrNoServers):
 		// nats.go reports a refused first connection as "no servers";
 		// the attempts after it carry the refusal itself.
-		return status.ReasonRefused, detail
+		return status.ReasonRefused, "connection refused"
 	case errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded),
 		errors.As(err, &ne) && ne.Timeout():
 		return status.ReasonTimeout, detail
