@@ -71,7 +71,7 @@ func New(q *queue.Queue) *Metrics {
 		}, []string{"reason"}),
 		centralErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rxedge_central_errors_total",
-			Help: "Failed attempts to reach or use central, by reason.",
+			Help: "Errors seen reaching or using central (failed connection attempts, refusals, pauses), by reason.",
 		}, []string{"reason"}),
 	}
 	m.reg.MustRegister(m.ingestDuration, m.ingestMovements, m.outcomes, m.attempts, m.publishDuration, m.connState,
@@ -155,7 +155,7 @@ func (m *Metrics) SetCentralProblem(reason string) {
 	}
 }
 
-// CentralError counts one failed attempt to reach or use central.
+// CentralError counts one error seen reaching or using central.
 func (m *Metrics) CentralError(reason string) {
 	if m == nil {
 		return
