@@ -141,10 +141,10 @@ func (s *sender) publish(was int32, why string) {
 // may be logged again after other reasons came between (see diagnosis).
 const problemLogEvery = 5 * time.Minute
 
-// problem records err as why the agent cannot reach or use central, logs
-// a change of reason, and returns the reason. server is the URL it is
-// about ("": the configured server the error names).
-func (s *sender) problem(now time.Time, err error, server string) string {
+// problem records err as why the agent cannot reach or use central and
+// logs a change of reason. server is the URL it is about ("": the
+// configured server the error names).
+func (s *sender) problem(now time.Time, err error, server string) {
 	reason, detail := diagnose(err)
 	if server == "" {
 		server = serverOf(err, s.o.NATS.Servers)
@@ -159,7 +159,6 @@ func (s *sender) problem(now time.Time, err error, server string) string {
 		s.log.Warn("CENTRAL_PROBLEM", args...)
 	}
 	s.link.setProblem(s.diag.problem())
-	return reason
 }
 
 // run is the sender loop. It returns when ctx ends, after the flights in
