@@ -6,41 +6,47 @@ import (
 	"time"
 )
 
-// TestCentralAttention: central refusing the agent always needs someone;
-// not reaching central needs someone only on a store that never delivered
-// (its address is wrong), not on one whose line is down (P4).
-func TestCentralAttention(t *testing.T) {
+// TestConnectionNeedsSomeone: central refusing the agent always needs
+// someone; not reaching central needs someone only on a store that never
+// delivered (its address is wrong), not on one whose line is down (P4).
+func TestConnectionNeedsSomeone(t *testing.T) {
 	since := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 	tests := []struct {
-		reason string // "" for no problem
-		synced uint64
-		want   string // "" for none, else a part of it
+		reason   string // "" for no problem
+		synced   uint64
+		want     bool
+		critical bool
 	}{
-		{"", 0, ""},
-		{"", 10, ""},
-		{ReasonAuth, 0, "central refuses the agent: authentication failed (authorization violation) from nats://central:4222"},
-		{ReasonAuth, 10, "central refuses the agent"},
-		{ReasonAuthorization, 10, "permission denied"},
-		{ReasonTLS, 10, "TLS failed"},
-		{ReasonNoStream, 10, "stream missing"},
-		{ReasonNoJetStream, 10, "JetStream not enabled"},
-		{ReasonRefused, 0, "central has never been reached from this store: connection refused"},
-		{ReasonDNS, 0, "host name does not resolve"},
-		{ReasonTimeout, 0, "no answer in time"},
-		{ReasonOther, 0, "central has never been reached"},
-		{ReasonRefused, 10, ""},
-		{ReasonDNS, 10, ""},
-		{ReasonTimeout, 10, ""},
-		{ReasonOther, 10, ""},
+		{"", 0, false, false},
+		{"", 10, false, false},
+		{ReasonAuth, 0, true, true},
+		{ReasonAuth, 10, true, true},
+		{ReasonAuthorization, 10, true, true},
+		{ReasonTLS, 10, true, true},
+		{ReasonNoStream, 10, true, true},
+		{ReasonNoJetStream, 10, true, true},
+		{ReasonRefused, 0, true, false},
+		{ReasonDNS, 0, true, false},
+		{ReasonTimeout, 0, true, false},
+		{ReasonOther, 0, true, false},
+		{ReasonRefused, 10, false, false},
+		{ReasonDNS, 10, false, false},
+		{ReasonTimeout, 10, false, false},
+		{ReasonOther, 10, false, false},
 	}
 	for _, tc := range tests {
-		s := &Status{SyncedTotal: tc.synced, Connection: Connection{State: Offline}}
+		s := &Status{Agent: Agent{Running: true}, SyncedTotal: tc.synced, Connection: Connection{State: Offline, Since: &since}, GeneratedAt: since}
 		if tc.reason != "" {
 			s.Connection.Problem = &ConnProblem{Reason: tc.reason, Detail: "authorization violation", Server: "nats://central:4222", Since: &since}
 		}
-		got := s.CentralAttention()
-		if (got == "") != (tc.want == "") || !strings.Contains(got, tc.want) {
-			t.Errorf("%q with %d synced: %q, want %q", tc.reason, tc.synced, got, tc.want)
+		var got *Problem
+		for _, p := range s.Judge(PlainThresholds(time.Hour)) {
+			if p.Code == CodeConnection {
+				got = &p
+			}
+		}
+		if (got != nil) != tc.want || got != nil && (got.Severity == SeverityCritical) != tc.critical {
+			t.Errorf("%q with %d synced: %+v, want a problem %v (critical %v)", tc.reason, tc.synced, got, tc.want, tc.critical)
 		}
 	}
 }
@@ -57,7 +63,7 @@ func TestRenderShowsTheProblem(t *testing.T) {
 	Render(&b, s, time.Hour)
 	for _, want := range []string{
 		"Central     offline: authentication failed (authorization violation) from nats://central:4222, since 2026-03-01 09:00:00 UTC (27s ago)\n",
-		"Needs attention:\n  - central refuses the agent: authentication failed",
+		"Needs attention:\n  - cannot use central: authentication, authorization violation from nats://central:4222",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("no %q in\n%s", want, b.String())

@@ -411,8 +411,8 @@ accounts { RX { jetstream: enabled, users: [
 				if reason == tc.reason {
 					want = 1
 				}
-				if got := scrape(t, r, "rxedge_central_problem", reason); got != want {
-					t.Errorf("rxedge_central_problem{reason=%q} = %v, want %v", reason, got, want)
+				if got := scrape(t, r, "rxedge_connection_problem", reason); got != want {
+					t.Errorf("rxedge_connection_problem{reason=%q} = %v, want %v", reason, got, want)
 				}
 			}
 		})

@@ -125,16 +125,11 @@ func (l *link) setServers(servers []string) {
 }
 
 // setProblem records why the agent cannot reach or use central (nil: it
-// can) for the status document and the metrics.
+// can) for the status document (and the metrics, which read it).
 func (l *link) setProblem(p *status.ConnProblem) {
-	reason := ""
-	if p != nil {
-		reason = p.Reason
-	}
 	l.mu.Lock()
 	l.snap.Problem = p
 	l.mu.Unlock()
-	l.m.SetCentralProblem(reason)
 }
 
 // setState records the loop's state and why it is in it.

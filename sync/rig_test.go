@@ -18,6 +18,7 @@ import (
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/retry"
+	"github.com/rxedge/agent/status"
 )
 
 const testStore = "S0001"
@@ -59,6 +60,7 @@ func startRig(t *testing.T, o Options, tune func(*Options)) *rig {
 	logs := &syncbuf.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	r := &rig{t: t, q: q, opts: o, tune: tune, log: log, logs: logs, m: metrics.New(nil)}
+	r.m.WatchConnection(func() status.Connection { return r.e.Connection() })
 	r.start()
 	t.Cleanup(func() {
 		r.stop()

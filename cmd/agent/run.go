@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -15,17 +16,19 @@ import (
 	"github.com/rxedge/agent/daemon"
 	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/installer"
+	"github.com/rxedge/agent/internal/logging"
 	"github.com/rxedge/agent/settings"
 )
 
 type runFlags struct {
 	location
-	storeID  string
-	ingest   string
-	nats     string
-	logLevel string
-	dev      bool
-	devHub   string
+	storeID   string
+	ingest    string
+	nats      string
+	logLevel  string
+	logFormat string
+	dev       bool
+	devHub    string
 }
 
 func newRunCmd(s *streams) *cobra.Command {
@@ -53,7 +56,7 @@ Flags win over RXEDGE_* environment variables, which win over the file.`,
 			if err != nil {
 				return err
 			}
-			return serve(s, opts.LogLevel, func(ctx context.Context, log *slog.Logger) error {
+			return serve(s, opts, func(ctx context.Context, log *slog.Logger) error {
 				return daemon.Run(ctx, opts, log, daemon.Hooks{})
 			})
 		},
@@ -64,6 +67,7 @@ Flags win over RXEDGE_* environment variables, which win over the file.`,
 	fs.StringVar(&f.ingest, "ingest", "", `ingest listener address host:port, or "off" (ingest.listen)`)
 	fs.StringVar(&f.nats, "nats", "", "central NATS server URLs, comma-separated (nats.servers)")
 	fs.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (log.level)")
+	fs.StringVar(&f.logFormat, "log-format", "", "json or text (log.format)")
 	fs.BoolVar(&f.dev, "dev", false, "trial mode: also run a local central (embedded hub) in this process; data under ./rxedge-dev unless --data-dir")
 	fs.StringVar(&f.devHub, "dev-hub", hub.DefaultListen, "with --dev: the embedded hub's address")
 	return cmd
@@ -95,6 +99,9 @@ func (f *runFlags) apply(c *settings.Config) {
 	}
 	if f.logLevel != "" {
 		c.Log.Level = f.logLevel
+	}
+	if f.logFormat != "" {
+		c.Log.Format = f.logFormat
 	}
 }
 
@@ -133,7 +140,7 @@ func (f *runFlags) runDev(s *streams) error {
 	if err != nil {
 		return err
 	}
-	return serve(s, opts.LogLevel, func(ctx context.Context, log *slog.Logger) error {
+	return serve(s, opts, func(ctx context.Context, log *slog.Logger) error {
 		return daemon.Run(ctx, opts, log, daemon.Hooks{Ready: func(addr string) { printDev(s, h.URL(), opts, addr) }})
 	})
 }
@@ -163,13 +170,16 @@ func splitList(s string) []string {
 
 // serve runs the agent until it is asked to stop, the same way from a
 // terminal and under systemd or the Windows service control manager (see
-// installer.Run). It logs JSON lines on stderr, which journald takes as
-// they are; as a Windows service, start, stop, warnings and errors also go
-// to the Application event log.
-func serve(s *streams, level string, run func(ctx context.Context, log *slog.Logger) error) error {
+// installer.Run). It logs JSON or text lines on stderr; when stderr is
+// journald's stream each line starts with its syslog priority, so the
+// journal records the level; as a Windows service, start, stop, warnings
+// and errors also go to the Application event log at their level.
+func serve(s *streams, opts settings.Options, run func(ctx context.Context, log *slog.Logger) error) error {
 	var l slog.Level
-	l.UnmarshalText([]byte(level))
-	h, closer, err := installer.EventLogHandler(installer.ServiceName, slog.NewJSONHandler(s.err, &slog.HandlerOptions{Level: l}))
+	l.UnmarshalText([]byte(opts.LogLevel))
+	f, isFile := s.err.(*os.File)
+	base := logging.New(s.err, logging.Options{Format: opts.LogFormat, Level: l, Journal: isFile && logging.IsJournal(f)})
+	h, closer, err := installer.EventLogHandler(installer.ServiceName, base)
 	log := slog.New(h)
 	if err != nil {
 		log.Warn("EVENT_LOG_UNAVAILABLE", "error", err.Error())

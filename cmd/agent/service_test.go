@@ -13,7 +13,6 @@ import (
 	"testing"
 
 	"github.com/rxedge/agent/configs"
-	"github.com/rxedge/agent/installer"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/status"
@@ -225,15 +224,23 @@ func TestExampleConfigEmbedded(t *testing.T) {
 }
 
 // knownService reports whether s is a state `agent status` may show: a
-// service state, or "unknown" with its reason.
-func knownService(s string) bool {
-	for _, st := range []installer.State{installer.StateRunning, installer.StateStopped, installer.StateFailed, installer.StateNotInstalled} {
-		if s == string(st) {
-			return true
-		}
+// service state word, or "unknown" with its reason.
+func knownService(s *status.Service) bool {
+	switch s.State {
+	case status.ServiceRunning, status.ServiceStopped, status.ServiceFailed, status.ServiceNotInstalled:
+		return s.Detail == ""
+	case status.ServiceUnknown:
+		return s.Detail != ""
 	}
-	reason, ok := strings.CutPrefix(s, string(installer.StateUnknown)+" (")
-	return ok && len(reason) > 1 && strings.HasSuffix(reason, ")")
+	return false
+}
+
+// serviceLine is how the human view shows s.
+func serviceLine(s *status.Service) string {
+	if s.Detail != "" {
+		return s.State + " (" + s.Detail + ")"
+	}
+	return s.State
 }
 
 func TestStatusShowsService(t *testing.T) {
@@ -245,31 +252,29 @@ func TestStatusShowsService(t *testing.T) {
 	q.Close()
 	want := serviceState()
 	if !knownService(want) {
-		t.Fatalf("serviceState() = %q", want)
+		t.Fatalf("serviceState() = %+v", want)
 	}
-	t.Logf("service state here: %s", want)
+	t.Logf("service state here: %+v", want)
 
 	out, errs, code := serviceCLI(t, "status", "--data-dir", dir)
 	if code != 0 {
 		t.Fatalf("status: exit %d\n%s%s", code, out, errs)
 	}
-	if !strings.Contains(out, "\nService     "+want+"\n") {
-		t.Errorf("status does not show the service as %q:\n%s", want, out)
+	if !strings.Contains(out, "\nService     "+serviceLine(want)+"\n") {
+		t.Errorf("status does not show the service as %q:\n%s", serviceLine(want), out)
 	}
 
 	out, errs, code = serviceCLI(t, "status", "--json", "--data-dir", dir)
 	if code != 0 {
 		t.Fatalf("status --json: exit %d\n%s%s", code, out, errs)
 	}
-	var doc map[string]any
-	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+	var st status.Status
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := doc["service"].(string); got != want {
-		t.Errorf("status --json: service %q, want %q", doc["service"], want)
+	if st.Service == nil || *st.Service != *want {
+		t.Errorf("status --json: service %+v, want %+v", st.Service, want)
 	}
-	var st status.Status
-	json.Unmarshal([]byte(out), &st)
 	if st.StoreID != "S0107" || st.Agent.Running {
 		t.Errorf("status --json: store %q, running %v", st.StoreID, st.Agent.Running)
 	}
