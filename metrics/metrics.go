@@ -34,6 +34,7 @@ type Metrics struct {
 	connState       *prometheus.GaugeVec
 	refusedTokens   *prometheus.CounterVec
 	refusedRequests *prometheus.CounterVec
+	centralErrors   *prometheus.CounterVec
 }
 
 // OutcomeKinds are the delivery outcome kinds the sender reports (see
@@ -123,6 +124,10 @@ func New(q *queue.Queue) *Metrics {
 			Name: "rxedge_ingest_refused_requests_total",
 			Help: "Submissions refused as a whole (nothing stored), by cause.",
 		}, []string{"cause"}),
+		centralErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rxedge_central_errors_total",
+			Help: "Errors seen reaching or using central (failed connection attempts, refusals, pauses), by reason.",
+		}, []string{"reason"}),
 	}
 	info := version.Get()
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
@@ -132,7 +137,7 @@ func New(q *queue.Queue) *Metrics {
 	})
 	buildInfo.Set(1)
 	m.reg.MustRegister(m.ingestDuration, m.ingestMovements, m.outcomes, m.attempts, m.publishDuration, m.connState,
-		m.refusedTokens, m.refusedRequests, buildInfo,
+		m.refusedTokens, m.refusedRequests, m.centralErrors, buildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if q != nil {
 		m.reg.MustRegister(&queueCollector{q: q})
@@ -155,6 +160,9 @@ func New(q *queue.Queue) *Metrics {
 	for _, c := range RefusalCauses {
 		m.refusedRequests.WithLabelValues(c)
 	}
+	for _, r := range status.ConnReasons {
+		m.centralErrors.WithLabelValues(r)
+	}
 	m.SetConnState("idle")
 	return m
 }
@@ -166,6 +174,15 @@ func (m *Metrics) WatchConnection(conn func() status.Connection) {
 		return
 	}
 	m.reg.MustRegister(&connCollector{conn: conn})
+}
+
+// CentralError counts one error seen reaching or using central, by its
+// reason (one of status.ConnReasons).
+func (m *Metrics) CentralError(reason string) {
+	if m == nil {
+		return
+	}
+	m.centralErrors.WithLabelValues(reason).Inc()
 }
 
 // RefusedToken counts a request refused by listener for a token cause.

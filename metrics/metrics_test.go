@@ -56,8 +56,8 @@ func value(m *dto.Metric) float64 {
 	return 0
 }
 
-// TestSeriesFromStart: build info, last sync, free disk, refusal counters
-// and every series of a bounded label set exist before anything happened.
+// TestSeriesFromStart: build info, last sync, free disk, refusal and
+// central error counters and every series of a bounded label set exist before anything happened.
 func TestSeriesFromStart(t *testing.T) {
 	last := time.Unix(1700000000, 0)
 	fams := gather(t, status.Connection{State: status.Offline, LastSyncAt: &last, Problem: &status.ConnProblem{Reason: status.ReasonAuth}})
@@ -97,6 +97,12 @@ func TestSeriesFromStart(t *testing.T) {
 		}
 		if v, ok := problems[r]; !ok || v != want {
 			t.Errorf("connection problem %q: got %v (present %v), want %v", r, v, ok, want)
+		}
+	}
+	centralErrors := series("rxedge_central_errors_total", "reason")
+	for _, r := range status.ConnReasons {
+		if v, ok := centralErrors[r]; !ok || v != 0 {
+			t.Errorf("central errors %q: got %v (present %v), want 0 from the start", r, v, ok)
 		}
 	}
 	if v := series("rxedge_last_sync_timestamp_seconds", "")[""]; v != 1700000000 {

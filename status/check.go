@@ -47,7 +47,9 @@ type Thresholds struct {
 
 // PlainThresholds are the rules of plain `agent status`: anything
 // quarantined, a pending movement older than maxAge, a paused sender, a
-// connection problem, or an installed service that is stopped.
+// connection problem that needs someone (central refuses the agent, or a
+// store that never delivered cannot reach it), or an installed service
+// that is stopped.
 func PlainThresholds(maxAge time.Duration) Thresholds {
 	return Thresholds{PendingAgeWarn: maxAge, QuarantinedWarn: 1}
 }
@@ -82,7 +84,7 @@ func (s *Status) Judge(th Thresholds) []Problem {
 		}
 	}
 	c := s.Connection
-	if p := c.Problem; p != nil {
+	if p := c.Problem; p != nil && connectionNeedsSomeone(s) {
 		msg := "cannot use central: " + p.Reason
 		if p.Detail != "" {
 			msg += ", " + p.Detail
@@ -124,6 +126,18 @@ func (s *Status) Judge(th Thresholds) []Problem {
 		}
 	}
 	return append(crit, warn...)
+}
+
+// connectionNeedsSomeone reports whether s's connection problem needs
+// someone: central refuses the agent (waiting will not help), or the agent
+// cannot reach central and this store has never delivered a movement (a
+// new store's address or port is wrong). A store that delivered before and
+// cannot reach central now is offline, which is not a failure (DESIGN P4):
+// its movements wait in the data file, and the disconnected thresholds
+// judge how long is too long.
+func connectionNeedsSomeone(s *Status) bool {
+	p := s.Connection.Problem
+	return p != nil && (refusedByCentral(p.Reason) || s.SyncedTotal == 0)
 }
 
 // Plugin exit codes of the Nagios/Icinga plugin contract.

@@ -83,6 +83,11 @@ func TestCheck(t *testing.T) {
 			s.Connection = Connection{State: Offline, Since: ago(time.Minute), Problem: &ConnProblem{Reason: ReasonRefused, Detail: "connection refused", Server: "nats://central:4222"}}
 		}, code: CheckWarning, codes: []string{CodeConnection},
 			line: "RXEDGE WARNING - cannot use central: refused, connection refused from nats://central:4222" + perf(0, 0, 0, 60, 10<<30)},
+		{name: "line down at a store that delivered before", mod: func(s *Status) {
+			s.SyncedTotal = 10
+			s.Connection = Connection{State: Offline, Since: ago(time.Minute), Problem: &ConnProblem{Reason: ReasonRefused, Detail: "connection refused", Server: "nats://central:4222"}}
+		}, code: CheckOK,
+			line: "RXEDGE OK - store S0042, offline, 0 pending, 0 quarantined" + perf(0, 0, 0, 60, 10<<30)},
 		{name: "refused by central", mod: func(s *Status) {
 			s.Connection = Connection{State: Offline, Since: ago(time.Minute), Problem: &ConnProblem{Reason: ReasonAuthorization, Detail: "authorization violation", Server: "nats://central:4222"}}
 		}, code: CheckCritical, codes: []string{CodeConnection},

@@ -166,6 +166,35 @@ func (s *Status) Problems(maxAge time.Duration) []string {
 	return out
 }
 
+// reasonText says each reason of a ConnProblem in words.
+var reasonText = map[string]string{
+	ReasonRefused:       "connection refused",
+	ReasonDNS:           "host name does not resolve",
+	ReasonTimeout:       "no answer in time",
+	ReasonTLS:           "TLS failed",
+	ReasonAuth:          "authentication failed",
+	ReasonAuthorization: "permission denied",
+	ReasonNoJetStream:   "JetStream not enabled",
+	ReasonNoStream:      "stream missing",
+	ReasonOther:         "error",
+}
+
+// String is the problem in words: what, the detail in the server's or the
+// system's words, and from which server.
+func (p *ConnProblem) String() string {
+	s, ok := reasonText[p.Reason]
+	if !ok {
+		s = p.Reason
+	}
+	if p.Detail != "" {
+		s += " (" + p.Detail + ")"
+	}
+	if p.Server != "" {
+		s += " from " + p.Server
+	}
+	return s
+}
+
 // Render writes the human view of s.
 func Render(w io.Writer, s *Status, maxAge time.Duration) {
 	var b strings.Builder
@@ -198,15 +227,9 @@ func Render(w io.Writer, s *Status, maxAge time.Duration) {
 		state += " for " + round(s.GeneratedAt.Sub(*c.Since)).String()
 	}
 	if p := c.Problem; p != nil {
-		state += ": " + p.Reason
-		if p.Detail != "" {
-			state += ", " + p.Detail
-		}
-		if p.Server != "" {
-			state += " from " + p.Server
-		}
+		state = c.State + ": " + p.String()
 		if p.Since != nil {
-			state += ", since " + p.Since.UTC().Format(time.RFC3339)
+			state += ", since " + p.Since.UTC().Format(time.DateTime) + " UTC (" + ago(p.Since, s.GeneratedAt) + ")"
 		}
 	}
 	fmt.Fprintf(&b, "Central     %s\n", state)

@@ -3,6 +3,7 @@ package sync
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strconv"
 
@@ -42,6 +43,10 @@ func (t *jsTransport) alive(ctx context.Context, store string) error {
 		return nil
 	case err == nil:
 		return errAliveStored
+	case errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse):
+		if js, _ := t.nc.ConnectedServerJetStream(); !js && t.nc.IsConnected() {
+			return fmt.Errorf("%w: %w", errNoJetStream, err)
+		}
 	}
 	return err
 }

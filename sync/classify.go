@@ -2,13 +2,18 @@ package sync
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"fmt"
+	"net"
 	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxedge/agent/retry"
+	"github.com/rxedge/agent/status"
 )
 
 // JetStream API error codes the sender acts on that nats.go does not
@@ -47,6 +52,12 @@ const (
 	textPerSubjectLimit = "maximum messages per subject exceeded"
 	textPermission      = "permissions violation"
 )
+
+// Texts of the server's refusals of a connection's credentials. nats.go
+// returns them as text (wrapped in its own error type) while the first
+// connection is being made; TestDiagnosePinsTexts pins them against a real
+// server.
+var textsAuth = []string{"authorization violation", "authentication expired", "authentication revoked", "account authentication expired"}
 
 // verdict is what one failed publish means.
 type verdict struct {
@@ -136,9 +147,83 @@ func classifyAPI(api *jetstream.APIError) verdict {
 	return verdict{outcome: retry.ItemTransient, kind: "transient:api_error"}
 }
 
-// isPermission reports whether an asynchronous connection error is a
-// permissions violation. nats.go gives the server's text; the subject named
-// in it is ours, never payload.
-func isPermission(err error) bool {
-	return errors.Is(err, nats.ErrPermissionViolation) || strings.Contains(strings.ToLower(err.Error()), textPermission)
+// errNoJetStream: nobody answered a publish, and the server the agent is
+// connected to says it has JetStream disabled.
+var errNoJetStream = errors.New("sync: the server has JetStream disabled")
+
+// diagnose says what an error means for reaching or using central: one of
+// status.ConnReasons, and a detail for people (the error without nats.go's
+// prefix; error texts name hosts and subjects, never credentials or
+// payload). It is the one place where connection errors are sorted: by
+// type wherever nats.go and the standard library give one, by the server's
+// text where they give only that (TestDiagnosePinsTexts).
+//
+// A "no responders" answer means the server is reachable but nothing takes
+// the store's subjects: the sender asks it only of its liveness probe, so
+// it is a missing stream (or JetStream off for the account).
+func diagnose(err error) (reason, detail string) {
+	var (
+		api     *jetstream.APIError
+		invalid x509.CertificateInvalidError
+		host    x509.HostnameError
+		unknown x509.UnknownAuthorityError
+		verify  *tls.CertificateVerificationError
+		dns     *net.DNSError
+		ne      net.Error
+	)
+	detail = strings.TrimPrefix(err.Error(), "nats: ")
+	text := strings.ToLower(err.Error())
+	switch {
+	case errors.As(err, &api):
+		detail = fmt.Sprintf("%s (%d)", api.Description, api.ErrorCode)
+		switch api.ErrorCode {
+		case jetstream.JSErrCodeStreamNotFound:
+			return status.ReasonNoStream, detail
+		case jetstream.JSErrCodeJetStreamNotEnabled, jetstream.JSErrCodeJetStreamNotEnabledForAccount:
+			return status.ReasonNoJetStream, detail
+		}
+		return status.ReasonOther, detail
+	case errors.Is(err, errNoJetStream):
+		return status.ReasonNoJetStream, "the server has JetStream disabled"
+	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse):
+		return status.ReasonNoStream, "nothing takes the store's subjects (no responders): the stream is missing or JetStream is off for the account"
+	case errors.Is(err, nats.ErrPermissionViolation), strings.Contains(text, textPermission):
+		return status.ReasonAuthorization, detail
+	case errors.Is(err, nats.ErrAuthorization), errors.Is(err, nats.ErrAuthExpired),
+		errors.Is(err, nats.ErrAuthRevoked), errors.Is(err, nats.ErrAccountAuthExpired):
+		return status.ReasonAuth, detail
+	case containsAny(text, textsAuth):
+		return status.ReasonAuth, detail
+	case errors.As(err, &invalid):
+		return status.ReasonTLS, invalid.Error()
+	case errors.As(err, &host):
+		return status.ReasonTLS, host.Error()
+	case errors.As(err, &unknown):
+		return status.ReasonTLS, unknown.Error()
+	case errors.As(err, &verify):
+		return status.ReasonTLS, verify.Error()
+	case errors.As(err, &dns):
+		return status.ReasonDNS, dns.Error()
+	case errors.Is(err, errRefused):
+		return status.ReasonRefused, detail
+	case errors.Is(err, nats.ErrNoServers):
+		// nats.go reports a refused first connection as "no servers";
+		// the attempts after it carry the refusal itself.
+		return status.ReasonRefused, "connection refused"
+	case errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded),
+		errors.As(err, &ne) && ne.Timeout():
+		return status.ReasonTimeout, detail
+	case errors.Is(err, nats.ErrTLS), errors.Is(err, nats.ErrSecureConnRequired), errors.Is(err, nats.ErrSecureConnWanted):
+		return status.ReasonTLS, detail
+	}
+	return status.ReasonOther, detail
+}
+
+func containsAny(s string, subs []string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
 }

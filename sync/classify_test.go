@@ -15,6 +15,7 @@ import (
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/internal/natstest"
 	"github.com/rxedge/agent/retry"
+	"github.com/rxedge/agent/status"
 )
 
 // TestClassifyPinsServerTexts provokes every outcome the sender acts on
@@ -78,11 +79,14 @@ func TestClassifyPinsServerTexts(t *testing.T) {
 // the connection's error handler: the publish itself only times out.
 func TestPermissionTextIsRecognised(t *testing.T) {
 	got := errors.New(`nats: permissions violation: Permissions Violation for Publish to "rx.mv.S2.k" on connection [7]`)
-	if !isPermission(got) {
-		t.Fatal("the server's text is not recognised")
+	if r, _ := diagnose(got); r != status.ReasonAuthorization {
+		t.Fatalf("the server's text is diagnosed %q", r)
 	}
-	if !isPermission(nats.ErrPermissionViolation) || isPermission(errors.New("nats: timeout")) {
-		t.Fatal("sentinel handling")
+	if r, _ := diagnose(nats.ErrPermissionViolation); r != status.ReasonAuthorization {
+		t.Fatalf("the sentinel is diagnosed %q", r)
+	}
+	if r, _ := diagnose(errors.New("nats: timeout")); r == status.ReasonAuthorization {
+		t.Fatal("a timeout is diagnosed as a permission")
 	}
 	if v := classify(nats.ErrPermissionViolation); v.outcome != retry.Systemic {
 		t.Fatalf("permission violation classified %+v", v)

@@ -39,11 +39,14 @@
 //   - options.go: Options and every default (settings maps the
 //     configuration file onto them).
 //   - classify.go: what a publish error means (verdict), by JetStream
-//     error code; answered or not.
+//     error code; answered or not; and why central cannot be reached or
+//     used (diagnose), as one of status.ConnReasons.
 //   - health.go: the decisions, as pure types with table tests
 //     (health_test.go). blame holds the settler's evidence and decides
 //     synced / charged / uncharged / pause for each outcome (rules 1–8 in
 //     its comment); splitBatch decides what a failed batch becomes;
+//     diagnosis holds the current connection problem and decides which
+//     of its changes are logged;
 //     pacing holds the loop's state (offline, resuming, online, paused) and
 //     its probe schedule.
 //   - alive.go: the liveness probe, a publish central must refuse and that

@@ -72,6 +72,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			<-senderDone
 			return err
 		}
+		stopWatch := watchAttempts(nc, e.s.notify)
 		hbCtx, stopHB := context.WithCancel(ctx)
 		go e.heartbeat(hbCtx, nc)
 		select {
@@ -80,11 +81,16 @@ func (e *Engine) Run(ctx context.Context) error {
 			<-senderDone
 			stopHB()
 			nc.Close()
+			stopWatch()
 			return nil
 		case err := <-closed:
 			stopHB()
+			stopWatch()
 			e.log.Error("CONNECTION_CLOSED", "error", errText(err), "action", "connecting again")
 			e.s.notify(event{kind: evDisconnected, err: err})
+			if err != nil {
+				e.s.notify(event{kind: evConnError, err: err})
+			}
 		}
 		wait := e.o.NATS.ReconnectWait + time.Duration(rand.Float64()*float64(e.o.NATS.ReconnectJitter))
 		select {
@@ -132,6 +138,27 @@ func (e *Engine) connect(closed chan<- error) (*nats.Conn, error) {
 	return nc, nil
 }
 
+// watchAttempts reports the connection attempts that fail after the TCP
+// connection was made (TLS, credentials, no greeting in time). nats.go
+// reports those only by going from CONNECTING back to RECONNECTING, with
+// the error as LastError until its next attempt; it hands failed dials to
+// ReconnectErrHandler. The returned function stops watching.
+func watchAttempts(nc *nats.Conn, notify func(event)) (stop func()) {
+	ch := nc.StatusChanged(nats.CONNECTING, nats.RECONNECTING, nats.CONNECTED)
+	go func() {
+		connecting := false
+		for st := range ch {
+			if st == nats.RECONNECTING && connecting {
+				if err := nc.LastError(); err != nil {
+					notify(event{kind: evConnError, err: err})
+				}
+			}
+			connecting = st == nats.CONNECTING
+		}
+	}()
+	return func() { nc.RemoveStatusListener(ch) }
+}
+
 // connOptions are the nats.go options of the agent's connection: retry
 // for ever, no reconnect buffer (the bbolt queue is the only buffer), the
 // store's own inbox prefix, a short ping interval so a dead link is noticed
@@ -153,6 +180,8 @@ func connOptions(o Options, s *sender) ([]nats.Option, error) {
 		nats.Timeout(5 * time.Second),
 		nats.ConnectHandler(func(nc *nats.Conn) { s.notify(event{kind: evConnected, url: nc.ConnectedUrlRedacted()}) }),
 		nats.ReconnectHandler(func(nc *nats.Conn) { s.notify(event{kind: evConnected, url: nc.ConnectedUrlRedacted()}) }),
+		// A failed dial; and the error of a failed first connection.
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) { s.notify(event{kind: evConnError, err: err}) }),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { s.notify(event{kind: evDisconnected, err: err}) }),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { s.notify(event{kind: evAsyncError, err: err}) }),
 	}

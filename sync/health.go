@@ -215,8 +215,10 @@ type ruling struct {
 	charge     []outcome // an attempt each: retried later, or quarantined when exhausted
 	soon       []outcome // retried soon, uncharged
 	release    []outcome // given back unchanged
-	// pause, when set, is why the sender must pause.
+	// pause, when set, is why the sender must pause; cause is the error
+	// behind it.
 	pause string
+	cause error
 	// suspects are movements not to probe with while others are due.
 	suspects []uint64
 	// ask: a held failure may be central's silence; the settler should
@@ -268,7 +270,7 @@ func (b *blame) see(r *ruling, o outcome, online bool) {
 		r.quarantine = append(r.quarantine, o)
 		return
 	case retry.Systemic:
-		r.pause = v.kind
+		r.pause, r.cause = v.kind, o.err
 		if o.text != "" {
 			r.pause += ": " + o.text
 		}
@@ -304,6 +306,7 @@ func (b *blame) see(r *ruling, o outcome, online bool) {
 		b.consecutive++
 		if b.consecutive >= b.systemicAfter {
 			r.pause = fmt.Sprintf("systemic:consecutive_failures: %d movements failed in a row (last: %s)", b.consecutive, v.kind)
+			r.cause = o.err
 			r.suspects = append(r.suspects, seqs(b.held)...)
 			r.release = append(r.release, b.held...)
 			b.held, b.consecutive = nil, 0
@@ -323,15 +326,15 @@ func (b *blame) quiet() ruling {
 	return r
 }
 
-// alive: central answered the liveness probe (answered), or did not (why).
+// alive: central answered the liveness probe (err nil), or did not (err).
 // Answered, the held failures were the movements' own and are charged;
 // not answered, central is down for this store: pause, charge nothing.
-func (b *blame) alive(answered bool, why string) ruling {
+func (b *blame) alive(err error) ruling {
 	var r ruling
 	for _, h := range b.held {
 		r.probe = r.probe || h.probe
 	}
-	if answered {
+	if err == nil {
 		r.probeOK = r.probe
 		r.charge = b.held
 		b.held, b.consecutive = nil, 0
@@ -339,7 +342,8 @@ func (b *blame) alive(answered bool, why string) ruling {
 	}
 	if len(b.held) > 0 {
 		r.pause = fmt.Sprintf("systemic:unresponsive: central answered neither %d movement(s) (last: %s) nor a probe (%s)",
-			len(b.held), b.held[len(b.held)-1].v.kind, why)
+			len(b.held), b.held[len(b.held)-1].v.kind, err)
+		r.cause = err
 	}
 	r.suspects = seqs(b.held)
 	r.release = b.held
@@ -400,4 +404,62 @@ func seqs(outs []outcome) []uint64 {
 		s[i] = o.rec.Seq
 	}
 	return s
+}
+
+// diagnosis is why the agent cannot reach or use central, and which of
+// its changes are logged. Failures with an unchanged reason (every retry
+// of a refused connection) are never logged. A change of reason is, but
+// the same reason at most once per logEvery: a connection flapping
+// between two reasons cannot flood the log, and the next line logged
+// counts the changes left out. A timeout does not replace a refused
+// permission: central never answers a publish it denies, so the denial
+// explains the timeouts that follow it.
+type diagnosis struct {
+	logEvery time.Duration
+
+	cur      *status.ConnProblem
+	logged   map[string]time.Time // when each reason was last logged
+	unlogged int                  // changes not logged since the last line
+}
+
+// see records a failure with a reason (one of status.ConnReasons) at now.
+// It reports whether to log the problem, and how many changes went
+// unlogged before it.
+func (d *diagnosis) see(now time.Time, reason, detail, server string) (log bool, unlogged int) {
+	if d.cur != nil && d.cur.Reason == reason {
+		d.cur.Detail, d.cur.Server = detail, server
+		return false, 0
+	}
+	if d.cur != nil && d.cur.Reason == status.ReasonAuthorization && reason == status.ReasonTimeout {
+		return false, 0
+	}
+	since := now.UTC()
+	d.cur = &status.ConnProblem{Reason: reason, Detail: detail, Server: server, Since: &since}
+	if last, ok := d.logged[reason]; ok && now.Sub(last) < d.logEvery {
+		d.unlogged++
+		return false, 0
+	}
+	if d.logged == nil {
+		d.logged = make(map[string]time.Time)
+	}
+	d.logged[reason] = now
+	unlogged, d.unlogged = d.unlogged, 0
+	return true, unlogged
+}
+
+// clear: central is reachable and usable. It reports whether there was a
+// problem.
+func (d *diagnosis) clear() bool {
+	was := d.cur != nil
+	d.cur = nil
+	return was
+}
+
+// problem is the current problem (nil when none), a copy.
+func (d *diagnosis) problem() *status.ConnProblem {
+	if d.cur == nil {
+		return nil
+	}
+	p := *d.cur
+	return &p
 }

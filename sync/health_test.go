@@ -1,6 +1,7 @@
 package sync
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -124,9 +125,9 @@ func TestBlame(t *testing.T) {
 				case "quiet":
 					r = b.quiet()
 				case "alive":
-					r = b.alive(true, "")
+					r = b.alive(nil)
 				case "dead":
-					r = b.alive(false, "timeout")
+					r = b.alive(errors.New("timeout"))
 				default:
 					online := !strings.HasPrefix(st, "paused:")
 					r = b.settle(group(strings.TrimPrefix(st, "paused:")), online)

@@ -2,6 +2,8 @@ package sync
 
 import (
 	"context"
+	"net/url"
+	"strings"
 	stdsync "sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +30,40 @@ type link struct {
 	// instead of waiting out their timeouts.
 	ctx    context.Context
 	cancel context.CancelFunc
+}
+
+// redactURL is a server URL without credentials (an unparsable one is
+// left out rather than risk showing them).
+func redactURL(s string) string {
+	if s == "" {
+		return ""
+	}
+	if !strings.Contains(s, "://") {
+		s = "nats://" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return ""
+	}
+	u.User = nil
+	return u.String()
+}
+
+// serverOf is the configured server an error is about, without
+// credentials: the only one, or the one whose host the error names; ""
+// when that cannot be told.
+func serverOf(err error, servers []string) string {
+	if len(servers) == 1 {
+		return redactURL(servers[0])
+	}
+	text := err.Error()
+	for _, s := range servers {
+		r := redactURL(s)
+		if u, perr := url.Parse(r); perr == nil && u.Host != "" && (strings.Contains(text, u.Host) || strings.Contains(text, u.Hostname())) {
+			return r
+		}
+	}
+	return ""
 }
 
 func newLink(tr transport, m *metrics.Metrics) *link {
@@ -77,10 +113,22 @@ func (l *link) down() {
 	l.cancel()
 }
 
-// setServers records the configured servers for the status document.
+// setServers records the configured servers for the status document,
+// without credentials.
 func (l *link) setServers(servers []string) {
 	l.mu.Lock()
-	l.snap.Servers = append([]string(nil), servers...)
+	l.snap.Servers = make([]string, len(servers))
+	for i, s := range servers {
+		l.snap.Servers[i] = redactURL(s)
+	}
+	l.mu.Unlock()
+}
+
+// setProblem records why the agent cannot reach or use central (nil: it
+// can) for the status document (and the metrics, which read it).
+func (l *link) setProblem(p *status.ConnProblem) {
+	l.mu.Lock()
+	l.snap.Problem = p
 	l.mu.Unlock()
 }
 
@@ -131,5 +179,9 @@ func (l *link) connection() status.Connection {
 	defer l.mu.Unlock()
 	c := l.snap
 	c.Servers = append([]string(nil), l.snap.Servers...)
+	if p := l.snap.Problem; p != nil {
+		cp := *p
+		c.Problem = &cp
+	}
 	return c
 }

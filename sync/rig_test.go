@@ -14,9 +14,11 @@ import (
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/internal/natstest"
 	"github.com/rxedge/agent/internal/syncbuf"
+	"github.com/rxedge/agent/metrics"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/retry"
+	"github.com/rxedge/agent/status"
 )
 
 const testStore = "S0001"
@@ -32,6 +34,7 @@ type rig struct {
 	tune   func(*Options)
 	log    *slog.Logger
 	logs   *syncbuf.Buffer
+	m      *metrics.Metrics
 }
 
 // testOptions are the agent's options for tests: short timeouts and delays
@@ -56,7 +59,8 @@ func startRig(t *testing.T, o Options, tune func(*Options)) *rig {
 	}
 	logs := &syncbuf.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	r := &rig{t: t, q: q, opts: o, tune: tune, log: log, logs: logs}
+	r := &rig{t: t, q: q, opts: o, tune: tune, log: log, logs: logs, m: metrics.New(nil)}
+	r.m.WatchConnection(func() status.Connection { return r.e.Connection() })
 	r.start()
 	t.Cleanup(func() {
 		r.stop()
@@ -70,7 +74,7 @@ func startRig(t *testing.T, o Options, tune func(*Options)) *rig {
 
 // start runs a new engine over the queue, like an agent process starting.
 func (r *rig) start() {
-	r.e = New(r.q, r.opts, r.log, nil, nil)
+	r.e = New(r.q, r.opts, r.log, r.m, nil)
 	r.e.s.o.Probe = retry.Policy{BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second}
 	if r.tune != nil {
 		r.tune(&r.e.s.o)

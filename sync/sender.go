@@ -2,6 +2,7 @@ package sync
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -23,6 +24,8 @@ type event struct {
 	probe   bool     // a probe was among them
 	seqs    []uint64 // evSystemic: movements not to probe with; evSettled: the probe's
 	ok      bool     // for a probe: it succeeded
+	synced  int      // evSettled: movements central stored
+	cause   error    // evSystemic: the error behind it (nil for a local failure)
 }
 
 type eventKind int
@@ -31,6 +34,7 @@ const (
 	evConnected eventKind = iota
 	evDisconnected
 	evAsyncError
+	evConnError // an attempt to connect failed
 	evSettled
 	evSystemic
 	evBatchSent
@@ -70,6 +74,7 @@ type sender struct {
 
 	// Loop-owned.
 	pace     pacing
+	diag     diagnosis
 	singles  int // single flights not yet settled
 	batches  int // batch flights not yet settled
 	batchOut bool
@@ -90,6 +95,7 @@ func newSender(q *queue.Queue, tr transport, o Options, log *slog.Logger, m *met
 	s := &sender{
 		q: q, o: o, log: log, m: m, link: newLink(tr, m), suspects: make(map[uint64]bool),
 		pace:   pacing{probe: o.Probe, resumeJitter: o.ResumeJitter},
+		diag:   diagnosis{logEvery: problemLogEvery},
 		events: make(chan event, 64),
 		// Room for a full window, a batch's worth of oversized movements
 		// sent alone, two batches and a probe: the loop never blocks here.
@@ -129,6 +135,30 @@ func (s *sender) publish(was int32, why string) {
 		clear(s.suspects)
 	}
 	s.link.setState(st, s.pace.reason)
+}
+
+// problemLogEvery is how often the same reason for not reaching central
+// may be logged again after other reasons came between (see diagnosis).
+const problemLogEvery = 5 * time.Minute
+
+// problem records err as why the agent cannot reach or use central and
+// logs a change of reason. server is the URL it is about ("": the
+// configured server the error names).
+func (s *sender) problem(now time.Time, err error, server string) {
+	reason, detail := diagnose(err)
+	if server == "" {
+		server = serverOf(err, s.o.NATS.Servers)
+	}
+	s.m.CentralError(reason)
+	log, unlogged := s.diag.see(now, reason, detail, server)
+	if log {
+		args := []any{"reason", reason, "detail", detail, "server", server}
+		if unlogged > 0 {
+			args = append(args, "changes_not_logged", unlogged)
+		}
+		s.log.Warn("CENTRAL_PROBLEM", args...)
+	}
+	s.link.setProblem(s.diag.problem())
 }
 
 // run is the sender loop. It returns when ctx ends, after the flights in
@@ -196,6 +226,9 @@ func (s *sender) handle(ev event) {
 	case evConnected:
 		s.link.up(ev.url)
 		s.log.Info("CONNECTED", "url", ev.url)
+		if s.diag.clear() {
+			s.link.setProblem(nil)
+		}
 		s.pace.connected(now, s.o.Rand())
 	case evDisconnected:
 		s.link.down()
@@ -208,12 +241,27 @@ func (s *sender) handle(ev event) {
 		}
 		s.pace.disconnected(reason)
 	case evAsyncError:
-		if isPermission(ev.err) && (was == stOnline || was == stPaused) {
-			s.pace.pause(now, s.o.Rand(), "systemic:permission: "+ev.err.Error())
-		} else {
+		// Refused credentials and permissions are diagnosed (and logged
+		// once); other asynchronous errors are logged as they come.
+		switch reason, _ := diagnose(ev.err); reason {
+		case status.ReasonAuthorization:
+			s.problem(now, ev.err, redactURL(s.link.connection().ConnectedURL))
+			if was == stOnline || was == stPaused {
+				s.pace.pause(now, s.o.Rand(), "systemic:permission: "+ev.err.Error())
+			}
+		case status.ReasonAuth:
+			s.problem(now, ev.err, "")
+		default:
 			s.log.Warn("NATS_ERROR", "error", errText(ev.err))
 		}
+	case evConnError:
+		s.problem(now, ev.err, "")
 	case evSystemic:
+		// A cause while offline, or a request cut off by a dropped
+		// connection, says nothing about central.
+		if ev.cause != nil && (was == stOnline || was == stPaused) && !errors.Is(ev.cause, context.Canceled) {
+			s.problem(now, ev.cause, redactURL(s.link.connection().ConnectedURL))
+		}
 		for _, seq := range ev.seqs {
 			s.suspects[seq] = true
 		}
@@ -228,6 +276,10 @@ func (s *sender) handle(ev event) {
 	case evSettled:
 		s.singles -= ev.singles
 		s.batches -= ev.batches
+		// Central stored something: it is reachable and usable.
+		if (ev.synced > 0 || ev.probe && ev.ok) && s.diag.clear() {
+			s.link.setProblem(nil)
+		}
 		if ev.probe {
 			if !ev.ok {
 				for _, seq := range ev.seqs {

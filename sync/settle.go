@@ -27,6 +27,7 @@ type outcome struct {
 	v         verdict // outcome Stored for a plain acknowledgement
 	streamSeq uint64
 	text      string // error text, for the failure context
+	err       error  // the error, when there was one
 	probe     bool
 	// pending, when set, delivers the outcome once central's copy was read
 	// back (see verify); the other fields are not yet meaningful.
@@ -123,7 +124,7 @@ func (st *settler) run(ctx context.Context) {
 			r = r.and(st.ask(ctx))
 		}
 		st.carry(r, outs)
-		st.notify(event{kind: evSettled, singles: singles, batches: batches, probe: len(probeSeq) > 0, ok: r.probeOK, seqs: probeSeq})
+		st.notify(event{kind: evSettled, singles: singles, batches: batches, probe: len(probeSeq) > 0, ok: r.probeOK, seqs: probeSeq, synced: len(r.acks)})
 	}
 }
 
@@ -165,7 +166,7 @@ func (st *settler) take(ctx context.Context) (*flight, bool) {
 func (st *settler) ask(ctx context.Context) ruling {
 	err := st.alive(ctx)
 	st.log.Info("SYNC_ALIVE", "answered", err == nil, "held", len(st.blame.held), "error", errText(err))
-	return st.blame.alive(err == nil, errText(err))
+	return st.blame.alive(err)
 }
 
 // alive probes central's liveness for this store: nil when it answered.
@@ -237,7 +238,7 @@ func (st *settler) judge(ctx context.Context, r *queue.Record, ack *jetstream.Pu
 	if err == nil {
 		return outcome{rec: r, v: verdict{outcome: retry.Stored, kind: "stored"}, streamSeq: ack.Sequence}
 	}
-	o := outcome{rec: r, v: classify(err), text: err.Error()}
+	o := outcome{rec: r, v: classify(err), text: err.Error(), err: err}
 	if !o.v.verify {
 		return o
 	}
@@ -278,7 +279,7 @@ func (st *settler) verify(ctx context.Context, r *queue.Record, o outcome) outco
 	if v.outcome != retry.Offline && v.outcome != retry.Systemic {
 		v = verdict{outcome: retry.ItemTransient, kind: "transient:verify"}
 	}
-	return outcome{rec: r, v: v, text: "reading central's copy: " + err.Error()}
+	return outcome{rec: r, v: v, text: "reading central's copy: " + err.Error(), err: err}
 }
 
 // judgeBatch turns an atomic batch's result into outcomes for its members
@@ -293,7 +294,7 @@ func (st *settler) judgeBatch(ctx context.Context, f *flight, br batchResult) []
 		return outs
 	}
 	v := classify(br.err)
-	text := br.err.Error()
+	text, cause := br.err.Error(), br.err
 	if v.noBatch {
 		st.notify(event{kind: evNoBatch})
 	}
@@ -302,6 +303,7 @@ func (st *settler) judgeBatch(ctx context.Context, f *flight, br batchResult) []
 		if err := st.alive(ctx); err != nil {
 			step, v = batchPause, verdict{outcome: retry.Systemic, kind: "systemic:unresponsive"}
 			text = fmt.Sprintf("an atomic batch of %d went unanswered (%s) and so did a probe (%s)", len(f.items), br.err, err)
+			cause = err
 		} else {
 			step = batchSingly
 		}
@@ -312,11 +314,11 @@ func (st *settler) judgeBatch(ctx context.Context, f *flight, br batchResult) []
 		return st.singly(ctx, f.items)
 	case batchPause:
 		for i, r := range f.items {
-			outs[i] = outcome{rec: r, v: verdict{outcome: retry.Systemic, kind: v.kind}, text: text}
+			outs[i] = outcome{rec: r, v: verdict{outcome: retry.Systemic, kind: v.kind}, text: text, err: cause}
 		}
 	default:
 		for i, r := range f.items {
-			outs[i] = outcome{rec: r, v: verdict{outcome: retry.Offline, kind: v.kind}, text: text}
+			outs[i] = outcome{rec: r, v: verdict{outcome: retry.Offline, kind: v.kind}, text: text, err: cause}
 		}
 	}
 	return outs
@@ -354,7 +356,7 @@ func (st *settler) singly(ctx context.Context, items []*queue.Record) []outcome 
 		}
 		if stop != nil {
 			for _, r := range items[lo+len(chunk):] {
-				outs = append(outs, outcome{rec: r, v: stop.v, text: stop.text})
+				outs = append(outs, outcome{rec: r, v: stop.v, text: stop.text, err: stop.err})
 			}
 			break
 		}
@@ -404,7 +406,11 @@ func (st *settler) carry(r ruling, outs []outcome) {
 	}
 	st.link.settled(now, len(r.acks), lastErrKind)
 	if pause != "" {
-		st.notify(event{kind: evSystemic, reason: pause, seqs: r.suspects})
+		cause := r.cause
+		if pause != r.pause {
+			cause = nil // the data file failed, not central
+		}
+		st.notify(event{kind: evSystemic, reason: pause, seqs: r.suspects, cause: cause})
 	}
 }
 
@@ -475,7 +481,7 @@ func (r ruling) and(u ruling) ruling {
 	r.soon = append(r.soon, u.soon...)
 	r.release = append(r.release, u.release...)
 	if u.pause != "" {
-		r.pause = u.pause
+		r.pause, r.cause = u.pause, u.cause
 	}
 	r.suspects = append(r.suspects, u.suspects...)
 	r.ask = u.ask

@@ -38,9 +38,11 @@ data file.
 Works while the agent runs (through its control socket) and while it is
 stopped (reading the data file). Exit status 3 when movements are
 quarantined, the oldest pending movement is older than --max-age, sync is
-paused because central cannot take anything, central refuses the agent or
-cannot be reached for a reason the agent names, or the installed service is
-stopped. With --json the document lists these as "problems", each with a
+paused because central cannot take anything, central refuses the agent
+(credentials, permissions, TLS, no stream, no JetStream), the agent cannot
+reach central and has never delivered a movement, or the installed service
+is stopped. An outage of a store that delivered before is not a reason:
+its movements wait. With --json the document lists these as "problems", each with a
 stable code.
 
 --check follows the Nagios/Icinga plugin contract instead: one line

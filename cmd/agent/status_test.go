@@ -5,12 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rxedge/agent/internal/natstest"
+	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/status"
 )
 
@@ -179,5 +182,68 @@ func TestStatusWatchIntoAPipe(t *testing.T) {
 		if len(lines) != 3 {
 			t.Errorf("%d lines, want one document per line:\n%s", len(lines), out)
 		}
+	}
+}
+
+// TestStatusNamesWhyCentralIsUnreachable: a new store that cannot reach
+// central (here: nothing listens on the port) shows why and exits 3; a
+// store that delivered before and loses central shows why too, but
+// exits 0: its movements wait, which is the documented offline behaviour.
+func TestStatusNamesWhyCentralIsUnreachable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "nats://" + l.Addr().String()
+	l.Close()
+
+	dir := t.TempDir()
+	c := settings.Config{StoreID: cliStore, DataDir: dir}
+	c.Ingest.Listen = "off"
+	c.NATS.Servers = []string{closed}
+	opts, err := c.Validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runDaemon(t, opts, nil)
+	out, code := waitStatus(t, dir, "offline: connection refused")
+	if code != exitAttention || !strings.Contains(out, "cannot use central: refused") || !strings.Contains(out, "from "+closed) {
+		t.Fatalf("a new store that cannot reach central: exit %d\n%s", code, out)
+	}
+
+	srv := natstest.StartHub(t)
+	dir = t.TempDir()
+	c = settings.Config{StoreID: cliStore, DataDir: dir}
+	c.Ingest.Listen = "off"
+	c.NATS.Servers = []string{srv.URL()}
+	c.Sync.ResumeJitter = 10 * time.Millisecond
+	if opts, err = c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	runDaemon(t, opts, nil)
+	file := filepath.Join(t.TempDir(), "in.jsonl")
+	os.WriteFile(file, []byte(enqueueLine("OK-1", 1)+"\n"), 0o600)
+	mustCLI(t, "enqueue", "-f", file, "--data-dir", dir)
+	waitStatus(t, dir, `"synced_total": 1`, "--json")
+	srv.Stop()
+	out, code = waitStatus(t, dir, "offline: connection refused")
+	if code != 0 || strings.Contains(out, "Needs attention") {
+		t.Fatalf("a store that delivered before, during an outage: exit %d\n%s", code, out)
+	}
+}
+
+// waitStatus runs `agent status` until its output contains want.
+func waitStatus(t *testing.T, dir, want string, args ...string) (string, int) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		out, _, code := cli(t, append([]string{"status", "--data-dir", dir}, args...)...)
+		if strings.Contains(out, want) {
+			return out, code
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 60s, no %q in the status (exit %d):\n%s", want, code, out)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
