@@ -283,9 +283,22 @@ func (c *Client) DLQList(ctx context.Context, f dlq.Filter) (*dlq.ListResult, er
 	return &res, nil
 }
 
+// DLQSummary counts the quarantined movements that match f by reason and
+// class (f.Limit is ignored).
+func (c *Client) DLQSummary(ctx context.Context, f dlq.Filter) (*dlq.Summary, error) {
+	var res dlq.Summary
+	f.Limit = 0
+	if err := c.do(ctx, http.MethodGet, "/v1/dlq/summary?"+filterQuery(f).Encode(), nil, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // DLQShow returns one quarantined movement's failure context, with its
-// payload when withPayload is set (the agent journals that viewing). A key
-// that is not quarantined is an *APIError with code 404.
+// payload when withPayload is set (the agent journals that viewing). key
+// may be a key, a unique key prefix or a movement_id. A key that is not
+// quarantined is an *APIError with code 404; an ambiguous prefix one with
+// code 400.
 func (c *Client) DLQShow(ctx context.Context, key string, withPayload bool) (*dlq.Detail, error) {
 	path := "/v1/dlq/" + url.PathEscape(key)
 	if withPayload {
@@ -397,7 +410,7 @@ func (e *ExportError) Error() string { return "export incomplete: " + e.Msg }
 // the agent records the client's user and writes to its own directory.
 func (c *Client) DLQPurge(ctx context.Context, rq dlq.PurgeRequest) (*dlq.PurgeResult, error) {
 	var res dlq.PurgeResult
-	body := PurgeBody{Keys: rq.Keys, ReasonText: rq.ReasonText, Confirm: rq.Confirm}
+	body := PurgeBody{Selection: dlq.Selection{Keys: rq.Keys, All: rq.All, Reason: rq.Reason, Oldest: rq.Oldest}, ReasonText: rq.ReasonText, Confirm: rq.Confirm}
 	if err := c.do(ctx, http.MethodPost, "/v1/dlq/purge", body, &res); err != nil {
 		return nil, err
 	}

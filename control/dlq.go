@@ -36,9 +36,9 @@ type RedriveEvent struct {
 
 // PurgeBody is the request of POST /v1/dlq/purge.
 type PurgeBody struct {
-	Keys       []string `json:"keys"`
-	ReasonText string   `json:"reason_text"`
-	Confirm    bool     `json:"confirm"`
+	dlq.Selection
+	ReasonText string `json:"reason_text"`
+	Confirm    bool   `json:"confirm"`
 }
 
 // Headers of the export answer.
@@ -71,6 +71,12 @@ func auditQuery(f dlq.AuditFilter) url.Values {
 	setTime(v, "until", f.Until)
 	if len(f.Actions) > 0 {
 		v.Set("action", strings.Join(f.Actions, ","))
+	}
+	if f.Key != "" {
+		v.Set("key", f.Key)
+	}
+	if f.Actor != "" {
+		v.Set("actor", f.Actor)
 	}
 	return v
 }
@@ -125,6 +131,20 @@ func (s *Server) dlqList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := s.opts.DLQ.List(f)
+	if err != nil {
+		writeServiceError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (s *Server) dlqSummary(w http.ResponseWriter, r *http.Request) {
+	f, err := s.filterFromQuery("list", r.URL.Query())
+	if err != nil {
+		writeServiceError(w, err)
+		return
+	}
+	res, err := s.opts.DLQ.Summarize(f)
 	if err != nil {
 		writeServiceError(w, err)
 		return
@@ -229,7 +249,8 @@ func (s *Server) dlqPurge(w http.ResponseWriter, r *http.Request) {
 		writeServiceError(w, err)
 		return
 	}
-	res, err := s.opts.DLQ.Purge(r.Context(), dlq.PurgeRequest{Keys: body.Keys, Actor: r.Header.Get(ActorHeader), ReasonText: body.ReasonText, Confirm: body.Confirm})
+	res, err := s.opts.DLQ.Purge(r.Context(), dlq.PurgeRequest{Keys: body.Keys, All: body.All, Reason: body.Reason, Oldest: body.Oldest,
+		Actor: r.Header.Get(ActorHeader), ReasonText: body.ReasonText, Confirm: body.Confirm})
 	if err != nil {
 		writeServiceError(w, err)
 		return
@@ -252,6 +273,7 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
 	for _, a := range q["action"] {
 		f.Actions = append(f.Actions, strings.Split(a, ",")...)
 	}
+	f.Key, f.Actor = q.Get("key"), q.Get("actor")
 	res, err := s.opts.DLQ.Audit(f)
 	if err != nil {
 		writeServiceError(w, err)

@@ -57,6 +57,9 @@ type Options struct {
 	// listener. The control socket needs none: only administrators can
 	// reach it.
 	IngestToken string
+	// MetricsToken, when set, is required as a bearer token on the
+	// metrics listener.
+	MetricsToken string
 	// Status builds the status document. Default: a builder over Queue
 	// for an agent that is not running (the CLI reading the file
 	// directly).
@@ -119,6 +122,7 @@ type on uint8
 const (
 	controlSocket on = 1 << iota
 	ingestListener
+	metricsListener
 	both = controlSocket | ingestListener
 )
 
@@ -148,23 +152,26 @@ func (s *Server) routes() []route {
 		// status.Status.
 		{"GET /v1/status", both, s.getStatus},
 		// Liveness (no token needed) and readiness (503 while draining).
-		{"GET /healthz", both, s.healthz},
-		{"GET /readyz", both, s.readyz},
+		{"GET /healthz", both | metricsListener, s.healthz},
+		{"GET /readyz", both | metricsListener, s.readyz},
 		// Prometheus text.
-		{"GET /metrics", both, s.metrics.ServeHTTP},
+		{"GET /metrics", both | metricsListener, s.metrics.ServeHTTP},
 		// ?reason=&since=&until=&limit= → dlq.ListResult.
 		{"GET /v1/dlq", controlSocket, s.dlqList},
 		// ?reason=&since=&until=&limit=&reason_text=&dest= → dlq.Detail
 		// lines; CountHeader, and ErrorTrailer when it failed midway.
 		{"GET /v1/dlq/export", controlSocket, s.dlqExport},
-		// ?payload=1 → dlq.Detail.
+		// ?reason=&since=&until= → dlq.Summary.
+		{"GET /v1/dlq/summary", controlSocket, s.dlqSummary},
+		// ?payload=1 → dlq.Detail; {key} is a key, a unique key prefix or
+		// a movement_id (400 when ambiguous).
 		{"GET /v1/dlq/{key}", controlSocket, s.dlqShow},
 		// RedriveBody → dlq.RedriveResult, or with ?stream=1 or Accept:
 		// application/x-ndjson, RedriveEvent lines.
 		{"POST /v1/dlq/redrive", controlSocket, s.dlqRedrive},
-		// PurgeBody → dlq.PurgeResult.
+		// PurgeBody (the selectors of a redrive) → dlq.PurgeResult.
 		{"POST /v1/dlq/purge", controlSocket, s.dlqPurge},
-		// ?since=&until=&action= → dlq.AuditResult.
+		// ?since=&until=&action=&key=&actor= → dlq.AuditResult.
 		{"GET /v1/audit", controlSocket, s.audit},
 	}
 }
@@ -184,7 +191,14 @@ func (s *Server) handler(l on) *http.ServeMux {
 // health and metrics, behind the ingest token when one is configured, and
 // refusing what a web browser sends (sameHost).
 func (s *Server) IngestHandler() http.Handler {
-	return s.sameHost(s.auth(s.handler(ingestListener)))
+	return s.sameHost(s.auth(s.handler(ingestListener), s.opts.IngestToken, metrics.ListenerIngest, "ingest.token_file"))
+}
+
+// MetricsHandler is the API of the metrics listener: metrics and health,
+// behind the metrics token when one is configured. It serves no movement
+// and no status, so it may listen beyond loopback (with a token).
+func (s *Server) MetricsHandler() http.Handler {
+	return s.auth(s.handler(metricsListener), s.opts.MetricsToken, metrics.ListenerMetrics, "metrics.token_file")
 }
 
 // ControlHandler is the API of the control socket: every route.
@@ -202,19 +216,26 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
-func (s *Server) auth(next http.Handler) http.Handler {
-	if s.opts.IngestToken == "" {
+// auth requires token as a bearer token on every route but /healthz,
+// counting refusals by listener and cause.
+func (s *Server) auth(next http.Handler, token, listener, setting string) http.Handler {
+	if token == "" {
 		return next
 	}
-	want := []byte(s.opts.IngestToken)
+	want := []byte(token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/healthz" {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if subtle.ConstantTimeCompare([]byte(bearer(r)), want) != 1 {
+		if got := bearer(r); subtle.ConstantTimeCompare([]byte(got), want) != 1 {
+			cause := metrics.TokenWrong
+			if got == "" {
+				cause = metrics.TokenMissing
+			}
+			s.opts.Metrics.RefusedToken(listener, cause)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="rxedge"`)
-			writeJSON(w, http.StatusUnauthorized, ErrorBody{Error: "missing or wrong ingest token: send Authorization: Bearer <token from ingest.token_file>"})
+			writeJSON(w, http.StatusUnauthorized, ErrorBody{Error: "missing or wrong " + listener + " token: send Authorization: Bearer <token from " + setting + ">"})
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -227,7 +248,7 @@ func (s *Server) auth(next http.Handler) http.Handler {
 func (s *Server) postMovements(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	if s.draining.Load() {
-		writeJSON(w, http.StatusServiceUnavailable, ErrorBody{Error: "the agent is shutting down: resubmit after it restarts"})
+		s.refused(w, refuse(http.StatusServiceUnavailable, "the agent is shutting down: resubmit after it restarts"), start, 0)
 		return
 	}
 	items, lines, herr := readItems(w, r, s.opts.MaxRequestBytes, s.opts.MaxMovements)
@@ -294,6 +315,7 @@ func (s *Server) postMovements(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) refused(w http.ResponseWriter, e *httpError, start time.Time, n int) {
 	s.opts.Metrics.Ingest(time.Since(start), 0, 0, n)
+	s.opts.Metrics.RefusedRequest(e.code)
 	if e.code >= 500 {
 		s.opts.Logger.Warn("INGEST_REFUSED", "code", e.code, "error", e.body.Error, "movements", n)
 	}

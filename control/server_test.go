@@ -182,27 +182,29 @@ func TestSubmitEachThroughTheClient(t *testing.T) {
 }
 
 // TestRoutesByListener: the ingest listener serves the intake, status,
-// health and metrics; the operator's routes only on the control socket,
-// which only administrators can reach (DESIGN P7).
+// health and metrics; the metrics listener only metrics and health; the
+// operator's routes only the control socket, which only administrators
+// can reach (DESIGN P7).
 func TestRoutesByListener(t *testing.T) {
 	_, q, _ := newServer(t, "")
 	s := New(Options{Queue: q, StoreID: store, Metrics: metrics.New(q)})
-	ingest, ctl := s.IngestHandler(), s.ControlHandler()
+	ingest, ctl, met := s.IngestHandler(), s.ControlHandler(), s.MetricsHandler()
 	tests := []struct {
-		method, path string
-		onIngest     bool
+		method, path        string
+		onIngest, onMetrics bool
 	}{
-		{"POST", "/v1/movements", true},
-		{"GET", "/v1/status", true},
-		{"GET", "/healthz", true},
-		{"GET", "/readyz", true},
-		{"GET", "/metrics", true},
-		{"GET", "/v1/dlq", false},
-		{"GET", "/v1/dlq/export", false},
-		{"GET", "/v1/dlq/xyz", false},
-		{"POST", "/v1/dlq/redrive", false},
-		{"POST", "/v1/dlq/purge", false},
-		{"GET", "/v1/audit", false},
+		{"POST", "/v1/movements", true, false},
+		{"GET", "/v1/status", true, false},
+		{"GET", "/healthz", true, true},
+		{"GET", "/readyz", true, true},
+		{"GET", "/metrics", true, true},
+		{"GET", "/v1/dlq", false, false},
+		{"GET", "/v1/dlq/export", false, false},
+		{"GET", "/v1/dlq/summary", false, false},
+		{"GET", "/v1/dlq/%20", false, false},
+		{"POST", "/v1/dlq/redrive", false, false},
+		{"POST", "/v1/dlq/purge", false, false},
+		{"GET", "/v1/audit", false, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
@@ -213,10 +215,71 @@ func TestRoutesByListener(t *testing.T) {
 			if served := got != http.StatusNotFound; served != tt.onIngest {
 				t.Errorf("ingest listener: got %d, want served %v", got, tt.onIngest)
 			}
+			got = serveCode(met, tt.method, tt.path)
+			if served := got != http.StatusNotFound && got != http.StatusMethodNotAllowed; served != tt.onMetrics {
+				t.Errorf("metrics listener: got %d, want served %v", got, tt.onMetrics)
+			}
 		})
 	}
 	if n := len(s.routes()); n != len(tests) {
 		t.Errorf("got %d routes, want %d: add the new route to this table", n, len(tests))
+	}
+}
+
+// TestRefusalsAreCounted: a missing or wrong token, on either listener,
+// and a refused submission each count under a bounded cause.
+func TestRefusalsAreCounted(t *testing.T) {
+	_, q, _ := newServer(t, "")
+	m := metrics.New(q)
+	tok := strings.Repeat("i", 20)
+	s := New(Options{Queue: q, StoreID: store, Metrics: m, IngestToken: tok, MetricsToken: strings.Repeat("m", 20)})
+	do := func(h http.Handler, method, path, token, body string) int {
+		r := httptest.NewRequest(method, path, strings.NewReader(body))
+		r.Host = "127.0.0.1:8717"
+		if method == http.MethodPost {
+			r.Header.Set("Content-Type", "application/json")
+		}
+		if token != "" {
+			r.Header.Set("Authorization", "Bearer "+token)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		return rec.Code
+	}
+	ingest, met := s.IngestHandler(), s.MetricsHandler()
+	for _, c := range []struct {
+		h           http.Handler
+		path, token string
+		body        string
+		code        int
+		method      string
+	}{
+		{ingest, "/v1/movements", "", "{}", 401, "POST"},
+		{ingest, "/v1/movements", "nope", "{}", 401, "POST"},
+		{ingest, "/v1/movements", tok, "not json", 400, "POST"},
+		{met, "/metrics", "", "", 401, "GET"},
+		{met, "/metrics", strings.Repeat("m", 20), "", 200, "GET"},
+		{met, "/healthz", "", "", 200, "GET"},
+	} {
+		if got := do(c.h, c.method, c.path, c.token, c.body); got != c.code {
+			t.Errorf("%s %s with token %q: got %d, want %d", c.method, c.path, c.token, got, c.code)
+		}
+	}
+	var text strings.Builder
+	if err := InProcess(s.ControlHandler()).Metrics(context.Background(), &text); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`rxedge_refused_tokens_total{cause="missing",listener="ingest"} 1`,
+		`rxedge_refused_tokens_total{cause="wrong",listener="ingest"} 1`,
+		`rxedge_refused_tokens_total{cause="missing",listener="metrics"} 1`,
+		`rxedge_refused_tokens_total{cause="wrong",listener="metrics"} 0`,
+		`rxedge_ingest_refused_requests_total{cause="invalid"} 1`,
+		`rxedge_ingest_refused_requests_total{cause="disk_full"} 0`,
+	} {
+		if !strings.Contains(text.String(), want+"\n") {
+			t.Errorf("metrics lack %s", want)
+		}
 	}
 }
 

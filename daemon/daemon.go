@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,6 +45,9 @@ type Hooks struct {
 	// Ready is called once the agent accepts movements, with the ingest
 	// listener's address ("" when it has none).
 	Ready func(ingestAddr string)
+	// MetricsReady is called after Ready with the metrics listener's
+	// address ("" when it has none).
+	MetricsReady func(metricsAddr string)
 }
 
 // Run runs the agent until ctx ends, then shuts it down cleanly. It returns
@@ -53,9 +57,7 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 		log = slog.New(slog.DiscardHandler)
 	}
 	ignoreFileSizeLimit()
-	if err := os.MkdirAll(opts.DataDir, 0o750); err != nil {
-		return fmt.Errorf("create data directory: %w", err)
-	}
+	// queue.Open creates the data directory, durably.
 	compactAtStart(settings.DataFile(opts.DataDir), log)
 	q, err := queue.Open(queue.Options{
 		Path:     settings.DataFile(opts.DataDir),
@@ -80,18 +82,20 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 	var conn func() status.Connection = func() status.Connection {
 		return status.Connection{State: status.Idle, Reason: "no central servers configured: set nats.servers"}
 	}
-	st := status.NewBuilder(status.Sources{Queue: q, Connection: func() status.Connection { return conn() }, Running: true})
+	connection := func() status.Connection { return conn() }
+	st := status.NewBuilder(status.Sources{Queue: q, Connection: connection, Running: true})
+	m.WatchConnection(connection)
 	srv := control.New(control.Options{
 		Queue: q, StoreID: opts.StoreID,
 		MaxRequestBytes: opts.MaxRequestBytes, MaxMovementBytes: opts.MaxMovementBytes,
-		IngestToken: opts.IngestToken, IngestListen: opts.IngestListen,
+		IngestToken: opts.IngestToken, MetricsToken: opts.MetricsToken, IngestListen: opts.IngestListen,
 		AllowedHosts: opts.AllowedHosts, AllowedOrigins: opts.AllowedOrigins,
 		Status: st, DLQ: svc, Metrics: m, Logger: log,
 	})
 
 	var engine *sync.Engine
 	if len(opts.NATS.Servers) > 0 {
-		engine = sync.New(q, opts, log, m, st.Status)
+		engine = sync.New(q, opts.Sync(), log, m, st.Status)
 		conn = engine.Connection
 		responder := remote.New(remote.Options{Queue: q, DLQ: svc, StoreID: opts.StoreID, OperatorKeys: opts.OperatorKeys,
 			AllowUnsignedReads: opts.AllowUnsignedReads, Status: st.Status, Logger: log})
@@ -106,12 +110,22 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 	if err != nil {
 		return err
 	}
-	var ingestLn net.Listener
+	var ingestLn, metricsLn net.Listener
 	if opts.IngestListen != "" {
 		if ingestLn, err = net.Listen("tcp", opts.IngestListen); err != nil {
 			ctlLn.Close()
 			os.Remove(settings.SocketPath(opts.DataDir))
 			return fmt.Errorf("ingest.listen %s: %w", opts.IngestListen, err)
+		}
+	}
+	if opts.MetricsListen != "" {
+		if metricsLn, err = net.Listen("tcp", opts.MetricsListen); err != nil {
+			ctlLn.Close()
+			if ingestLn != nil {
+				ingestLn.Close()
+			}
+			os.Remove(settings.SocketPath(opts.DataDir))
+			return fmt.Errorf("metrics.listen %s: %w", opts.MetricsListen, err)
 		}
 	}
 
@@ -124,6 +138,10 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 	if ingestLn != nil {
 		servers = append(servers, &http.Server{Handler: srv.IngestHandler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second})
 		lns = append(lns, ingestLn)
+	}
+	if metricsLn != nil {
+		servers = append(servers, &http.Server{Handler: srv.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second})
+		lns = append(lns, metricsLn)
 	}
 	for i, hs := range servers {
 		hs, ln := hs, lns[i]
@@ -144,13 +162,37 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 	if ingestLn != nil {
 		addr = ingestLn.Addr().String()
 	}
-	log.Info("STARTED", "store", opts.StoreID, "data_dir", opts.DataDir, "ingest", addr, "version", version.Get().Version)
+	maddr := ""
+	if metricsLn != nil {
+		maddr = metricsLn.Addr().String()
+	}
+	log.Info("STARTED", "store", opts.StoreID, "data_dir", opts.DataDir, "ingest", addr, "metrics", maddr, "version", version.Get().Version)
 	if hooks.Ready != nil {
 		hooks.Ready(addr)
 	}
+	if hooks.MetricsReady != nil {
+		hooks.MetricsReady(maddr)
+	}
+	// Under systemd (Type=notify) the unit is "active" only from here, when
+	// movements are accepted; the watchdog pings only while the control
+	// socket answers a status request, which needs the data file too.
+	sd := notifierFromEnv(os.Getenv, os.Getpid())
+	if err := sd.send("READY=1\nSTATUS=accepting movements"); err != nil {
+		log.Warn("NOTIFY_READY_FAILED", "error", err.Error())
+	}
+	g.Go(func() error {
+		alive := control.Dial(settings.SocketPath(opts.DataDir))
+		defer alive.CloseIdleConnections()
+		sd.runWatchdog(gctx, func(ctx context.Context) error {
+			_, err := alive.Status(ctx)
+			return err
+		}, log)
+		return nil
+	})
 
 	g.Go(func() error {
 		<-gctx.Done()
+		sd.send("STOPPING=1")
 		// Refuse new work, let requests in flight finish (their movements
 		// are committed before they are answered), then stop.
 		srv.Drain()
@@ -244,6 +286,8 @@ func summary(o settings.Options) map[string]string {
 		"data_dir":         filepath.ToSlash(o.DataDir),
 		"ingest_listen":    o.IngestListen,
 		"ingest_token":     fmt.Sprint(o.IngestToken != ""),
+		"metrics_listen":   o.MetricsListen,
+		"metrics_token":    fmt.Sprint(o.MetricsToken != ""),
 		"nats_servers":     strings.Join(o.NATS.Servers, ","),
 		"nats_auth":        auth,
 		"nats_tls":         fmt.Sprint(o.NATS.CAFile != "" || o.NATS.CertFile != ""),
@@ -254,7 +298,19 @@ func summary(o settings.Options) map[string]string {
 		"unsigned_reads":   fmt.Sprint(o.AllowUnsignedReads),
 		"allowed_hosts":    strings.Join(o.AllowedHosts, ","),
 		"allowed_origins":  strings.Join(o.AllowedOrigins, ","),
+		"operators":        operatorNames(o.OperatorNames),
+		"log_format":       o.LogFormat,
 	}
+}
+
+// operatorNames is names as name=key pairs, by name.
+func operatorNames(names map[string]string) string {
+	pairs := make([]string, 0, len(names))
+	for key, name := range names {
+		pairs = append(pairs, name+"="+key)
+	}
+	slices.Sort(pairs)
+	return strings.Join(pairs, ",")
 }
 
 func policyString(n int, base, max time.Duration) string {

@@ -106,12 +106,79 @@ func TestMetricsAndHeartbeat(t *testing.T) {
 		`rxedge_ingest_duration_seconds_count 1`,
 		`rxedge_publish_duration_seconds_count{path="single"}`,
 		`rxedge_oldest_pending_age_seconds 0`,
+		`rxedge_connection_problem{reason="authentication"} 0`,
+		`rxedge_build_info{`,
+		`rxedge_data_dir_free_bytes `,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
+	if strings.Contains(text, "rxedge_last_sync_timestamp_seconds 0\n") || !strings.Contains(text, "rxedge_last_sync_timestamp_seconds ") {
+		t.Errorf("/metrics has no last sync time after 5 synced")
+	}
 	if t.Failed() {
 		t.Logf("/metrics:\n%s", text)
+	}
+}
+
+// TestMetricsListener: with ingest off, the metrics listener of its own
+// serves /metrics behind its token, and nothing else of the agent.
+func TestMetricsListener(t *testing.T) {
+	token := strings.Repeat("k", 24)
+	c := settings.Config{StoreID: "S0042", DataDir: t.TempDir()}
+	c.Ingest.Listen = "off"
+	c.Metrics.Listen = "127.0.0.1:0"
+	c.Metrics.Token = token
+	opts, err := c.Validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	addrs := make(chan [2]string, 1)
+	var ingest string
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, opts, nil, Hooks{
+			Ready:        func(a string) { ingest = a },
+			MetricsReady: func(a string) { addrs <- [2]string{ingest, a} },
+		})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	var a [2]string
+	select {
+	case a = <-addrs:
+	case err := <-done:
+		t.Fatalf("Run: %v", err)
+	}
+	if a[0] != "" || a[1] == "" {
+		t.Fatalf("ingest %q, metrics %q: want no ingest and a metrics listener", a[0], a[1])
+	}
+	get := func(path, tok string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+a[1]+path, nil)
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := get("/metrics", ""); code != http.StatusUnauthorized {
+		t.Errorf("/metrics without the token: %d, want 401", code)
+	}
+	if code, body := get("/metrics", token); code != http.StatusOK || !strings.Contains(body, `rxedge_refused_tokens_total{cause="missing",listener="metrics"} 1`) {
+		t.Errorf("/metrics with the token: %d\n%s", code, body)
+	}
+	if code, _ := get("/v1/status", token); code != http.StatusNotFound {
+		t.Errorf("/v1/status on the metrics listener: %d, want 404", code)
 	}
 }

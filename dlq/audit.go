@@ -17,6 +17,12 @@ type AuditFilter struct {
 	// Actions keeps events of these actions (queue.ActionRedrive, ...);
 	// empty keeps every action.
 	Actions []string
+	// Key keeps events that name a key starting with Key (a whole key or
+	// its start; case ignored); empty keeps every event.
+	Key string
+	// Actor keeps events whose actor contains Actor, case ignored:
+	// "alice" matches local:alice and remote:alice (U…).
+	Actor string
 }
 
 // AuditResult is what Audit answers.
@@ -40,6 +46,11 @@ func (s *Service) Audit(f AuditFilter) (AuditResult, error) {
 		}
 		actions = append(actions, a)
 	}
+	actor := strings.ToLower(strings.TrimSpace(f.Actor))
+	key := strings.ToLower(strings.TrimSpace(f.Key))
+	if key != "" && strings.Trim(key, "0123456789abcdef") != "" {
+		return AuditResult{}, InputErrorf("audit", "key", "--key", "%q is not a key or the start of one (hexadecimal characters)", clip(f.Key))
+	}
 	res := AuditResult{Events: []queue.Event{}}
 	err := s.q.Events(f.Since, func(e queue.Event) bool {
 		// Not a stop: the journal is in append order, which a wall clock
@@ -47,9 +58,16 @@ func (s *Service) Audit(f AuditFilter) (AuditResult, error) {
 		if !f.Until.IsZero() && !e.At.Before(f.Until) {
 			return true
 		}
-		if len(actions) == 0 || slices.Contains(actions, e.Action) {
-			res.Events = append(res.Events, e)
+		if len(actions) > 0 && !slices.Contains(actions, e.Action) {
+			return true
 		}
+		if actor != "" && !strings.Contains(strings.ToLower(e.Actor), actor) {
+			return true
+		}
+		if key != "" && !slices.ContainsFunc(e.Keys, func(k string) bool { return strings.HasPrefix(k, key) }) {
+			return true
+		}
+		res.Events = append(res.Events, e)
 		return true
 	})
 	if err != nil {

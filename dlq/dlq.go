@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -85,9 +86,13 @@ func InputErrorf(op, field, flag, format string, args ...any) error {
 type KeyError struct {
 	Key   string
 	State string // see Missing.State
+	Msg   string // the whole message, when the key was looked up by a reference
 }
 
 func (e *KeyError) Error() string {
+	if e.Msg != "" {
+		return "dlq: " + e.Msg
+	}
 	if e.State == StateUnknown {
 		return fmt.Sprintf("dlq: key %s: this agent holds no such movement", e.Key)
 	}
@@ -344,7 +349,15 @@ func (s *Service) List(f Filter) (ListResult, error) {
 // journal with actor (DESIGN P8: access to the records is auditable); on a
 // file opened read-only, or when the journal cannot be written, the
 // payload is refused.
-func (s *Service) Show(key string, withPayload bool, actor string) (Detail, error) {
+//
+// ref is a key, or a quarantined movement's movement_id, or the start of
+// its key (at least 4 hexadecimal characters) that no other quarantined
+// movement's key starts with.
+func (s *Service) Show(ref string, withPayload bool, actor string) (Detail, error) {
+	key, err := s.Find(ref)
+	if err != nil {
+		return Detail{}, err
+	}
 	keys, err := parseKeys("show", []string{key})
 	if err != nil {
 		return Detail{}, err
@@ -369,6 +382,127 @@ func (s *Service) Show(key string, withPayload bool, actor string) (Detail, erro
 		}
 	}
 	return s.detailOf(e.Record, s.q.StoreID(), withPayload), nil
+}
+
+// MinKeyPrefix is the shortest key prefix Find takes.
+const MinKeyPrefix = 4
+
+// Find turns ref into a key: a whole key as it is; otherwise the key of
+// the quarantined movement whose movement_id is ref, or else whose key
+// starts with ref. No match is a *KeyError; several an *InputError that
+// says how many.
+func (s *Service) Find(ref string) (string, error) {
+	const op = "show"
+	ref = strings.TrimSpace(ref)
+	if _, ok := movement.ParseKey(strings.ToLower(ref)); ok {
+		return strings.ToLower(ref), nil
+	}
+	if ref == "" {
+		return "", InputErrorf(op, "key", "KEY", "is required: a key, a key prefix or a movement_id (see `agent dlq list`)")
+	}
+	prefix := strings.ToLower(ref)
+	isPrefix := len(prefix) >= MinKeyPrefix && len(prefix) < 32 && strings.Trim(prefix, "0123456789abcdef") == ""
+	var byID, byPrefix []string
+	err := s.q.ForEachQuarantined(func(r *queue.Record) bool {
+		k := r.KeyString()
+		if r.MovementID == ref {
+			byID = append(byID, k)
+		} else if isPrefix && strings.HasPrefix(k, prefix) {
+			byPrefix = append(byPrefix, k)
+		}
+		return true
+	})
+	if err != nil {
+		return "", fmt.Errorf("dlq: %s: %w", op, err)
+	}
+	switch {
+	case len(byID) == 1:
+		return byID[0], nil
+	case len(byID) > 1:
+		return "", &InputError{Op: op, Field: "key", Flag: "KEY", Msg: fmt.Sprintf("%d quarantined movements have the movement_id %q: give the key instead (see `agent dlq list`)", len(byID), clip(ref))}
+	case len(byPrefix) == 1:
+		return byPrefix[0], nil
+	case len(byPrefix) > 1:
+		return "", &InputError{Op: op, Field: "key", Flag: "KEY", Msg: fmt.Sprintf("%q is ambiguous: the keys of %d quarantined movements start with it; give more of the key", clip(ref), len(byPrefix))}
+	}
+	what := "no quarantined movement has the movement_id " + strconv.Quote(clip(ref))
+	if isPrefix {
+		what += " or a key starting with it"
+	} else if len(prefix) < MinKeyPrefix && strings.Trim(prefix, "0123456789abcdef") == "" {
+		what += fmt.Sprintf(" (a key prefix needs at least %d characters)", MinKeyPrefix)
+	}
+	return "", &KeyError{Key: clip(ref), State: StateUnknown, Msg: what}
+}
+
+// Summary counts quarantined movements by reason and class.
+type Summary struct {
+	Total   ClassCount    `json:"total"`
+	Reasons []ReasonCount `json:"reasons"` // most movements first
+}
+
+// ClassCount is a count split by class.
+type ClassCount struct {
+	Controlled int `json:"controlled"`
+	Ordinary   int `json:"ordinary"`
+	Total      int `json:"total"`
+}
+
+// ReasonCount is the count of one quarantine reason.
+type ReasonCount struct {
+	Reason string `json:"reason"`
+	ClassCount
+}
+
+func (c *ClassCount) add(class movement.Class) {
+	c.Total++
+	if class == movement.Controlled {
+		c.Controlled++
+	} else {
+		c.Ordinary++
+	}
+}
+
+// Summarize counts the quarantined movements that match f (its Limit is
+// ignored) by reason and class, in one scan without payloads.
+func (s *Service) Summarize(f Filter) (Summary, error) {
+	f.Limit = 0
+	f, err := f.normalize("list")
+	if err != nil {
+		return Summary{}, err
+	}
+	by := map[string]*ReasonCount{}
+	var sum Summary
+	err = s.q.ForEachQuarantined(func(r *queue.Record) bool {
+		if !f.match(r) {
+			return true
+		}
+		reason := ""
+		if r.Quarantine != nil {
+			reason = r.Quarantine.Reason
+		}
+		rc := by[reason]
+		if rc == nil {
+			rc = &ReasonCount{Reason: reason}
+			by[reason] = rc
+		}
+		rc.add(r.Class)
+		sum.Total.add(r.Class)
+		return true
+	})
+	if err != nil {
+		return Summary{}, fmt.Errorf("dlq: list: %w", err)
+	}
+	sum.Reasons = []ReasonCount{}
+	for _, rc := range by {
+		sum.Reasons = append(sum.Reasons, *rc)
+	}
+	slices.SortFunc(sum.Reasons, func(a, b ReasonCount) int {
+		if a.Total != b.Total {
+			return b.Total - a.Total
+		}
+		return strings.Compare(a.Reason, b.Reason)
+	})
+	return sum, nil
 }
 
 // parseKeys parses keys in their 32-hex-character form (either case) and

@@ -3,11 +3,13 @@ package dlq
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
 )
 
@@ -153,8 +155,8 @@ func TestShow(t *testing.T) {
 	}{
 		{"unknown key", strings.Repeat("0", 32), StateUnknown},
 		{"pending key", pendingKey, "pending"},
-		{"not a key", "not-a-key", ""},
-		{"too short", keys[0][:31], ""},
+		{"no such movement_id", "not-a-key", StateUnknown},
+		{"no such key prefix", "ffff0000", StateUnknown},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -166,11 +168,84 @@ func TestShow(t *testing.T) {
 				}
 				return
 			}
+			if tt.key == "abc" {
+				return
+			}
 			var ke *KeyError
 			if !errors.As(err, &ke) || ke.State != tt.state || !errors.Is(err, ErrNotQuarantined) {
 				t.Fatalf("error = %v, want a KeyError in state %s", err, tt.state)
 			}
 		})
+	}
+}
+
+// TestShowFinds: show takes a movement_id or a unique start of a key; an
+// ambiguous start says how many it matches.
+func TestShowFinds(t *testing.T) {
+	f := newFixture(t)
+	// Two movement ids whose keys share their first MinKeyPrefix characters.
+	seen := map[string]string{}
+	var a, b string
+	for i := 0; a == ""; i++ {
+		id := fmt.Sprintf("M-%d", i)
+		p := movement.KeyString(testStore, id)[:MinKeyPrefix]
+		if other, ok := seen[p]; ok {
+			a, b = other, id
+		}
+		seen[p] = id
+	}
+	keys := f.quarantine(t, spec{id: a}, spec{id: b}, spec{id: "POS-77"})
+	common := keys[0][:MinKeyPrefix]
+
+	tests := []struct {
+		name, ref, key, err string
+	}{
+		{"movement_id", "POS-77", keys[2], ""},
+		{"whole key", keys[1], keys[1], ""},
+		{"unique prefix", keys[0][:12], keys[0], ""},
+		{"upper-case prefix", strings.ToUpper(keys[2][:8]), keys[2], ""},
+		{"ambiguous prefix", common, "", `"` + common + `" is ambiguous: the keys of 2 quarantined movements start with it`},
+		{"short prefix", keys[2][:3], "", "a key prefix needs at least 4 characters"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := f.svc.Show(tt.ref, false, "local:test")
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("got %v, want an error with %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil || d.Key != tt.key {
+				t.Fatalf("got %q, %v; want %s", d.Key, err, tt.key)
+			}
+		})
+	}
+}
+
+// TestSummarize counts by reason and class, most first.
+func TestSummarize(t *testing.T) {
+	f := newFixture(t)
+	f.quarantine(t,
+		spec{id: "A", reason: "permanent:too_large", schedule: "CII"},
+		spec{id: "B", reason: "exhausted:timeout"},
+		spec{id: "C", reason: "exhausted:timeout", schedule: "CIV"},
+		spec{id: "D", reason: "exhausted:timeout"},
+	)
+	sum, err := f.svc.Summarize(Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Summary{Total: ClassCount{Controlled: 2, Ordinary: 2, Total: 4}, Reasons: []ReasonCount{
+		{"exhausted:timeout", ClassCount{Controlled: 1, Ordinary: 2, Total: 3}},
+		{"permanent:too_large", ClassCount{Controlled: 1, Ordinary: 0, Total: 1}},
+	}}
+	if fmt.Sprint(sum) != fmt.Sprint(want) {
+		t.Errorf("got  %+v\nwant %+v", sum, want)
+	}
+	sum, err = f.svc.Summarize(Filter{Reason: "permanent", Limit: 1})
+	if err != nil || sum.Total.Total != 1 || len(sum.Reasons) != 1 {
+		t.Errorf("by reason: %+v %v", sum, err)
 	}
 }
 
@@ -459,6 +534,13 @@ func TestAudit(t *testing.T) {
 		{"action", AuditFilter{Actions: []string{"REDRIVE"}}, []string{"redrive"}},
 		{"since", AuditFilter{Since: t0.Add(time.Minute)}, []string{"quarantine", "redrive"}},
 		{"until", AuditFilter{Until: t0.Add(time.Minute)}, []string{"quarantine"}},
+		{"key", AuditFilter{Key: keys[0]}, []string{"quarantine", "redrive"}},
+		{"key prefix, upper case", AuditFilter{Key: strings.ToUpper(keys[1][:10])}, []string{"quarantine"}},
+		{"actor", AuditFilter{Actor: "CAROL"}, []string{"redrive"}},
+		{"actor and key", AuditFilter{Actor: "carol", Key: keys[1]}, nil},
+	}
+	if _, err := f.svc.Audit(AuditFilter{Key: "POS-1"}); err == nil || !strings.Contains(err.Error(), "--key") {
+		t.Errorf("a key that is no key: %v", err)
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

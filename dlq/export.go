@@ -146,9 +146,13 @@ func (s *Service) writeDetails(ctx context.Context, w io.Writer, storeID string,
 
 // PurgeRequest asks for quarantined movements to be removed for good.
 type PurgeRequest struct {
-	// Keys are the movements to purge; a purge takes explicit keys only.
-	Keys  []string
-	Actor string
+	// Keys, All, Reason and Oldest select the movements to purge, as a
+	// Selection does for a redrive.
+	Keys   []string
+	All    bool
+	Reason string
+	Oldest int
+	Actor  string
 	// ReasonText is why; required, recorded in the journal.
 	ReasonText string
 	// Confirm must be true: the API's --yes.
@@ -177,11 +181,14 @@ type PurgeResult struct {
 func (s *Service) Purge(ctx context.Context, rq PurgeRequest) (PurgeResult, error) {
 	const op = "purge"
 	res := PurgeResult{Purged: []string{}}
-	if len(rq.Keys) == 0 {
-		return res, InputErrorf(op, "keys", "KEY", "are required: a purge takes the keys of quarantined movements (see `agent dlq list`)")
-	}
-	if _, err := parseKeys(op, rq.Keys); err != nil {
+	sel, err := Selection{Keys: rq.Keys, All: rq.All, Reason: rq.Reason, Oldest: rq.Oldest}.normalize(op)
+	if err != nil {
 		return res, err
+	}
+	if len(sel.Keys) > 0 {
+		if _, err := parseKeys(op, sel.Keys); err != nil {
+			return res, err
+		}
 	}
 	reasonText := strings.TrimSpace(rq.ReasonText)
 	if reasonText == "" {
@@ -190,7 +197,7 @@ func (s *Service) Purge(ctx context.Context, rq PurgeRequest) (PurgeResult, erro
 	if !rq.Confirm {
 		return res, InputErrorf(op, "confirm", "--yes", "is required: a purge removes movements for good (they are exported to a file first); confirm it")
 	}
-	targets, missing, err := s.resolve(op, Selection{Keys: rq.Keys})
+	targets, missing, err := s.resolve(op, sel)
 	if err != nil {
 		return res, err
 	}

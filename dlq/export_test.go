@@ -98,7 +98,8 @@ func TestPurgeRefusesWithoutReasonOrConfirmation(t *testing.T) {
 		{"no reason text", PurgeRequest{Keys: keys, Confirm: true}, "reason_text", "--reason-text"},
 		{"blank reason text", PurgeRequest{Keys: keys, ReasonText: " ", Confirm: true}, "reason_text", "--reason-text"},
 		{"not confirmed", PurgeRequest{Keys: keys, ReasonText: "duplicate of paper record"}, "confirm", "--yes"},
-		{"no keys", PurgeRequest{ReasonText: "x", Confirm: true}, "keys", "KEY"},
+		{"no selection", PurgeRequest{ReasonText: "x", Confirm: true}, "selection", "--all"},
+		{"two selections", PurgeRequest{Keys: keys, All: true, ReasonText: "x", Confirm: true}, "selection", "ambiguous"},
 		{"bad key", PurgeRequest{Keys: []string{"nope"}, ReasonText: "x", Confirm: true}, "keys", `"nope"`},
 	}
 	for _, tt := range tests {

@@ -33,9 +33,9 @@ const (
 var (
 	// ErrNotInstalled: start, stop or restart of a service that is not
 	// installed.
-	ErrNotInstalled = errors.New("installer: the service is not installed; run `agent install` first")
+	ErrNotInstalled = errors.New("installer: the service is not installed; run `" + Command() + " install` first")
 	// ErrInstalled: install over an existing installation.
-	ErrInstalled = errors.New("installer: the service is already installed; run `agent uninstall` first (it keeps the data and config), then install again")
+	ErrInstalled = errors.New("installer: the service is already installed; run `" + Command() + " uninstall` first (it keeps the data and config), then install again")
 	// ErrNotAdmin: the operation needs root or an elevated Administrator.
 	ErrNotAdmin = errors.New("installer: this needs administrator rights; run it as root (sudo) on linux or from an elevated prompt (Run as Administrator) on windows")
 )
@@ -93,7 +93,11 @@ func install(ctx context.Context, p *Plan, out io.Writer, h host) error {
 		if content == nil {
 			content = newToken()
 		}
-		created, err := writeNew(f.Path, content)
+		var check func(string) error
+		if f.Path == p.Config.Path {
+			check = p.Check
+		}
+		created, err := writeNew(f.Path, content, check)
 		if err != nil {
 			return fmt.Errorf("installer: write %s %s: %w", f.Purpose, f.Path, err)
 		}
@@ -112,12 +116,17 @@ func install(ctx context.Context, p *Plan, out io.Writer, h host) error {
 			for _, w := range checkExistingConfig(f.Path, p.Paths) {
 				fmt.Fprintf(out, "warning: %s\n", w)
 			}
+			if p.Check != nil {
+				if err := p.Check(f.Path); err != nil {
+					return fmt.Errorf("installer: the existing %s is not valid, so the service is not installed: %w", f.Path, err)
+				}
+			}
 		}
 	}
 	if err := h.register(ctx, p); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "installed %s; start it with `agent start`\n", p.Paths.ServiceName)
+	fmt.Fprintf(out, "installed %s; start it with `"+Command()+" start`\n", p.Paths.ServiceName)
 	return nil
 }
 
@@ -146,8 +155,9 @@ func newToken() []byte {
 // writeNew writes content to path only if nothing exists there, and
 // reports whether it did. The file appears complete or not at all: the
 // bytes go to a synced temporary file which is then hard-linked into place,
-// and linking never replaces an existing file.
-func writeNew(path string, content []byte) (created bool, err error) {
+// and linking never replaces an existing file. check, when not nil, is
+// given the temporary file first, and its error leaves nothing behind.
+func writeNew(path string, content []byte, check func(string) error) (created bool, err error) {
 	if _, err := os.Lstat(path); err == nil {
 		return false, nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
@@ -168,6 +178,11 @@ func writeNew(path string, content []byte) (created bool, err error) {
 	}
 	if err := tmp.Close(); err != nil {
 		return false, err
+	}
+	if check != nil {
+		if err := check(tmp.Name()); err != nil {
+			return false, fmt.Errorf("not written, it would not be valid: %w", err)
+		}
 	}
 	if err := os.Link(tmp.Name(), path); err != nil {
 		if errors.Is(err, fs.ErrExist) {
@@ -199,7 +214,7 @@ func checkExistingConfig(path string, ps Paths) []string {
 	}
 	c, err := configRefs(b)
 	if err != nil {
-		return []string{fmt.Sprintf("%s: %v; fix it before `agent start`", path, err)}
+		return []string{fmt.Sprintf("%s: %v; fix it before `"+Command()+" start`", path, err)}
 	}
 	data, token := c.DataDir, c.Ingest.TokenFile
 	var w []string
@@ -227,6 +242,9 @@ func Uninstall(ctx context.Context, ps Paths, out io.Writer) error {
 	if err := requireAdmin(); err != nil {
 		return err
 	}
+	if u := FindPackagedUnit(); u != "" {
+		return fmt.Errorf("installer: %s was installed by a package (%s); remove it with the package manager (apt remove rxedge-agent, or dnf remove rxedge-agent), which also keeps the config and data", ps.ServiceName, u)
+	}
 	s, err := newControl(ps.ServiceName)
 	if err != nil {
 		return err
@@ -247,7 +265,7 @@ func Uninstall(ctx context.Context, ps Paths, out io.Writer) error {
 		fmt.Fprintf(out, "stopped %s\n", ps.ServiceName)
 	}
 	if err := s.Uninstall(); err != nil {
-		return fmt.Errorf("installer: uninstall %s: %w; check `agent status` and run uninstall again", ps.ServiceName, err)
+		return fmt.Errorf("installer: uninstall %s: %w; check `"+Command()+" status` and run uninstall again", ps.ServiceName, err)
 	}
 	afterUninstall(ps.ServiceName)
 	fmt.Fprintf(out, "removed service %s\n", ps.ServiceName)
@@ -409,7 +427,7 @@ func (control) Stop(service.Service) error  { return nil }
 // checks every system's preflight starts with.
 func checkFreshInstall(p *Plan) error {
 	if p.GOOS != runtime.GOOS {
-		return fmt.Errorf("installer: the plan is for %s; run `agent install` on that system", p.GOOS)
+		return fmt.Errorf("installer: the plan is for %s; run `"+Command()+" install` on that system", p.GOOS)
 	}
 	if err := requireAdmin(); err != nil {
 		return err

@@ -18,11 +18,18 @@ import (
 type osHost struct{}
 
 func (osHost) preflight(p *Plan) error {
+	if p.PackagedUnit != "" {
+		// The package registered the service; install only prepares it.
+		if p.GOOS != "linux" {
+			return fmt.Errorf("installer: the plan is for %s; run `%s install` on that system", p.GOOS, Command())
+		}
+		return requireAdmin()
+	}
 	if err := checkFreshInstall(p); err != nil {
 		return err
 	}
 	if _, err := os.Lstat(p.Unit.Path); err == nil {
-		return fmt.Errorf("installer: %s exists although systemd does not list it; remove it (or run `agent uninstall`) and install again", p.Unit.Path)
+		return fmt.Errorf("installer: %s exists although systemd does not list it; remove it (or run `"+Command()+" uninstall`) and install again", p.Unit.Path)
 	}
 	fi, err := os.Stat(p.Executable)
 	if err != nil {
@@ -89,18 +96,39 @@ func lookupGID(name string) (int, error) {
 }
 
 func (osHost) register(ctx context.Context, p *Plan) error {
+	if p.PackagedUnit != "" {
+		return nil
+	}
 	s, err := service.New(control{}, p.ServiceConfig())
 	if err != nil {
 		return fmt.Errorf("installer: register %s: %w", p.Paths.ServiceName, err)
 	}
 	if err := s.Install(); err != nil {
-		return fmt.Errorf("installer: register %s: %w; fix the cause, run `agent uninstall`, then install again", p.Paths.ServiceName, err)
+		return fmt.Errorf("installer: register %s: %w; fix the cause, run `"+Command()+" uninstall`, then install again", p.Paths.ServiceName, err)
 	}
 	if got, err := os.ReadFile(p.Unit.Path); err != nil || string(got) != p.Unit.Text {
 		// The unit is installed; say loudly that it is not the reviewed one.
 		return fmt.Errorf("installer: %s differs from the dry-run unit (the kardianos template engine changed?); review it with `systemctl cat %s` before starting", p.Unit.Path, p.Paths.ServiceName)
 	}
 	return nil
+}
+
+// packagedUnitPaths are where a .deb or .rpm puts the agent's unit.
+var packagedUnitPaths = []string{"/usr/lib/systemd/system/" + ServiceName + ".service", "/lib/systemd/system/" + ServiceName + ".service"}
+
+// FindPackagedUnit returns the unit a package installed, or "" when the
+// agent was not installed from a package (or an administrator's unit in
+// /etc/systemd/system overrides it).
+func FindPackagedUnit() string {
+	if _, err := os.Lstat(systemdUnitDir + "/" + ServiceName + ".service"); err == nil {
+		return ""
+	}
+	for _, p := range packagedUnitPaths {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return ""
 }
 
 // supported checks that systemd manages this machine: the custom unit is
@@ -111,7 +139,7 @@ func supported() error {
 		if sys != nil {
 			found = sys.String()
 		}
-		return fmt.Errorf("installer: systemd does not manage this machine (found %s); the agent installs as a systemd service only, use `agent run` under your own supervisor", found)
+		return fmt.Errorf("installer: systemd does not manage this machine (found %s); the agent installs as a systemd service only, use `"+Command()+" run` under your own supervisor", found)
 	}
 	return nil
 }

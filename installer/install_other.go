@@ -21,3 +21,4 @@ func stopService(context.Context, service.Service, string) error    { return Err
 func restartService(context.Context, service.Service, string) error { return ErrUnsupported }
 func afterUninstall(string)                                         {}
 func installedArgs(string) ([]string, error)                        { return nil, ErrUnsupported }
+func FindPackagedUnit() string                                      { return "" }

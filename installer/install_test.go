@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -177,7 +178,7 @@ func TestWriteNewConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			content := strings.Repeat(string(rune('a'+i)), 64)
-			ok, err := writeNew(path, []byte(content))
+			ok, err := writeNew(path, []byte(content), nil)
 			if err != nil {
 				t.Error(err)
 			}
@@ -284,5 +285,36 @@ func TestStatusNeedsNoService(t *testing.T) {
 	st, err := Status(ServiceName)
 	if err != nil && st != StateUnknown {
 		t.Errorf("got state %q with error %v; an error must come with %q", st, err, StateUnknown)
+	}
+}
+
+// TestInstallChecksTheConfigBeforeRegistering: a config the agent would
+// refuse is never put in place, a kept one that it would refuse stops the
+// install, and in both cases the service is not registered.
+func TestInstallChecksTheConfigBeforeRegistering(t *testing.T) {
+	invalid := errors.New("store_id: is required")
+	for _, kept := range []bool{false, true} {
+		t.Run(fmt.Sprint("kept=", kept), func(t *testing.T) {
+			p, _ := tempPlan(t)
+			if kept {
+				if err := os.MkdirAll(filepath.Dir(p.Config.Path), 0o750); err != nil {
+					t.Fatal(err)
+				}
+				os.WriteFile(p.Config.Path, p.Config.Content, 0o640)
+			}
+			var checked string
+			p.Check = func(path string) error { checked = path; return invalid }
+			h := &fakeHost{}
+			err := install(context.Background(), p, new(bytes.Buffer), h)
+			if !errors.Is(err, invalid) || h.registered != 0 {
+				t.Errorf("got %v and %d registrations, want the check's error and none", err, h.registered)
+			}
+			if checked == "" {
+				t.Error("the config was not checked")
+			}
+			if _, err := os.Stat(p.Config.Path); (err == nil) != kept {
+				t.Errorf("config present: %v, want %v", err == nil, kept)
+			}
+		})
 	}
 }

@@ -61,10 +61,10 @@ func (osHost) register(ctx context.Context, p *Plan) error {
 		return fmt.Errorf("installer: register %s: %w", name, err)
 	}
 	if err := s.Install(); err != nil {
-		return fmt.Errorf("installer: register %s: %w; fix the cause, run `agent uninstall`, then install again", name, err)
+		return fmt.Errorf("installer: register %s: %w; fix the cause, run `"+Command()+" uninstall`, then install again", name, err)
 	}
 	if err := configureService(name, p.Windows); err != nil {
-		return fmt.Errorf("installer: configure %s: %w; run `agent uninstall`, then install again", name, err)
+		return fmt.Errorf("installer: configure %s: %w; run `"+Command()+" uninstall`, then install again", name, err)
 	}
 	return nil
 }
@@ -169,3 +169,6 @@ func installedArgs(name string) ([]string, error) {
 	}
 	return args[1:], nil
 }
+
+// FindPackagedUnit returns "": Windows installs have no package unit.
+func FindPackagedUnit() string { return "" }

@@ -3,6 +3,7 @@ package installer
 import (
 	"os"
 	"path"
+	"path/filepath"
 	"regexp"
 	"strings"
 )
@@ -176,4 +177,17 @@ func under(goos, p, dir string) bool {
 		p, dir = strings.ToLower(p), strings.ToLower(dir)
 	}
 	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, sep)+sep)
+}
+
+// Command is the name to type for this program in hints: the name it was
+// run as (rxedge-agent when installed), or rxedge-agent when that name is
+// not one a user would type (a test binary).
+func Command() string { return commandName(os.Args[0]) }
+
+func commandName(arg0 string) string {
+	name := strings.TrimSuffix(filepath.Base(arg0), ".exe")
+	if name == "" || name == "." || strings.HasSuffix(name, ".test") || strings.ContainsAny(name, " \t") {
+		return "rxedge-agent"
+	}
+	return name
 }

@@ -94,3 +94,19 @@ func TestDirAndJoin(t *testing.T) {
 		t.Errorf(`joinPath(C:\, RxEdge, data): got %q`, got)
 	}
 }
+
+// TestCommandName: hints name the binary the user ran, rxedge-agent when
+// installed, never a name nobody types.
+func TestCommandName(t *testing.T) {
+	for arg0, want := range map[string]string{
+		"/usr/bin/rxedge-agent":         "rxedge-agent",
+		"rxedge-agent.exe":              "rxedge-agent",
+		"./agent":                       "agent",
+		"/tmp/go-build1/installer.test": "rxedge-agent",
+		"":                              "rxedge-agent",
+	} {
+		if got := commandName(arg0); got != want {
+			t.Errorf("commandName(%q) = %q, want %q", arg0, got, want)
+		}
+	}
+}

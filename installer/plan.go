@@ -62,6 +62,10 @@ type Spec struct {
 	// Getenv looks up %ProgramData% for the Windows defaults; nil means
 	// os.Getenv.
 	Getenv func(string) string
+	// PackagedUnit is the unit a .deb or .rpm installed (see
+	// FindPackagedUnit), or "". Install then writes no unit of its own: it
+	// prepares the user, directories, token and config for that unit.
+	PackagedUnit string
 }
 
 // Perm is who may use a file or directory: a mode and owner on Linux, a
@@ -131,6 +135,14 @@ type Plan struct {
 	Config     File
 	Unit       *Unit           // Linux
 	Windows    *WindowsService // Windows
+	// PackagedUnit: the package's unit runs the service; Unit is not
+	// written and the service is not registered again.
+	PackagedUnit string
+	// Check, when set, validates a config file as the agent's run would
+	// (settings validation). Install calls it on a new config before
+	// putting it in place, and on a kept one, before registering the
+	// service; a failure stops the install.
+	Check func(configPath string) error `json:"-"`
 }
 
 // Prepare validates spec and computes the plan. It reads nothing from the
@@ -198,6 +210,9 @@ func Prepare(spec Spec) (*Plan, error) {
 		prepareWindows(p)
 	} else if err := prepareLinux(p); err != nil {
 		return nil, err
+	}
+	if goos == "linux" && spec.PackagedUnit != "" {
+		p.PackagedUnit, p.Unit = spec.PackagedUnit, nil
 	}
 	p.Config.Content = content
 	return p, nil

@@ -88,6 +88,10 @@ func (p *Plan) Render(w io.Writer) error {
 		step("systemctl daemon-reload")
 		fmt.Fprintf(bw, "\nLogs: JSON on stderr, collected by journald: journalctl -u %s\n", ps.ServiceName)
 	}
+	if p.PackagedUnit != "" {
+		step("Use the unit %s installed by the package (it is enabled already; no unit is written)", p.PackagedUnit)
+		fmt.Fprintf(bw, "\nLogs: JSON on stderr, collected by journald: journalctl -u %s\n", ps.ServiceName)
+	}
 	if ws := p.Windows; ws != nil {
 		step("Register the service %s with the service control manager:", ps.ServiceName)
 		detail("image path:   %s", ws.BinaryPath)

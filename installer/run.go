@@ -47,6 +47,7 @@ func Run(name string, run func(ctx context.Context) error, stopTimeout time.Dura
 		log = slog.Default()
 	}
 	p := newProgram(run, stopTimeout, log)
+	p.managed = UnderServiceManager()
 	if handled, err := runService(name, p); handled {
 		return err
 	}
@@ -68,6 +69,9 @@ type program struct {
 	// onEarlyExit, when set, is called from run's goroutine after run
 	// returned without a stop request (the Windows service exits there).
 	onEarlyExit func(error)
+	// managed: a service manager runs the agent and restarts it when it
+	// stops on its own (not a console run).
+	managed bool
 
 	mu       sync.Mutex
 	cancel   context.CancelFunc
@@ -103,7 +107,11 @@ func (p *program) Start(service.Service) error {
 		p.mu.Unlock()
 		close(p.done)
 		if early {
-			p.log.Error("agent stopped on its own; the service manager restarts it", EventKey, "exit", "err", err)
+			msg := "agent stopped on its own"
+			if p.managed {
+				msg += "; the service manager restarts it"
+			}
+			p.log.Error(msg, EventKey, "exit", "err", err)
 			if p.onEarlyExit != nil {
 				p.onEarlyExit(err)
 			}

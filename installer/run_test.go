@@ -1,8 +1,10 @@
 package installer
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -177,4 +179,25 @@ func TestServe(t *testing.T) {
 			}
 		})
 	})
+}
+
+// TestEarlyExitNamesTheRestarterOnlyUnderOne: a console run that fails
+// must not say a service manager restarts it.
+func TestEarlyExitNamesTheRestarterOnlyUnderOne(t *testing.T) {
+	for _, managed := range []bool{false, true} {
+		t.Run(fmt.Sprint("managed=", managed), func(t *testing.T) {
+			var buf bytes.Buffer
+			p := newProgram(func(context.Context) error { return errors.New("boom") }, StopTimeout, slog.New(slog.NewTextHandler(&buf, nil)))
+			p.managed = managed
+			exited := make(chan struct{})
+			p.onEarlyExit = func(error) { close(exited) }
+			if err := p.Start(nil); err != nil {
+				t.Fatal(err)
+			}
+			<-exited
+			if got := strings.Contains(buf.String(), "restarts it"); got != managed {
+				t.Errorf("log says the service manager restarts it: %v, want %v:\n%s", got, managed, buf.String())
+			}
+		})
+	}
 }

@@ -21,3 +21,7 @@ func runService(name string, p *program) (bool, error) {
 	}
 	return true, s.Run()
 }
+
+// UnderServiceManager reports whether the service control manager started
+// this process.
+func UnderServiceManager() bool { return !service.Interactive() }

@@ -32,15 +32,29 @@ import (
 //     covers a slow disk before systemd sends SIGKILL.
 //   - No ConditionFileIsExecutable (kardianos's default has it): a missing
 //     binary should fail loudly, not leave the unit silently skipped.
+//   - Type=notify, WatchdogSec=30: the unit is active only once the agent
+//     accepts movements (it sends READY=1 then), and systemd restarts an
+//     agent that stops answering its own control socket for 30 s (it
+//     pings every 15 s while it does). NotifyAccess=main: only the agent.
 //   - UMask=0027: the bbolt file and socket are not world-readable.
-//   - The rest is sandboxing: the service can write only its data dir.
+//   - The rest is sandboxing, to an exposure of 1.x in `systemd-analyze
+//     security`: the service can write only its data dir, sees no other
+//     process, device, home or kernel setting, holds no capability and
+//     may make only the system calls of an ordinary network service
+//     (others fail with EPERM rather than killing it). Left open, because
+//     the agent needs them: AF_INET/AF_INET6 and an unrestricted IP
+//     address range (central is wherever the chain runs it), AF_UNIX (the
+//     control socket), and the user's own network namespace
+//     (PrivateNetwork would cut it off from central).
 const unitTemplate = `[Unit]
 Description={{Description}}
 After=network.target
 StartLimitIntervalSec=0
 
 [Service]
-Type=simple
+Type=notify
+NotifyAccess=main
+WatchdogSec=30
 ExecStart={{Path | cmdEscape}}{{range Arguments}} {{. | cmd}}{{end}}
 User={{UserName}}
 WorkingDirectory={{WorkingDirectory | cmdEscape}}
@@ -53,12 +67,32 @@ NoNewPrivileges=yes
 ProtectSystem=strict
 ReadWritePaths={{WorkingDirectory | cmdEscape}}
 PrivateTmp=yes
+PrivateDevices=yes
+PrivateUsers=yes
+PrivateIPC=yes
 ProtectHome=yes
+ProtectProc=invisible
+ProcSubset=pid
+ProtectClock=yes
+ProtectHostname=yes
 ProtectKernelTunables=yes
 ProtectKernelModules=yes
+ProtectKernelLogs=yes
 ProtectControlGroups=yes
+RestrictNamespaces=yes
+RestrictRealtime=yes
 RestrictSUIDSGID=yes
+RemoveIPC=yes
 LockPersonality=yes
+MemoryDenyWriteExecute=yes
+KeyringMode=private
+DevicePolicy=closed
+CapabilityBoundingSet=
+AmbientCapabilities=
+SystemCallArchitectures=native
+SystemCallFilter=@system-service
+SystemCallFilter=~@privileged @resources
+SystemCallErrorNumber=EPERM
 RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6
 
 [Install]
@@ -219,4 +253,23 @@ func renderNodes(b *strings.Builder, src string, data map[string]any, dot *strin
 			b.WriteString(s)
 		}
 	}
+}
+
+// PackageExecutable is where the .deb and .rpm put the agent.
+const PackageExecutable = "/usr/bin/rxedge-agent"
+
+// PackageUnit is the unit the .deb and .rpm install: the one install
+// writes for PackageExecutable and the default paths, with one addition:
+// it starts only once the config exists, because the package cannot know
+// the store (`rxedge-agent install --store-id … --nats …` writes it).
+func PackageUnit() (string, error) {
+	p, err := Prepare(Spec{GOOS: "linux", Executable: PackageExecutable, ConfigTemplate: []byte("store_id: S0000\n")})
+	if err != nil {
+		return "", err
+	}
+	const after = "StartLimitIntervalSec=0\n"
+	if !strings.Contains(p.Unit.Text, after) {
+		return "", fmt.Errorf("installer: the unit has no %q line to add the config condition after", strings.TrimSpace(after))
+	}
+	return strings.Replace(p.Unit.Text, after, after+"ConditionPathExists="+p.Paths.ConfigFile+"\n", 1), nil
 }

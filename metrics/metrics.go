@@ -1,12 +1,18 @@
 // Package metrics exposes the agent's Prometheus metrics (GET /metrics).
-// Labels carry states, classes, outcome kinds and paths only — never keys,
-// movement ids or payload data (DESIGN P6). Every method is safe on a nil
-// *Metrics, so components can run without metrics in tests.
+// Labels carry states, classes, outcome kinds, causes, reasons and paths
+// only, each from a bounded set — never keys, movement ids or payload data
+// (DESIGN P6). Every series of a bounded label set exists from the start,
+// at 0, so alert rules see it before the first occurrence. Every method is
+// safe on a nil *Metrics, so components can run without metrics in tests.
 package metrics
 
 import (
 	"net/http"
 	"time"
+
+	"github.com/rxedge/agent/internal/disk"
+	"github.com/rxedge/agent/internal/version"
+	"github.com/rxedge/agent/status"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -26,6 +32,54 @@ type Metrics struct {
 	attempts        *prometheus.CounterVec
 	publishDuration *prometheus.HistogramVec
 	connState       *prometheus.GaugeVec
+	refusedTokens   *prometheus.CounterVec
+	refusedRequests *prometheus.CounterVec
+	centralErrors   *prometheus.CounterVec
+}
+
+// OutcomeKinds are the delivery outcome kinds the sender reports (see
+// sync's classification); each series exists from the start.
+var OutcomeKinds = []string{
+	"stored", "already_stored", "offline", "local:backpressure",
+	"transient:timeout", "transient:error", "transient:api_error", "transient:in_process", "transient:not_readable",
+	"transient:verify", "transient:duplicate_ack", "transient:no_responders", "transient:batch_incomplete", "transient:batch_not_enabled",
+	"permanent:too_large", "permanent:conflict",
+	"systemic:permission", "systemic:stream_full", "systemic:stream_missing", "systemic:insufficient_resources",
+	"systemic:jetstream_disabled", "systemic:unavailable", "systemic:unresponsive",
+}
+
+// Listeners that refuse a token.
+const (
+	ListenerIngest  = "ingest"
+	ListenerMetrics = "metrics"
+)
+
+// Token refusal causes.
+const (
+	TokenMissing = "missing"
+	TokenWrong   = "wrong"
+)
+
+// RefusalCauses are the causes of a refused ingest request, by its
+// status code (see RefusalCause).
+var RefusalCauses = []string{"invalid", "conflict", "too_large", "unavailable", "disk_full", "internal"}
+
+// RefusalCause is the bounded cause of a refused request with HTTP status
+// code.
+func RefusalCause(code int) string {
+	switch code {
+	case http.StatusBadRequest, http.StatusUnsupportedMediaType:
+		return "invalid"
+	case http.StatusConflict:
+		return "conflict"
+	case http.StatusRequestEntityTooLarge:
+		return "too_large"
+	case http.StatusServiceUnavailable:
+		return "unavailable"
+	case http.StatusInsufficientStorage:
+		return "disk_full"
+	}
+	return "internal"
 }
 
 // ConnStates are the values of the connection state gauge.
@@ -62,14 +116,90 @@ func New(q *queue.Queue) *Metrics {
 			Name: "rxedge_connection_state",
 			Help: "1 for the sender's current connection state, 0 for the others.",
 		}, []string{"state"}),
+		refusedTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rxedge_refused_tokens_total",
+			Help: "Requests refused for a missing or wrong bearer token, by listener and cause.",
+		}, []string{"listener", "cause"}),
+		refusedRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rxedge_ingest_refused_requests_total",
+			Help: "Submissions refused as a whole (nothing stored), by cause.",
+		}, []string{"cause"}),
+		centralErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rxedge_central_errors_total",
+			Help: "Errors seen reaching or using central (failed connection attempts, refusals, pauses), by reason.",
+		}, []string{"reason"}),
 	}
+	info := version.Get()
+	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "rxedge_build_info",
+		Help:        "Always 1; the labels say which build runs.",
+		ConstLabels: prometheus.Labels{"version": info.Version, "commit": info.Commit, "go": info.GoVersion},
+	})
+	buildInfo.Set(1)
 	m.reg.MustRegister(m.ingestDuration, m.ingestMovements, m.outcomes, m.attempts, m.publishDuration, m.connState,
+		m.refusedTokens, m.refusedRequests, m.centralErrors, buildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if q != nil {
 		m.reg.MustRegister(&queueCollector{q: q})
 	}
+	for _, r := range []string{"accepted", "duplicate", "rejected"} {
+		m.ingestMovements.WithLabelValues(r)
+	}
+	for _, k := range OutcomeKinds {
+		m.outcomes.WithLabelValues(k)
+	}
+	for _, p := range []string{"single", "batch"} {
+		m.attempts.WithLabelValues(p)
+		m.publishDuration.WithLabelValues(p)
+	}
+	for _, l := range []string{ListenerIngest, ListenerMetrics} {
+		for _, c := range []string{TokenMissing, TokenWrong} {
+			m.refusedTokens.WithLabelValues(l, c)
+		}
+	}
+	for _, c := range RefusalCauses {
+		m.refusedRequests.WithLabelValues(c)
+	}
+	for _, r := range status.ConnReasons {
+		m.centralErrors.WithLabelValues(r)
+	}
 	m.SetConnState("idle")
 	return m
+}
+
+// WatchConnection exports the sender's last successful sync and the
+// reason central cannot be used, read from conn at scrape time.
+func (m *Metrics) WatchConnection(conn func() status.Connection) {
+	if m == nil {
+		return
+	}
+	m.reg.MustRegister(&connCollector{conn: conn})
+}
+
+// CentralError counts one error seen reaching or using central, by its
+// reason (one of status.ConnReasons).
+func (m *Metrics) CentralError(reason string) {
+	if m == nil {
+		return
+	}
+	m.centralErrors.WithLabelValues(reason).Inc()
+}
+
+// RefusedToken counts a request refused by listener for a token cause.
+func (m *Metrics) RefusedToken(listener, cause string) {
+	if m == nil {
+		return
+	}
+	m.refusedTokens.WithLabelValues(listener, cause).Inc()
+}
+
+// RefusedRequest counts a submission refused as a whole with HTTP status
+// code.
+func (m *Metrics) RefusedRequest(code int) {
+	if m == nil {
+		return
+	}
+	m.refusedRequests.WithLabelValues(RefusalCause(code)).Inc()
 }
 
 // Handler serves the metrics in the Prometheus text format.
@@ -132,13 +262,41 @@ var (
 	oldestDesc    = prometheus.NewDesc("rxedge_oldest_pending_age_seconds", "Age of the oldest pending movement (0 when none).", nil, nil)
 	syncedDesc    = prometheus.NewDesc("rxedge_synced_total", "Movements ever synced to central.", nil, nil)
 	fileDesc      = prometheus.NewDesc("rxedge_data_file_bytes", "Size of the data file.", nil, nil)
+	freeDesc      = prometheus.NewDesc("rxedge_data_dir_free_bytes", "Free disk space for the data directory.", nil, nil)
+	lastSyncDesc  = prometheus.NewDesc("rxedge_last_sync_timestamp_seconds", "Unix time of the last movement central acknowledged (0: none since start).", nil, nil)
+	problemDesc   = prometheus.NewDesc("rxedge_connection_problem", "1 for the reason central cannot be reached or used now, 0 for the others.", []string{"reason"}, nil)
 )
+
+// connCollector reads the sender's connection at scrape time.
+type connCollector struct{ conn func() status.Connection }
+
+func (c *connCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- lastSyncDesc
+	ch <- problemDesc
+}
+
+func (c *connCollector) Collect(ch chan<- prometheus.Metric) {
+	conn := c.conn()
+	last := 0.0
+	if conn.LastSyncAt != nil {
+		last = float64(conn.LastSyncAt.UnixNano()) / 1e9
+	}
+	ch <- prometheus.MustNewConstMetric(lastSyncDesc, prometheus.GaugeValue, last)
+	for _, r := range status.ConnReasons {
+		v := 0.0
+		if conn.Problem != nil && conn.Problem.Reason == r {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(problemDesc, prometheus.GaugeValue, v, r)
+	}
+}
 
 func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- movementsDesc
 	ch <- oldestDesc
 	ch <- syncedDesc
 	ch <- fileDesc
+	ch <- freeDesc
 }
 
 func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
@@ -159,4 +317,8 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, age)
 	ch <- prometheus.MustNewConstMetric(syncedDesc, prometheus.CounterValue, float64(s.SyncedTotal))
 	ch <- prometheus.MustNewConstMetric(fileDesc, prometheus.GaugeValue, float64(s.FileSize))
+	// A disk that cannot be asked leaves the series out, not the scrape.
+	if free, err := disk.Free(s.Path); err == nil {
+		ch <- prometheus.MustNewConstMetric(freeDesc, prometheus.GaugeValue, float64(free))
+	}
 }

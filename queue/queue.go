@@ -197,7 +197,7 @@ func Open(opts Options) (*Queue, error) {
 		if _, err := os.Stat(opts.Path); err != nil {
 			return nil, fmt.Errorf("queue: open %s: %w", opts.Path, err)
 		}
-	} else if err := os.MkdirAll(filepath.Dir(opts.Path), 0o750); err != nil {
+	} else if err := mkdirAll(filepath.Dir(opts.Path), 0o750); err != nil {
 		return nil, fmt.Errorf("queue: open: create data directory: %w", err)
 	}
 	_, statErr := os.Stat(opts.Path)
@@ -207,6 +207,12 @@ func Open(opts Options) (*Queue, error) {
 		if oerr := ownLikeDir(opts.Path); oerr != nil {
 			db.Close()
 			return nil, fmt.Errorf("queue: open %s: give the new file its directory's owner: %w", opts.Path, oerr)
+		}
+		// The new file's name must be durable before anything written to
+		// the file is acknowledged.
+		if serr := syncNewFile(opts.Path); serr != nil {
+			db.Close()
+			return nil, fmt.Errorf("queue: open %s: sync the data directory: %w", opts.Path, serr)
 		}
 	}
 	if errors.Is(err, bolterrors.ErrTimeout) {
@@ -232,6 +238,47 @@ func Open(opts Options) (*Queue, error) {
 		go q.writer()
 	}
 	return q, nil
+}
+
+// mkdirAll creates dir and its missing parents, like os.MkdirAll, and
+// fsyncs the parent of each directory it creates: a data directory whose
+// name a power loss takes away takes the data file with it.
+func mkdirAll(dir string, perm os.FileMode) error {
+	fi, err := os.Stat(dir)
+	if err == nil {
+		if !fi.IsDir() {
+			return fmt.Errorf("%s is not a directory", dir)
+		}
+		return nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	parent := filepath.Dir(dir)
+	if parent != dir {
+		if err := mkdirAll(parent, perm); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, perm); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	return syncDir(parent)
+}
+
+// syncNewFile makes the name of a file just created durable: it fsyncs the
+// directory that holds it and, as far as it may, every directory above,
+// which another program (an installer's mkdir -p) may have created just
+// before without syncing them.
+func syncNewFile(path string) error {
+	dir := filepath.Dir(path)
+	if err := syncDir(dir); err != nil {
+		return err
+	}
+	for p := dir; filepath.Dir(p) != p; p = filepath.Dir(p) {
+		syncDir(filepath.Dir(p)) // directories above are not the agent's: no error of theirs stops it
+	}
+	return nil
 }
 
 // openFile opens and locks the bbolt file at opts.Path, making sure the

@@ -6,23 +6,23 @@
 package settings
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
+	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/retry"
+	"github.com/rxedge/agent/sync"
 )
 
 // Config is the user-facing configuration. Zero values mean "the default".
@@ -75,14 +75,23 @@ type Config struct {
 		Journal    time.Duration `yaml:"journal"`
 	} `yaml:"retention"`
 
+	Metrics struct {
+		Listen    string `yaml:"listen"`
+		Token     string `yaml:"token"`
+		TokenFile string `yaml:"token_file"`
+	} `yaml:"metrics"`
+
 	Control struct {
 		OperatorKeys []string `yaml:"operator_keys"`
 		// AllowUnsignedReads lets status and dlq.list through unsigned.
 		AllowUnsignedReads bool `yaml:"allow_unsigned_reads"`
+		// Operators names operators: name to NKey public key.
+		Operators map[string]string `yaml:"operators"`
 	} `yaml:"control"`
 
 	Log struct {
-		Level string `yaml:"level"`
+		Level  string `yaml:"level"`
+		Format string `yaml:"format"`
 	} `yaml:"log"`
 }
 
@@ -91,26 +100,6 @@ type PolicyConfig struct {
 	MaxAttempts int           `yaml:"max_attempts"`
 	BaseDelay   time.Duration `yaml:"base_delay"`
 	MaxDelay    time.Duration `yaml:"max_delay"`
-}
-
-// LoadFile reads a YAML configuration file strictly: unknown keys and
-// values of the wrong type are errors, each with its line.
-func LoadFile(path string) (Config, error) {
-	var c Config
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return c, fmt.Errorf("config: %w", err)
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		var te *yaml.TypeError
-		if errors.As(err, &te) {
-			return c, fmt.Errorf("config %s:\n  %s", path, strings.Join(te.Errors, "\n  "))
-		}
-		return c, fmt.Errorf("config %s: %w", path, err)
-	}
-	return c, nil
 }
 
 // EnvPrefix prefixes every environment variable the agent reads.
@@ -187,6 +176,19 @@ func setFromString(v reflect.Value, s string) error {
 			return errors.New("not a whole number")
 		}
 		v.SetInt(n)
+	case v.Kind() == reflect.Map && v.Type().Elem().Kind() == reflect.String:
+		m := map[string]string{}
+		for _, p := range strings.Split(s, ",") {
+			if p = strings.TrimSpace(p); p == "" {
+				continue
+			}
+			k, val, ok := strings.Cut(p, "=")
+			if !ok {
+				return errors.New("not a list of name=value pairs")
+			}
+			m[strings.TrimSpace(k)] = strings.TrimSpace(val)
+		}
+		v.Set(reflect.ValueOf(m))
 	case v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.String:
 		var list []string
 		for _, p := range strings.Split(s, ",") {
@@ -229,37 +231,36 @@ type Options struct {
 	SyncedHorizon    time.Duration
 	JournalRetention time.Duration
 
-	OperatorKeys       []string
 	AllowUnsignedReads bool
 
-	LogLevel string
+	MetricsListen string // "" = no metrics listener of its own
+	MetricsToken  string // "" = no token required
+
+	// OperatorKeys may sign remote commands: control.operator_keys and the
+	// keys of control.operators.
+	OperatorKeys []string
+	// OperatorNames names operator keys (key to name), for the audit
+	// journal.
+	OperatorNames map[string]string
+
+	LogLevel  string
+	LogFormat string // LogJSON or LogText
 }
 
+// Log formats.
+const (
+	LogJSON = "json"
+	LogText = "text"
+)
+
 // NATSOptions is how the agent reaches central.
-type NATSOptions struct {
-	Servers      []string
-	User         string
-	Password     string
-	Token        string
-	NKeySeedFile string
-	CredsFile    string
-	CAFile       string
-	CertFile     string
-	KeyFile      string
-	PingInterval time.Duration
-	// ReconnectWait and ReconnectJitter pace nats.go's reconnect attempts
-	// (each attempt waits ReconnectWait plus up to ReconnectJitter). They
-	// are not in the file: 1 s and 1 s suit every store; benchmarks that
-	// measure a fleet without any jitter set them.
-	ReconnectWait   time.Duration
-	ReconnectJitter time.Duration
-}
+type NATSOptions = sync.NATSOptions
 
 // Defaults.
 const (
 	DefaultIngestListen     = "127.0.0.1:8717"
-	DefaultMaxRequestBytes  = 4 << 20
-	DefaultMaxMovementBytes = 64 << 10
+	DefaultMaxRequestBytes  = control.DefaultMaxRequestBytes
+	DefaultMaxMovementBytes = control.DefaultMaxMovementBytes
 )
 
 // DataFile is the bbolt file in a data directory.
@@ -271,6 +272,7 @@ func SocketPath(dataDir string) string { return filepath.Join(dataDir, "agent.so
 var (
 	storeIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
 	nkeyPattern    = regexp.MustCompile(`^U[A-Z2-7]{55}$`)
+	operatorName   = regexp.MustCompile(`^[A-Za-z0-9._@-]{1,64}$`)
 )
 
 // ValidStoreID reports whether s can be a store id: it is part of NATS
@@ -313,21 +315,7 @@ func (c Config) Validate() (Options, error) {
 	} else if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) && c.Ingest.Token == "" && c.Ingest.TokenFile == "" {
 		bad("ingest.listen", "%s is not a loopback address: also set ingest.token_file so that only the store's software can submit", o.IngestListen)
 	}
-	switch {
-	case c.Ingest.Token != "" && c.Ingest.TokenFile != "":
-		bad("ingest.token", "set ingest.token or ingest.token_file, not both")
-	case c.Ingest.TokenFile != "":
-		b, err := os.ReadFile(c.Ingest.TokenFile)
-		if err != nil {
-			bad("ingest.token_file", "%v", err)
-		} else if o.IngestToken = strings.TrimSpace(string(b)); len(o.IngestToken) < 16 {
-			bad("ingest.token_file", "the token in %s is shorter than 16 characters", c.Ingest.TokenFile)
-		}
-	case c.Ingest.Token != "":
-		if o.IngestToken = c.Ingest.Token; len(o.IngestToken) < 16 {
-			bad("ingest.token", "is shorter than 16 characters")
-		}
-	}
+	o.IngestToken = token(bad, "ingest", c.Ingest.Token, c.Ingest.TokenFile)
 	o.MaxRequestBytes = positive(&errs, "ingest.max_request_bytes", c.Ingest.MaxRequestBytes, DefaultMaxRequestBytes)
 	o.MaxMovementBytes = positive(&errs, "ingest.max_movement_bytes", c.Ingest.MaxMovementBytes, DefaultMaxMovementBytes)
 	if o.MaxMovementBytes > o.MaxRequestBytes {
@@ -389,26 +377,39 @@ func (c Config) Validate() (Options, error) {
 	if (n.CertFile == "") != (n.KeyFile == "") {
 		bad("nats.cert_file", "a client certificate needs both cert_file and key_file")
 	}
-	o.NATS.PingInterval = positive(&errs, "nats.ping_interval", n.PingInterval, 10*time.Second)
-	o.NATS.ReconnectWait, o.NATS.ReconnectJitter = time.Second, time.Second
+	o.NATS.PingInterval = positive(&errs, "nats.ping_interval", n.PingInterval, sync.DefaultPingInterval)
+	// Not in the file: one second each suits every store.
+	o.NATS.ReconnectWait, o.NATS.ReconnectJitter = sync.DefaultReconnectWait, sync.DefaultReconnectJitter
 
 	s := c.Sync
-	o.MaxInFlight = positive(&errs, "sync.max_in_flight", s.MaxInFlight, 256)
-	o.AttemptTimeout = positive(&errs, "sync.attempt_timeout", s.AttemptTimeout, 5*time.Second)
-	o.BatchSize = positive(&errs, "sync.batch_size", s.BatchSize, 1000)
-	if o.BatchSize > 1000 {
-		bad("sync.batch_size", "must be at most 1000 (the server's atomic batch limit)")
+	o.MaxInFlight = positive(&errs, "sync.max_in_flight", s.MaxInFlight, sync.DefaultMaxInFlight)
+	o.AttemptTimeout = positive(&errs, "sync.attempt_timeout", s.AttemptTimeout, sync.DefaultAttemptTimeout)
+	o.BatchSize = positive(&errs, "sync.batch_size", s.BatchSize, sync.DefaultBatchSize)
+	if o.BatchSize > sync.MaxBatchSize {
+		bad("sync.batch_size", "must be at most %d (the server's atomic batch limit)", sync.MaxBatchSize)
 	}
-	o.BatchThreshold = positive(&errs, "sync.batch_threshold", s.BatchThreshold, 64)
-	o.ResumeJitter = positive(&errs, "sync.resume_jitter", s.ResumeJitter, 30*time.Second)
-	o.SystemicAfter = positive(&errs, "sync.systemic_after", s.SystemicAfter, 8)
-	o.HeartbeatInterval = positive(&errs, "sync.heartbeat_interval", s.HeartbeatInterval, 30*time.Second)
+	o.BatchThreshold = positive(&errs, "sync.batch_threshold", s.BatchThreshold, sync.DefaultBatchThreshold)
+	o.ResumeJitter = positive(&errs, "sync.resume_jitter", s.ResumeJitter, sync.DefaultResumeJitter)
+	o.SystemicAfter = positive(&errs, "sync.systemic_after", s.SystemicAfter, sync.DefaultSystemicAfter)
+	o.HeartbeatInterval = positive(&errs, "sync.heartbeat_interval", s.HeartbeatInterval, sync.DefaultHeartbeatInterval)
 
 	o.Controlled = policy(&errs, "retry.controlled", c.Retry.Controlled, retry.Controlled)
 	o.Ordinary = policy(&errs, "retry.ordinary", c.Retry.Ordinary, retry.Ordinary)
 
 	o.SyncedHorizon = positive(&errs, "retention.synced_keys", c.Retention.SyncedKeys, 30*24*time.Hour)
 	o.JournalRetention = positive(&errs, "retention.journal", c.Retention.Journal, 730*24*time.Hour)
+
+	if c.Metrics.Listen != "" && c.Metrics.Listen != "off" {
+		o.MetricsListen = c.Metrics.Listen
+		if host, port, err := net.SplitHostPort(o.MetricsListen); err != nil {
+			bad("metrics.listen", "must be host:port, e.g. 127.0.0.1:9717, or empty for none")
+		} else if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+			bad("metrics.listen", "the port is not a number")
+		} else if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) && c.Metrics.Token == "" && c.Metrics.TokenFile == "" {
+			bad("metrics.listen", "%s is not a loopback address: also set metrics.token_file so that only your Prometheus can scrape", o.MetricsListen)
+		}
+	}
+	o.MetricsToken = token(bad, "metrics", c.Metrics.Token, c.Metrics.TokenFile)
 
 	for _, k := range c.Control.OperatorKeys {
 		if !nkeyPattern.MatchString(k) {
@@ -418,17 +419,82 @@ func (c Config) Validate() (Options, error) {
 		o.OperatorKeys = append(o.OperatorKeys, k)
 	}
 	o.AllowUnsignedReads = c.Control.AllowUnsignedReads
+	names := make([]string, 0, len(c.Control.Operators))
+	for name := range c.Control.Operators {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		k := c.Control.Operators[name]
+		switch {
+		case !operatorName.MatchString(name):
+			bad("control.operators", "%q is not a name: letters, digits, '.', '-', '_' and '@', at most 64", name)
+		case !nkeyPattern.MatchString(k):
+			bad("control.operators."+name, "%q is not an NKey user public key (56 characters starting with U)", k)
+		case o.OperatorNames[k] != "":
+			bad("control.operators."+name, "the key is also named %q: one name per key", o.OperatorNames[k])
+		default:
+			if o.OperatorNames == nil {
+				o.OperatorNames = map[string]string{}
+			}
+			o.OperatorNames[k] = name
+			if !slices.Contains(o.OperatorKeys, k) {
+				o.OperatorKeys = append(o.OperatorKeys, k)
+			}
+		}
+	}
 
 	switch o.LogLevel = or(c.Log.Level, "info"); o.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
 		bad("log.level", "must be debug, info, warn or error")
 	}
+	switch o.LogFormat = or(c.Log.Format, LogJSON); o.LogFormat {
+	case LogJSON, LogText:
+	default:
+		bad("log.format", "must be json or text")
+	}
 
 	if len(errs) > 0 {
 		return o, &Error{Problems: errs}
 	}
 	return o, nil
+}
+
+// token reads the bearer token of a listener from its setting or its
+// file.
+func token(bad func(field, format string, args ...any), section, value, file string) string {
+	switch {
+	case value != "" && file != "":
+		bad(section+".token", "set %s.token or %s.token_file, not both", section, section)
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			bad(section+".token_file", "%v", err)
+			return ""
+		}
+		t := strings.TrimSpace(string(b))
+		if len(t) < 16 {
+			bad(section+".token_file", "the token in %s is shorter than 16 characters", file)
+		}
+		return t
+	case value != "":
+		if len(value) < 16 {
+			bad(section+".token", "is shorter than 16 characters")
+		}
+		return value
+	}
+	return ""
+}
+
+// Sync is the options of the sync engine.
+func (o *Options) Sync() sync.Options {
+	return sync.Options{
+		StoreID: o.StoreID, NATS: o.NATS,
+		MaxInFlight: o.MaxInFlight, AttemptTimeout: o.AttemptTimeout, BatchSize: o.BatchSize,
+		BatchThreshold: o.BatchThreshold, ResumeJitter: o.ResumeJitter, SystemicAfter: o.SystemicAfter,
+		HeartbeatInterval: o.HeartbeatInterval, Controlled: o.Controlled, Ordinary: o.Ordinary,
+	}
 }
 
 // MaxRetryDelay is the largest delay any retry policy can choose.

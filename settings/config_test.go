@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rxedge/agent/sync"
 )
 
 func TestExampleConfigLoadsAndDocumentsEverySetting(t *testing.T) {
@@ -133,5 +135,106 @@ func TestLoadFileIsStrict(t *testing.T) {
 	os.WriteFile(path, nil, 0o600)
 	if _, err := LoadFile(path); err != nil {
 		t.Fatalf("empty file: %v", err)
+	}
+}
+
+// TestLoadFileReportsEveryMistake: unknown keys with a suggestion, values
+// of the wrong type with their field, each with its line, all at once,
+// and no secret echoed. The golden file is the whole message.
+func TestLoadFileReportsEveryMistake(t *testing.T) {
+	path := filepath.Join("testdata", "mistakes.yaml")
+	_, err := LoadFile(path)
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	golden := filepath.Join("testdata", "mistakes.golden")
+	if os.Getenv("UPDATE_GOLDEN") != "" {
+		os.WriteFile(golden, []byte(err.Error()+"\n"), 0o644)
+	}
+	want, rerr := os.ReadFile(golden)
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	if got := err.Error() + "\n"; got != string(want) {
+		t.Errorf("got:\n%s\nwant:\n%s", got, want)
+	}
+	if strings.Contains(err.Error(), "hunter2") {
+		t.Error("the error echoes a password")
+	}
+}
+
+func TestClosest(t *testing.T) {
+	known := []string{"listen", "token", "token_file", "max_request_bytes"}
+	for _, tt := range []struct{ name, want string }{
+		{"tokne", "token"}, {"Token", "token"}, {"tokenfile", "token_file"}, {"lisen", "listen"},
+		{"max_request", "max_request_bytes"}, {"color", ""}, {"x", ""},
+	} {
+		if got := closest(tt.name, known); got != tt.want {
+			t.Errorf("closest(%q) = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestMetricsListen(t *testing.T) {
+	for _, tt := range []struct {
+		listen, token string
+		ok            bool
+	}{
+		{"", "", true}, {"off", "", true}, {"127.0.0.1:9717", "", true}, {"localhost:9717", "", true},
+		{"0.0.0.0:9717", "", false}, {"0.0.0.0:9717", strings.Repeat("t", 16), true}, {"9717", "", false}, {"127.0.0.1:port", "", false},
+	} {
+		c := Config{StoreID: "S1", DataDir: t.TempDir()}
+		c.Metrics.Listen, c.Metrics.Token = tt.listen, tt.token
+		o, err := c.Validate()
+		if (err == nil) != tt.ok {
+			t.Errorf("metrics.listen %q token %q: got %v, want ok %v", tt.listen, tt.token, err, tt.ok)
+		}
+		if err == nil && (tt.listen == "off" || tt.listen == "") && o.MetricsListen != "" {
+			t.Errorf("metrics.listen %q: listens on %q", tt.listen, o.MetricsListen)
+		}
+	}
+}
+
+func TestOperators(t *testing.T) {
+	const k1 = "UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4"
+	const k2 = "UAHJLSMYZDYHYKYV2HLRYXMGAKWNUKX4ZPTZCH4O3WKXIS3UZ2VSYXSP"
+	c := Config{StoreID: "S1", DataDir: t.TempDir()}
+	c.Control.OperatorKeys = []string{k1}
+	c.Control.Operators = map[string]string{"alice": k1, "bob": k2}
+	o, err := c.Validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(o.OperatorKeys, ",") != k1+","+k2 || o.OperatorNames[k1] != "alice" || o.OperatorNames[k2] != "bob" {
+		t.Errorf("keys %v, names %v", o.OperatorKeys, o.OperatorNames)
+	}
+	c.Control.Operators = map[string]string{"carol": "not-a-key", "a b": k2, "dave": k1, "erin": k1}
+	_, err = c.Validate()
+	for _, want := range []string{"control.operators.carol:", `control.operators: "a b" is not a name`, "one name per key"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v lacks %q", err, want)
+		}
+	}
+	env := map[string]string{"RXEDGE_CONTROL_OPERATORS": "alice=" + k1 + ", bob=" + k2}
+	c = Config{}
+	if err := c.ApplyEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil || c.Control.Operators["bob"] != k2 {
+		t.Errorf("RXEDGE_CONTROL_OPERATORS: %v %v", err, c.Control.Operators)
+	}
+}
+
+func TestSyncOptionsCarryTheSettings(t *testing.T) {
+	var c Config
+	c.StoreID, c.DataDir = "S1", t.TempDir()
+	c.NATS.Servers = []string{"nats://central:4222"}
+	c.Sync.BatchSize = 200
+	o, err := c.Validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	so := o.Sync()
+	if so.StoreID != "S1" || so.BatchSize != 200 || so.MaxInFlight != sync.DefaultMaxInFlight ||
+		so.AttemptTimeout != sync.DefaultAttemptTimeout || so.NATS.Servers[0] != "nats://central:4222" ||
+		so.NATS.ReconnectJitter != sync.DefaultReconnectJitter || so.Controlled != o.Controlled {
+		t.Fatalf("sync options = %+v", so)
 	}
 }

@@ -4,6 +4,11 @@
 // the queue's counters (no scan), the sender's connection and the recent
 // rates. It holds counts, states, times and reasons only — never movement
 // payloads (DESIGN P6).
+//
+// Judge decides what needs attention by thresholds, as problems with
+// stable codes; Check turns that into the Nagios/Icinga plugin answer (exit
+// code and one line with performance data). Both are pure functions of the
+// document, tested as tables.
 package status
 
 import (
@@ -26,7 +31,7 @@ const (
 type Status struct {
 	StoreID    string     `json:"store_id"`
 	Agent      Agent      `json:"agent"`
-	Service    string     `json:"service,omitempty"` // system service state, when known
+	Service    *Service   `json:"service,omitempty"` // system service, when asked
 	Connection Connection `json:"connection"`
 	Counts     Counts     `json:"counts"`
 	// SyncedTotal counts every movement ever synced, including keys pruned
@@ -40,7 +45,28 @@ type Status struct {
 	Rates            Rates     `json:"rates"`
 	DataFile         DataFile  `json:"data_file"`
 	GeneratedAt      time.Time `json:"generated_at"`
+	// Judged is what the reader of the document judged needs attention,
+	// with the thresholds it was given (see Judge); the agent itself
+	// leaves it empty.
+	Judged []Problem `json:"problems,omitempty"`
 }
+
+// Service is the system service as the service manager reports it.
+type Service struct {
+	// State is one word: running, stopped, failed, not-installed or
+	// unknown.
+	State  string `json:"state"`
+	Detail string `json:"detail,omitempty"` // why it is unknown, when it is
+}
+
+// Service states.
+const (
+	ServiceRunning      = "running"
+	ServiceStopped      = "stopped"
+	ServiceFailed       = "failed"
+	ServiceNotInstalled = "not-installed"
+	ServiceUnknown      = "unknown"
+)
 
 // Agent describes the agent process.
 type Agent struct {
@@ -60,6 +86,43 @@ type Connection struct {
 	LastSyncAt    *time.Time `json:"last_sync_at,omitempty"`
 	LastErrorKind string     `json:"last_error_kind,omitempty"`
 	LastErrorAt   *time.Time `json:"last_error_at,omitempty"`
+	// Problem is why the agent cannot reach or use central, while it
+	// cannot; nil when connected, idle or stopped.
+	Problem *ConnProblem `json:"problem,omitempty"`
+}
+
+// ConnProblem is why the agent cannot reach or use central.
+type ConnProblem struct {
+	Reason string     `json:"reason"` // one of ConnReasons
+	Detail string     `json:"detail,omitempty"`
+	Server string     `json:"server,omitempty"` // the URL, without credentials
+	Since  *time.Time `json:"since,omitempty"`
+}
+
+// Reasons of a ConnProblem: a bounded set, so each can be a metric label.
+const (
+	ReasonRefused       = "refused"        // nothing listens on the port
+	ReasonDNS           = "dns"            // the host name does not resolve
+	ReasonTimeout       = "timeout"        // no answer in time
+	ReasonTLS           = "tls"            // handshake or certificate problem
+	ReasonAuth          = "authentication" // wrong or expired credentials
+	ReasonAuthorization = "authorization"  // credentials accepted, permission denied
+	ReasonNoJetStream   = "no_jetstream"   // the server has JetStream disabled
+	ReasonNoStream      = "stream_missing" // the movements stream does not exist
+	ReasonOther         = "other"
+)
+
+// ConnReasons lists every Reason a ConnProblem may carry.
+var ConnReasons = []string{ReasonRefused, ReasonDNS, ReasonTimeout, ReasonTLS, ReasonAuth, ReasonAuthorization, ReasonNoJetStream, ReasonNoStream, ReasonOther}
+
+// refusedByCentral reports whether a connection problem is central
+// refusing this agent, which does not heal by waiting.
+func refusedByCentral(reason string) bool {
+	switch reason {
+	case ReasonTLS, ReasonAuth, ReasonAuthorization, ReasonNoJetStream, ReasonNoStream:
+		return true
+	}
+	return false
 }
 
 // Counts are the movements per state and class.
@@ -92,22 +155,44 @@ type DataFile struct {
 	Schema    uint64 `json:"schema_version"`
 }
 
-// Problems lists what makes the store need attention: anything quarantined,
-// a pending movement older than maxAge, or the sender paused (central
-// cannot take anything). `agent status` exits 3 when there is any, for
-// monitoring systems.
+// Problems is the text of what makes the store need attention by the
+// plain rules (see Judge with PlainThresholds). `agent status` exits 3 when
+// there is any, for monitoring systems.
 func (s *Status) Problems(maxAge time.Duration) []string {
-	var p []string
-	if n := s.Counts.Quarantined.Total; n > 0 {
-		p = append(p, fmt.Sprintf("%d movement(s) quarantined: see `agent dlq list`", n))
+	var out []string
+	for _, p := range s.Judge(PlainThresholds(maxAge)) {
+		out = append(out, p.Message)
 	}
-	if maxAge > 0 && s.OldestPendingAt != nil && s.OldestPendingAge > maxAge.Seconds() {
-		p = append(p, fmt.Sprintf("oldest pending movement is %s old (threshold %s)", round(time.Duration(s.OldestPendingAge*float64(time.Second))), maxAge))
+	return out
+}
+
+// reasonText says each reason of a ConnProblem in words.
+var reasonText = map[string]string{
+	ReasonRefused:       "connection refused",
+	ReasonDNS:           "host name does not resolve",
+	ReasonTimeout:       "no answer in time",
+	ReasonTLS:           "TLS failed",
+	ReasonAuth:          "authentication failed",
+	ReasonAuthorization: "permission denied",
+	ReasonNoJetStream:   "JetStream not enabled",
+	ReasonNoStream:      "stream missing",
+	ReasonOther:         "error",
+}
+
+// String is the problem in words: what, the detail in the server's or the
+// system's words, and from which server.
+func (p *ConnProblem) String() string {
+	s, ok := reasonText[p.Reason]
+	if !ok {
+		s = p.Reason
 	}
-	if s.Connection.State == Paused {
-		p = append(p, "sync paused: "+s.Connection.Reason)
+	if p.Detail != "" {
+		s += " (" + p.Detail + ")"
 	}
-	return p
+	if p.Server != "" {
+		s += " from " + p.Server
+	}
+	return s
 }
 
 // Render writes the human view of s.
@@ -126,8 +211,12 @@ func Render(w io.Writer, s *Status, maxAge time.Duration) {
 		}
 	}
 	fmt.Fprintf(&b, "Agent       %s, version %s\n", run, s.Agent.Version)
-	if s.Service != "" {
-		fmt.Fprintf(&b, "Service     %s\n", s.Service)
+	if s.Service != nil {
+		svc := s.Service.State
+		if s.Service.Detail != "" {
+			svc += " (" + s.Service.Detail + ")"
+		}
+		fmt.Fprintf(&b, "Service     %s\n", svc)
 	}
 	c := s.Connection
 	state := c.State
@@ -136,6 +225,12 @@ func Render(w io.Writer, s *Status, maxAge time.Duration) {
 	}
 	if c.Since != nil {
 		state += " for " + round(s.GeneratedAt.Sub(*c.Since)).String()
+	}
+	if p := c.Problem; p != nil {
+		state = c.State + ": " + p.String()
+		if p.Since != nil {
+			state += ", since " + p.Since.UTC().Format(time.DateTime) + " UTC (" + ago(p.Since, s.GeneratedAt) + ")"
+		}
 	}
 	fmt.Fprintf(&b, "Central     %s\n", state)
 	if len(c.Servers) > 0 {
@@ -169,10 +264,14 @@ func Render(w io.Writer, s *Status, maxAge time.Duration) {
 	fmt.Fprintf(&b, "Rates           %.1f accepted/min, %.1f synced/min, %.1f quarantined/min\n",
 		s.Rates.AcceptedPerMinute, s.Rates.SyncedPerMinute, s.Rates.QuarantinedPerMinute)
 	fmt.Fprintf(&b, "Data file       %s, %s, %s free on disk\n", s.DataFile.Path, Bytes(uint64(max(s.DataFile.SizeBytes, 0))), Bytes(s.DataFile.FreeBytes))
-	if p := s.Problems(maxAge); len(p) > 0 {
+	p := s.Judged
+	if p == nil {
+		p = s.Judge(PlainThresholds(maxAge))
+	}
+	if len(p) > 0 {
 		b.WriteString("\nNeeds attention:\n")
 		for _, line := range p {
-			b.WriteString("  - " + line + "\n")
+			b.WriteString("  - " + line.Message + "\n")
 		}
 	}
 	io.WriteString(w, b.String())

@@ -2,13 +2,18 @@ package sync
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"fmt"
+	"net"
 	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxedge/agent/retry"
+	"github.com/rxedge/agent/status"
 )
 
 // JetStream API error codes the sender acts on that nats.go does not
@@ -34,6 +39,10 @@ const (
 	codeTempStorageFailed        jetstream.ErrorCode = 10072
 	codeStreamOffline            jetstream.ErrorCode = 10118
 	codeStreamOfflineReason      jetstream.ErrorCode = 10194
+
+	// A subject still in process in a clustered stream (nats-server 2.15:
+	// another message on the subject is being proposed).
+	codeSubjectInProcess jetstream.ErrorCode = 10164
 )
 
 // Texts that distinguish the meanings of error code 10077. The server gives
@@ -43,6 +52,12 @@ const (
 	textPerSubjectLimit = "maximum messages per subject exceeded"
 	textPermission      = "permissions violation"
 )
+
+// Texts of the server's refusals of a connection's credentials. nats.go
+// returns them as text (wrapped in its own error type) while the first
+// connection is being made; TestDiagnosePinsTexts pins them against a real
+// server.
+var textsAuth = []string{"authorization violation", "authentication expired", "authentication revoked", "account authentication expired"}
 
 // verdict is what one failed publish means.
 type verdict struct {
@@ -55,7 +70,7 @@ type verdict struct {
 	// members one at a time.
 	singly bool
 	// soon: retry shortly without charging (central is still replicating
-	// this very id).
+	// this very id or subject), a bounded number of times in a row (blame).
 	soon bool
 	// noBatch: the stream does not take atomic batches.
 	noBatch bool
@@ -79,7 +94,9 @@ func classify(err error) verdict {
 	case errors.Is(err, nats.ErrPermissionViolation):
 		return verdict{outcome: retry.Systemic, kind: "systemic:permission"}
 	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse):
-		return verdict{outcome: retry.Systemic, kind: "systemic:no_responders"}
+		// Nobody took the publish: the stream is gone, or this subject
+		// leads nowhere. Only the liveness probe can tell which (blame).
+		return verdict{outcome: retry.ItemTransient, kind: "transient:no_responders"}
 	case errors.Is(err, nats.ErrReconnectBufExceeded), errors.Is(err, nats.ErrDisconnected),
 		errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionReconnecting),
 		errors.Is(err, nats.ErrConnectionDraining), errors.Is(err, nats.ErrStaleConnection),
@@ -107,7 +124,7 @@ func classifyAPI(api *jetstream.APIError) verdict {
 			return verdict{outcome: retry.AlreadyStored, kind: "already_stored", verify: true}
 		}
 		return verdict{outcome: retry.Systemic, kind: "systemic:stream_full"}
-	case codeStreamDuplicateMessageConflict:
+	case codeStreamDuplicateMessageConflict, codeSubjectInProcess:
 		return verdict{outcome: retry.ItemTransient, kind: "transient:in_process", soon: true}
 	case jetstream.JSErrCodeStreamMessageExceedsMaximum:
 		return verdict{outcome: retry.ItemPermanent, kind: "permanent:too_large"}
@@ -130,9 +147,83 @@ func classifyAPI(api *jetstream.APIError) verdict {
 	return verdict{outcome: retry.ItemTransient, kind: "transient:api_error"}
 }
 
-// isPermission reports whether an asynchronous connection error is a
-// permissions violation. nats.go gives the server's text; the subject named
-// in it is ours, never payload.
-func isPermission(err error) bool {
-	return errors.Is(err, nats.ErrPermissionViolation) || strings.Contains(strings.ToLower(err.Error()), textPermission)
+// errNoJetStream: nobody answered a publish, and the server the agent is
+// connected to says it has JetStream disabled.
+var errNoJetStream = errors.New("sync: the server has JetStream disabled")
+
+// diagnose says what an error means for reaching or using central: one of
+// status.ConnReasons, and a detail for people (the error without nats.go's
+// prefix; error texts name hosts and subjects, never credentials or
+// payload). It is the one place where connection errors are sorted: by
+// type wherever nats.go and the standard library give one, by the server's
+// text where they give only that (TestDiagnosePinsTexts).
+//
+// A "no responders" answer means the server is reachable but nothing takes
+// the store's subjects: the sender asks it only of its liveness probe, so
+// it is a missing stream (or JetStream off for the account).
+func diagnose(err error) (reason, detail string) {
+	var (
+		api     *jetstream.APIError
+		invalid x509.CertificateInvalidError
+		host    x509.HostnameError
+		unknown x509.UnknownAuthorityError
+		verify  *tls.CertificateVerificationError
+		dns     *net.DNSError
+		ne      net.Error
+	)
+	detail = strings.TrimPrefix(err.Error(), "nats: ")
+	text := strings.ToLower(err.Error())
+	switch {
+	case errors.As(err, &api):
+		detail = fmt.Sprintf("%s (%d)", api.Description, api.ErrorCode)
+		switch api.ErrorCode {
+		case jetstream.JSErrCodeStreamNotFound:
+			return status.ReasonNoStream, detail
+		case jetstream.JSErrCodeJetStreamNotEnabled, jetstream.JSErrCodeJetStreamNotEnabledForAccount:
+			return status.ReasonNoJetStream, detail
+		}
+		return status.ReasonOther, detail
+	case errors.Is(err, errNoJetStream):
+		return status.ReasonNoJetStream, "the server has JetStream disabled"
+	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse):
+		return status.ReasonNoStream, "nothing takes the store's subjects (no responders): the stream is missing or JetStream is off for the account"
+	case errors.Is(err, nats.ErrPermissionViolation), strings.Contains(text, textPermission):
+		return status.ReasonAuthorization, detail
+	case errors.Is(err, nats.ErrAuthorization), errors.Is(err, nats.ErrAuthExpired),
+		errors.Is(err, nats.ErrAuthRevoked), errors.Is(err, nats.ErrAccountAuthExpired):
+		return status.ReasonAuth, detail
+	case containsAny(text, textsAuth):
+		return status.ReasonAuth, detail
+	case errors.As(err, &invalid):
+		return status.ReasonTLS, invalid.Error()
+	case errors.As(err, &host):
+		return status.ReasonTLS, host.Error()
+	case errors.As(err, &unknown):
+		return status.ReasonTLS, unknown.Error()
+	case errors.As(err, &verify):
+		return status.ReasonTLS, verify.Error()
+	case errors.As(err, &dns):
+		return status.ReasonDNS, dns.Error()
+	case errors.Is(err, errRefused):
+		return status.ReasonRefused, detail
+	case errors.Is(err, nats.ErrNoServers):
+		// nats.go reports a refused first connection as "no servers";
+		// the attempts after it carry the refusal itself.
+		return status.ReasonRefused, "connection refused"
+	case errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded),
+		errors.As(err, &ne) && ne.Timeout():
+		return status.ReasonTimeout, detail
+	case errors.Is(err, nats.ErrTLS), errors.Is(err, nats.ErrSecureConnRequired), errors.Is(err, nats.ErrSecureConnWanted):
+		return status.ReasonTLS, detail
+	}
+	return status.ReasonOther, detail
+}
+
+func containsAny(s string, subs []string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
 }

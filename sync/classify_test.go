@@ -3,6 +3,7 @@ package sync
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/internal/natstest"
 	"github.com/rxedge/agent/retry"
+	"github.com/rxedge/agent/status"
 )
 
 // TestClassifyPinsServerTexts provokes every outcome the sender acts on
@@ -52,7 +54,8 @@ func TestClassifyPinsServerTexts(t *testing.T) {
 	check("other id, same subject, no header", pub("rx.mv.S1.a", "a2", false, 10), retry.AlreadyStored, "already_stored", true)
 	check("over the stream's max_msg_size", pub("rx.mv.S1.big", "big", true, 5000), retry.ItemPermanent, "permanent:too_large", false)
 	check("over the server's max_payload", pub("rx.mv.S1.huge", "huge", true, 9000), retry.ItemPermanent, "permanent:too_large", false)
-	check("no stream for the subject", pub("rx.other.x", "x", false, 10), retry.Systemic, "systemic:no_responders", false)
+	// No answer: blame asks the liveness probe whose failure it is.
+	check("no stream for the subject", pub("rx.other.x", "x", false, 10), retry.ItemTransient, "transient:no_responders", false)
 	for _, k := range []string{"b", "c"} {
 		if err := pub("rx.mv.S1."+k, k, true, 10); err != nil {
 			t.Fatal(err)
@@ -76,11 +79,14 @@ func TestClassifyPinsServerTexts(t *testing.T) {
 // the connection's error handler: the publish itself only times out.
 func TestPermissionTextIsRecognised(t *testing.T) {
 	got := errors.New(`nats: permissions violation: Permissions Violation for Publish to "rx.mv.S2.k" on connection [7]`)
-	if !isPermission(got) {
-		t.Fatal("the server's text is not recognised")
+	if r, _ := diagnose(got); r != status.ReasonAuthorization {
+		t.Fatalf("the server's text is diagnosed %q", r)
 	}
-	if !isPermission(nats.ErrPermissionViolation) || isPermission(errors.New("nats: timeout")) {
-		t.Fatal("sentinel handling")
+	if r, _ := diagnose(nats.ErrPermissionViolation); r != status.ReasonAuthorization {
+		t.Fatalf("the sentinel is diagnosed %q", r)
+	}
+	if r, _ := diagnose(errors.New("nats: timeout")); r == status.ReasonAuthorization {
+		t.Fatal("a timeout is diagnosed as a permission")
 	}
 	if v := classify(nats.ErrPermissionViolation); v.outcome != retry.Systemic {
 		t.Fatalf("permission violation classified %+v", v)
@@ -116,6 +122,7 @@ func TestErrorCodesMatchServer(t *testing.T) {
 		{"codeTempStorageFailed", codeTempStorageFailed, server.JSTempStorageFailedErr},
 		{"codeStreamOffline", codeStreamOffline, server.JSStreamOfflineErr},
 		{"codeStreamOfflineReason", codeStreamOfflineReason, server.JSStreamOfflineReasonErrF},
+		{"codeSubjectInProcess", codeSubjectInProcess, server.JSStreamWrongLastSequenceConstantErr},
 	}
 	for _, tc := range tests {
 		if want := server.ApiErrors[tc.id].ErrCode; uint16(tc.got) != want {
@@ -136,6 +143,7 @@ func TestClassifyAPI(t *testing.T) {
 		{10077, "maximum messages per subject exceeded", retry.AlreadyStored, "already_stored"},
 		{10077, "maximum messages exceeded", retry.Systemic, "systemic:stream_full"},
 		{10158, "duplicate message id is in process", retry.ItemTransient, "transient:in_process"},
+		{10164, "wrong last sequence", retry.ItemTransient, "transient:in_process"},
 		{10054, "message size exceeds maximum allowed", retry.ItemPermanent, "permanent:too_large"},
 		{10059, "stream not found", retry.Systemic, "systemic:stream_missing"},
 		{10023, "insufficient resources", retry.Systemic, "systemic:insufficient_resources"},
@@ -161,5 +169,66 @@ func TestClassifyAPI(t *testing.T) {
 		if v.outcome != tc.outcome || v.kind != tc.kind || !v.answered {
 			t.Errorf("%d %q: classified %+v, want %s %s, answered", tc.code, tc.description, v, tc.outcome, tc.kind)
 		}
+	}
+}
+
+// TestClassifyInProcessOnACluster pins the "in process" answers of a
+// clustered stream (nats-server 2.15): a burst of publishes on one subject
+// while the first is still being replicated. With one message id, central
+// answers 10158 (the id is in process); with different ids and an
+// expected last subject sequence, 10164 (the subject is in process). Both
+// are retried soon and uncharged, a bounded number of times (blame).
+func TestClassifyInProcessOnACluster(t *testing.T) {
+	c := natstest.StartCluster(t, 3)
+	leader := c.WaitStreamLeader(t)
+	nc := natstest.Connect(t, c.URLs()[leader])
+	js := natstest.JetStream(t, nc)
+	for _, tc := range []struct {
+		name   string
+		code   jetstream.ErrorCode
+		sameID bool
+	}{
+		{"same id", codeStreamDuplicateMessageConflict, true},
+		{"same subject", codeSubjectInProcess, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var seen error
+			for round := 0; round < 10 && seen == nil; round++ {
+				subject := fmt.Sprintf("rx.mv.S1.%s-%d", strings.ReplaceAll(tc.name, " ", "-"), round)
+				var futs []jetstream.PubAckFuture
+				for i := range 50 {
+					m := nats.NewMsg(subject)
+					id := subject
+					if !tc.sameID {
+						id = fmt.Sprintf("%s-%d", subject, i)
+						m.Header.Set(central.HeaderExpectLast, "0")
+					}
+					m.Header.Set(central.HeaderMsgID, id)
+					f, err := js.PublishMsgAsync(m, jetstream.WithRetryAttempts(0))
+					if err != nil {
+						t.Fatal(err)
+					}
+					futs = append(futs, f)
+				}
+				for _, f := range futs {
+					select {
+					case <-f.Ok():
+					case err := <-f.Err():
+						var api *jetstream.APIError
+						if errors.As(err, &api) && api.ErrorCode == tc.code {
+							seen = err
+						}
+					case <-time.After(10 * time.Second):
+						t.Fatal("no answer within 10s")
+					}
+				}
+			}
+			if seen == nil {
+				t.Fatalf("central never answered %d in 10 bursts of 50", tc.code)
+			}
+			if v := classify(seen); v.outcome != retry.ItemTransient || v.kind != "transient:in_process" || !v.soon || !v.answered {
+				t.Fatalf("%v classified %+v, want transient:in_process, soon and answered", seen, v)
+			}
+		})
 	}
 }

@@ -13,17 +13,15 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rxedge/agent/central"
-	"github.com/rxedge/agent/internal/version"
 	"github.com/rxedge/agent/metrics"
 	"github.com/rxedge/agent/queue"
-	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/status"
 )
 
 // Engine connects to central and runs the sender and the heartbeat.
 type Engine struct {
 	q      *queue.Queue
-	o      settings.Options
+	o      Options
 	log    *slog.Logger
 	m      *metrics.Metrics
 	status func() (*status.Status, error)
@@ -34,20 +32,15 @@ type Engine struct {
 	beats    []func(context.Context, *nats.Conn, *status.Status) error
 }
 
-// New returns an engine for the queue q. statusFn builds the status
-// document for heartbeats.
-func New(q *queue.Queue, o settings.Options, log *slog.Logger, m *metrics.Metrics, statusFn func() (*status.Status, error)) *Engine {
+// New returns an engine for the queue q; zero fields of o take their
+// defaults. statusFn builds the status document for heartbeats.
+func New(q *queue.Queue, o Options, log *slog.Logger, m *metrics.Metrics, statusFn func() (*status.Status, error)) *Engine {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	o = o.withDefaults()
 	e := &Engine{q: q, o: o, log: log, m: m, status: statusFn}
-	e.s = newSender(q, nil, SenderOptions{
-		StoreID: o.StoreID, MaxInFlight: o.MaxInFlight, AttemptTimeout: o.AttemptTimeout,
-		BatchSize: o.BatchSize, BatchThreshold: o.BatchThreshold, ResumeJitter: o.ResumeJitter,
-		SystemicAfter: o.SystemicAfter, Controlled: o.Controlled, Ordinary: o.Ordinary,
-		AgentVersion: version.Get().Version,
-	}, log, m)
-	e.s.snap.Servers = o.NATS.Servers
+	e.s = newSender(q, nil, o, log, m)
 	return e
 }
 
@@ -89,6 +82,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			<-senderDone
 			return err
 		}
+		stopWatch := watchAttempts(nc, e.s.notify)
 		hbCtx, stopHB := context.WithCancel(ctx)
 		go e.heartbeat(hbCtx, nc)
 		select {
@@ -97,11 +91,16 @@ func (e *Engine) Run(ctx context.Context) error {
 			<-senderDone
 			stopHB()
 			nc.Close()
+			stopWatch()
 			return nil
 		case err := <-closed:
 			stopHB()
+			stopWatch()
 			e.log.Error("CONNECTION_CLOSED", "error", errText(err), "action", "connecting again")
 			e.s.notify(event{kind: evDisconnected, err: err})
+			if err != nil {
+				e.s.notify(event{kind: evConnError, err: err})
+			}
 		}
 		wait := e.o.NATS.ReconnectWait + time.Duration(rand.Float64()*float64(e.o.NATS.ReconnectJitter))
 		select {
@@ -137,7 +136,7 @@ func (e *Engine) connect(closed chan<- error) (*nats.Conn, error) {
 		nc.Close()
 		return nil, err
 	}
-	e.s.setTransport(tr)
+	e.s.link.setTransport(tr)
 	e.mu.Lock()
 	handlers := e.handlers
 	e.mu.Unlock()
@@ -149,20 +148,37 @@ func (e *Engine) connect(closed chan<- error) (*nats.Conn, error) {
 	return nc, nil
 }
 
+// watchAttempts reports the connection attempts that fail after the TCP
+// connection was made (TLS, credentials, no greeting in time). nats.go
+// reports those only by going from CONNECTING back to RECONNECTING, with
+// the error as LastError until its next attempt; it hands failed dials to
+// ReconnectErrHandler. The returned function stops watching.
+func watchAttempts(nc *nats.Conn, notify func(event)) (stop func()) {
+	ch := nc.StatusChanged(nats.CONNECTING, nats.RECONNECTING, nats.CONNECTED)
+	go func() {
+		connecting := false
+		for st := range ch {
+			if st == nats.RECONNECTING && connecting {
+				if err := nc.LastError(); err != nil {
+					notify(event{kind: evConnError, err: err})
+				}
+			}
+			connecting = st == nats.CONNECTING
+		}
+	}()
+	return func() { nc.RemoveStatusListener(ch) }
+}
+
 // connOptions are the nats.go options of the agent's connection: retry
 // for ever, no reconnect buffer (the bbolt queue is the only buffer), the
 // store's own inbox prefix, a short ping interval so a dead link is noticed
 // quickly, and the configured credentials and TLS.
-func connOptions(o settings.Options, s *sender) ([]nats.Option, error) {
-	wait := o.NATS.ReconnectWait
-	if wait <= 0 {
-		wait = time.Second
-	}
+func connOptions(o Options, s *sender) ([]nats.Option, error) {
 	opts := []nats.Option{
 		nats.Name("rxedge-agent/" + o.StoreID),
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
-		nats.ReconnectWait(wait),
+		nats.ReconnectWait(o.NATS.ReconnectWait),
 		nats.ReconnectJitter(o.NATS.ReconnectJitter, 2*o.NATS.ReconnectJitter),
 		nats.ReconnectBufSize(-1),
 		// A rejected credential (rotated, expired) is retried like any
@@ -174,6 +190,8 @@ func connOptions(o settings.Options, s *sender) ([]nats.Option, error) {
 		nats.Timeout(5 * time.Second),
 		nats.ConnectHandler(func(nc *nats.Conn) { s.notify(event{kind: evConnected, url: nc.ConnectedUrlRedacted()}) }),
 		nats.ReconnectHandler(func(nc *nats.Conn) { s.notify(event{kind: evConnected, url: nc.ConnectedUrlRedacted()}) }),
+		// A failed dial; and the error of a failed first connection.
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) { s.notify(event{kind: evConnError, err: err}) }),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { s.notify(event{kind: evDisconnected, err: err}) }),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { s.notify(event{kind: evAsyncError, err: err}) }),
 	}

@@ -43,7 +43,7 @@ func TestBlackholeChargesNothing(t *testing.T) {
 	o.Ordinary = retry.Policy{MaxAttempts: 5, BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond}
 	o.Controlled = retry.Policy{MaxAttempts: 7, BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond}
 	o.AttemptTimeout = time.Second
-	r := startRig(t, o, func(s *SenderOptions) { s.NoBatch = true })
+	r := startRig(t, o, func(s *Options) { s.NoBatch = true })
 	r.enqueue(0, 100)
 	r.waitSynced(100, 20*time.Second)
 
@@ -78,7 +78,7 @@ func TestBlackholeChargesNothing(t *testing.T) {
 
 func TestStreamFullPausesThenResumes(t *testing.T) {
 	srv := natstest.StartHub(t, natstest.WithStream(central.StreamOptions{MaxMsgs: 100}))
-	r := startRig(t, testOptions(t, srv.URL()), func(s *SenderOptions) { s.NoBatch = true })
+	r := startRig(t, testOptions(t, srv.URL()), func(s *Options) { s.NoBatch = true })
 	r.enqueue(0, 150)
 	r.waitSynced(100, 20*time.Second)
 	waitState(t, r, status.Paused, "stream_full")
@@ -150,7 +150,7 @@ func TestPermissionViolationPausesThenResumes(t *testing.T) {
 
 	o := testOptions(t, h.URL())
 	o.NATS.User, o.NATS.Password = "S0001", "store-pass"
-	r := startRig(t, o, func(s *SenderOptions) { s.NoBatch = true })
+	r := startRig(t, o, func(s *Options) { s.NoBatch = true })
 	r.enqueue(0, 50)
 	waitState(t, r, status.Paused, "permission")
 	if s := r.stats(); s.Count(queue.Quarantined) != 0 || s.Count(queue.Synced) != 0 {
@@ -168,7 +168,7 @@ func TestPermissionViolationPausesThenResumes(t *testing.T) {
 
 func TestClusterLeaderStoppedMidDrain(t *testing.T) {
 	c := natstest.StartCluster(t, 3)
-	r := startRig(t, testOptions(t, c.URLs()...), func(s *SenderOptions) { s.BatchSize = 200 })
+	r := startRig(t, testOptions(t, c.URLs()...), func(s *Options) { s.BatchSize = 200 })
 	const n = 5000
 	r.enqueue(0, n)
 	s := r.waitFor("the drain to start", 30*time.Second, func(s queue.Stats) bool { return s.Count(queue.Synced) >= 200 })
@@ -229,7 +229,7 @@ accounts { RX { jetstream: enabled, users: [ { user: admin, password: admin-pass
 	o := testOptions(t, h.URL())
 	o.NATS.User, o.NATS.Password = "S0001", "store-pass"
 	o.NATS.ReconnectWait, o.NATS.ReconnectJitter = 100*time.Millisecond, 100*time.Millisecond
-	r := startRig(t, o, func(s *SenderOptions) { s.NoBatch = true })
+	r := startRig(t, o, func(s *Options) { s.NoBatch = true })
 	r.enqueue(0, 10)
 	r.waitSynced(10, 20*time.Second)
 

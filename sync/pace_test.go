@@ -118,9 +118,26 @@ func (c *scripted) lastDigest(ctx context.Context, _ string) (string, uint64, er
 
 func (c *scripted) maxPayload() int64 { return 0 }
 
+// alive answers the liveness probe unless central is silent.
+func (c *scripted) alive(ctx context.Context, _ string) error {
+	c.mu.Lock()
+	mode := c.mode
+	c.mu.Unlock()
+	if mode == "silent" {
+		select {
+		case <-time.After(c.timeout):
+			return context.DeadlineExceeded
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	time.Sleep(time.Millisecond)
+	return nil
+}
+
 // pacingRig runs a sender over a real queue against a scripted central, in
 // the virtual time of a synctest bubble.
-func pacingRig(t *testing.T, c *scripted, o SenderOptions) (*queue.Queue, *sender, func()) {
+func pacingRig(t *testing.T, c *scripted, o Options) (*queue.Queue, *sender, func()) {
 	q, err := queue.Open(queue.Options{Path: filepath.Join(t.TempDir(), "agent.db"), StoreID: testStore})
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +194,7 @@ func counts(t *testing.T, q *queue.Queue) (pending, synced, quarantined uint64) 
 func TestPacingThroughAThirtyMinuteOutage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := &scripted{mode: "ok", stored: map[string]bool{}, timeout: 5 * time.Second}
-		q, s, stop := pacingRig(t, c, SenderOptions{NoBatch: true, ResumeJitter: 30 * time.Second, Probe: retry.Probe})
+		q, s, stop := pacingRig(t, c, Options{NoBatch: true, ResumeJitter: 30 * time.Second, Probe: retry.Probe})
 		defer stop()
 
 		s.notify(event{kind: evConnected, url: "nats://central"})
@@ -257,7 +274,7 @@ func TestPacingThroughAThirtyMinuteOutage(t *testing.T) {
 func TestPacingSilentCentral(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := &scripted{mode: "silent", stored: map[string]bool{}, timeout: 5 * time.Second}
-		q, s, stop := pacingRig(t, c, SenderOptions{NoBatch: true, ResumeJitter: time.Second, Probe: retry.Probe})
+		q, s, stop := pacingRig(t, c, Options{NoBatch: true, ResumeJitter: time.Second, Probe: retry.Probe})
 		defer stop()
 		s.notify(event{kind: evConnected, url: "nats://central"})
 		enqueueN(t, q, 0, 20)
@@ -282,18 +299,17 @@ func TestPacingSilentCentral(t *testing.T) {
 // about it, or not answering for it at all. The store's other movements
 // must still be delivered, and the sender must not probe with the poison
 // one for ever. A movement central answers about is charged until it is
-// quarantined. One central never answers for is charged only when another
-// movement succeeds behind it in the same window, so on a quiet store it
-// may stay pending (visible as the oldest pending movement) for long.
+// quarantined; so is one central never answers for, since central answers
+// everything else (the other movements, the liveness probe).
 func TestPacingPoisonMovement(t *testing.T) {
 	for _, tc := range []struct{ poison, reason string }{
 		{"api", "exhausted:api_error"},
-		{"silent", ""},
+		{"silent", "exhausted:timeout"},
 	} {
 		t.Run(tc.poison, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				c := &scripted{mode: "ok", stored: map[string]bool{}, timeout: 5 * time.Second}
-				q, s, stop := pacingRig(t, c, SenderOptions{NoBatch: true, ResumeJitter: time.Second, Probe: retry.Probe})
+				q, s, stop := pacingRig(t, c, Options{NoBatch: true, ResumeJitter: time.Second, Probe: retry.Probe})
 				defer stop()
 				s.notify(event{kind: evConnected, url: "nats://central"})
 				bad, es := movement.Prepare([]byte(movementJSON("BAD", "")), testStore, time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC))
@@ -337,7 +353,7 @@ func TestPacingStopIsBounded(t *testing.T) {
 		c := &scripted{mode: "ok", stored: map[string]bool{}, timeout: 5 * time.Second, digestHang: true,
 			batchErr:  &jetstream.APIError{Code: 400, ErrorCode: codeAtomicPublishContainsDuplicateMessage, Description: "atomic publish batch contains duplicate message id"},
 			singleErr: &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequence, Description: "wrong last sequence: 1"}}
-		q, s, stop := pacingRig(t, c, SenderOptions{ResumeJitter: time.Millisecond, AttemptTimeout: 5 * time.Second})
+		q, s, stop := pacingRig(t, c, Options{ResumeJitter: time.Millisecond, AttemptTimeout: 5 * time.Second})
 		enqueueN(t, q, 0, 1000)
 		s.notify(event{kind: evConnected, url: "nats://central"})
 		time.Sleep(3 * time.Second) // the batch was refused; its members are being read back

@@ -14,10 +14,11 @@ import (
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/internal/natstest"
 	"github.com/rxedge/agent/internal/syncbuf"
+	"github.com/rxedge/agent/metrics"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/retry"
-	"github.com/rxedge/agent/settings"
+	"github.com/rxedge/agent/status"
 )
 
 const testStore = "S0001"
@@ -29,40 +30,37 @@ type rig struct {
 	e      *Engine
 	cancel context.CancelFunc
 	done   chan error
-	opts   settings.Options
-	tune   func(*SenderOptions)
+	opts   Options
+	tune   func(*Options)
 	log    *slog.Logger
 	logs   *syncbuf.Buffer
+	m      *metrics.Metrics
 }
 
 // testOptions are the agent's options for tests: short timeouts and delays
 // so outages resolve in seconds.
-func testOptions(t *testing.T, servers ...string) settings.Options {
+func testOptions(t *testing.T, servers ...string) Options {
 	t.Helper()
-	c := settings.Config{StoreID: testStore, DataDir: t.TempDir()}
-	c.NATS.Servers = servers
-	c.NATS.PingInterval = 500 * time.Millisecond
-	c.Sync.AttemptTimeout = 2 * time.Second
-	c.Sync.ResumeJitter = 200 * time.Millisecond
-	c.Retry.Ordinary = settings.PolicyConfig{MaxAttempts: 5, BaseDelay: 20 * time.Millisecond, MaxDelay: 100 * time.Millisecond}
-	c.Retry.Controlled = settings.PolicyConfig{MaxAttempts: 7, BaseDelay: 20 * time.Millisecond, MaxDelay: 100 * time.Millisecond}
-	o, err := c.Validate()
-	if err != nil {
-		t.Fatal(err)
+	o := Options{StoreID: testStore, AttemptTimeout: 2 * time.Second, ResumeJitter: 200 * time.Millisecond,
+		Ordinary:   retry.Policy{MaxAttempts: 5, BaseDelay: 20 * time.Millisecond, MaxDelay: 100 * time.Millisecond},
+		Controlled: retry.Policy{MaxAttempts: 7, BaseDelay: 20 * time.Millisecond, MaxDelay: 100 * time.Millisecond},
 	}
+	o.NATS = NATSOptions{Servers: servers, PingInterval: 500 * time.Millisecond, ReconnectWait: time.Second, ReconnectJitter: time.Second}
 	return o
 }
 
 // startRig opens a queue and runs an engine until the test ends.
-func startRig(t *testing.T, o settings.Options, tune func(*SenderOptions)) *rig {
+func startRig(t *testing.T, o Options, tune func(*Options)) *rig {
 	t.Helper()
-	q, err := queue.Open(queue.Options{Path: settings.DataFile(o.DataDir), StoreID: o.StoreID, MaxAhead: o.MaxRetryDelay()})
+	maxAhead := max(o.Controlled.MaxDelay, o.Ordinary.MaxDelay)
+	q, err := queue.Open(queue.Options{Path: filepath.Join(t.TempDir(), "agent.db"), StoreID: o.StoreID, MaxAhead: maxAhead})
 	if err != nil {
 		t.Fatal(err)
 	}
 	logs := &syncbuf.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	r := &rig{t: t, q: q, opts: o, tune: tune, log: log, logs: logs}
+	r := &rig{t: t, q: q, opts: o, tune: tune, log: log, logs: logs, m: metrics.New(nil)}
+	r.m.WatchConnection(func() status.Connection { return r.e.Connection() })
 	r.start()
 	t.Cleanup(func() {
 		r.stop()
@@ -76,7 +74,7 @@ func startRig(t *testing.T, o settings.Options, tune func(*SenderOptions)) *rig 
 
 // start runs a new engine over the queue, like an agent process starting.
 func (r *rig) start() {
-	r.e = New(r.q, r.opts, r.log, nil, nil)
+	r.e = New(r.q, r.opts, r.log, r.m, nil)
 	r.e.s.o.Probe = retry.Policy{BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second}
 	if r.tune != nil {
 		r.tune(&r.e.s.o)

@@ -2,76 +2,15 @@ package sync
 
 import (
 	"context"
+	"errors"
 	"log/slog"
-	"math/rand/v2"
-	stdsync "sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/rxedge/agent/metrics"
-	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
-	"github.com/rxedge/agent/retry"
 	"github.com/rxedge/agent/status"
-)
-
-// SenderOptions tune the sender.
-type SenderOptions struct {
-	StoreID        string
-	MaxInFlight    int           // single publishes awaiting their ack
-	AttemptTimeout time.Duration // per publish
-	BatchSize      int           // movements per atomic batch (≤ 1000)
-	BatchThreshold int           // due movements above which batches are used
-	NoBatch        bool          // never use atomic batches
-	ResumeJitter   time.Duration // random wait after a reconnect
-	SystemicAfter  int           // consecutive failures on different movements that mean "central"
-	Controlled     retry.Policy
-	Ordinary       retry.Policy
-	Probe          retry.Policy // pacing of probes while paused
-	AgentVersion   string
-	// Rand returns numbers in [0, 1). Default math/rand/v2.
-	Rand func() float64
-}
-
-func (o *SenderOptions) defaults() {
-	if o.MaxInFlight <= 0 {
-		o.MaxInFlight = 256
-	}
-	if o.AttemptTimeout <= 0 {
-		o.AttemptTimeout = 5 * time.Second
-	}
-	if o.BatchSize <= 0 || o.BatchSize > 1000 {
-		o.BatchSize = 1000
-	}
-	if o.BatchThreshold <= 0 {
-		o.BatchThreshold = 64
-	}
-	if o.SystemicAfter <= 0 {
-		o.SystemicAfter = 8
-	}
-	if o.Controlled.MaxAttempts == 0 {
-		o.Controlled = retry.Controlled
-	}
-	if o.Ordinary.MaxAttempts == 0 {
-		o.Ordinary = retry.Ordinary
-	}
-	if o.Probe.MaxDelay == 0 {
-		o.Probe = retry.Probe
-	}
-	if o.Rand == nil {
-		o.Rand = rand.Float64
-	}
-}
-
-// Connection states of the sender. resuming is "connected, waiting out the
-// resume jitter"; it is reported as offline.
-const (
-	stOffline int32 = iota
-	stResuming
-	stOnline
-	stPaused
 )
 
 // event is something the sender loop reacts to.
@@ -85,6 +24,8 @@ type event struct {
 	probe   bool     // a probe was among them
 	seqs    []uint64 // evSystemic: movements not to probe with; evSettled: the probe's
 	ok      bool     // for a probe: it succeeded
+	synced  int      // evSettled: movements central stored
+	cause   error    // evSystemic: the error behind it (nil for a local failure)
 }
 
 type eventKind int
@@ -93,6 +34,7 @@ const (
 	evConnected eventKind = iota
 	evDisconnected
 	evAsyncError
+	evConnError // an attempt to connect failed
 	evSettled
 	evSystemic
 	evBatchSent
@@ -115,63 +57,52 @@ type batchResult struct {
 }
 
 // sender moves due movements to central. Its loop goroutine owns the
-// connection state and the counts of what is in flight; the settler
-// goroutine owns outcomes.
+// pacing (the connection state and the probe schedule), the suspects and
+// the counts of what is in flight; the settler goroutine owns the
+// outcomes and the evidence (see settle.go). They share the link and talk
+// by events (settler to loop) and flights (loop to settler).
 type sender struct {
-	q   *queue.Queue
-	o   SenderOptions
-	log *slog.Logger
-	m   *metrics.Metrics
+	q    *queue.Queue
+	o    Options
+	log  *slog.Logger
+	m    *metrics.Metrics
+	link *link
 
 	events  chan event
 	flights chan *flight
 	done    chan struct{} // closed when the loop ends
-	state   atomic.Int32
 
 	// Loop-owned.
-	singles      int // single flights not yet settled
-	batches      int // batch flights not yet settled
-	batchOut     bool
-	probeOut     bool
-	probeAttempt int
-	resumeAt     time.Time
-	probeAt      time.Time
-	noBatch      bool
+	pace     pacing
+	diag     diagnosis
+	singles  int // single flights not yet settled
+	batches  int // batch flights not yet settled
+	batchOut bool
+	noBatch  bool
 	// suspects are movements whose failures made the sender pause: it
 	// probes with others while others are due.
 	suspects map[uint64]bool
 	// batchWait: a backlog is due and the loop waits for the single
 	// publishes in the air to settle before it sends a batch.
 	batchWait bool
-
-	mu   stdsync.Mutex // guards snap, the link context and the transport
-	snap status.Connection
-	tr   transport // of the current connection
-	// linkCtx lives as long as one connection: requests waiting on the
-	// connection (batches, read-backs) end at once when it drops, instead
-	// of waiting out their timeouts.
-	linkCtx    context.Context
-	linkCancel context.CancelFunc
 }
 
-func newSender(q *queue.Queue, tr transport, o SenderOptions, log *slog.Logger, m *metrics.Metrics) *sender {
-	o.defaults()
+func newSender(q *queue.Queue, tr transport, o Options, log *slog.Logger, m *metrics.Metrics) *sender {
+	o = o.withDefaults()
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &sender{
-		q: q, tr: tr, o: o, log: log, m: m, suspects: make(map[uint64]bool),
+		q: q, o: o, log: log, m: m, link: newLink(tr, m), suspects: make(map[uint64]bool),
+		pace:   pacing{probe: o.Probe, resumeJitter: o.ResumeJitter},
+		diag:   diagnosis{logEvery: problemLogEvery},
 		events: make(chan event, 64),
 		// Room for a full window, a batch's worth of oversized movements
 		// sent alone, two batches and a probe: the loop never blocks here.
 		flights: make(chan *flight, o.MaxInFlight+o.BatchSize+8),
 		done:    make(chan struct{}),
 	}
-	now := time.Now().UTC()
-	s.snap = status.Connection{State: status.Offline, Since: &now}
-	s.linkCtx, s.linkCancel = context.WithCancel(context.Background())
-	s.linkCancel() // not connected yet
-	m.SetConnState(status.Offline)
+	s.link.setServers(o.NATS.Servers)
 	return s
 }
 
@@ -185,59 +116,49 @@ func (s *sender) notify(ev event) {
 	}
 }
 
-// transport is the current connection's transport.
-func (s *sender) transport() transport {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.tr
-}
-
-func (s *sender) setTransport(tr transport) {
-	s.mu.Lock()
-	s.tr = tr
-	s.mu.Unlock()
-}
-
-// link is the context of the current connection; it is cancelled when the
-// connection drops.
-func (s *sender) link() context.Context {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.linkCtx
-}
-
 // connection is the sender's state for the status document.
-func (s *sender) connection() status.Connection {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.snap
-	c.Servers = append([]string(nil), s.snap.Servers...)
-	return c
+func (s *sender) connection() status.Connection { return s.link.connection() }
+
+// publish carries the pacing's state out to the link (the status
+// document, the metrics, the settler) and logs a pause or a resume.
+func (s *sender) publish(was int32, why string) {
+	st := s.pace.state
+	switch {
+	case st == stPaused && was != stPaused:
+		s.log.Warn("SYNC_PAUSED", "reason", s.pace.reason)
+	case st == stOnline && was == stPaused:
+		s.log.Info("SYNC_RESUMED", "reason", s.link.reason(), "because", why)
+	case st == stOnline && was == stResuming:
+		s.log.Info("SYNC_RESUMED", "reason", "reconnected")
+	}
+	if st == stOnline && was != stOnline {
+		clear(s.suspects)
+	}
+	s.link.setState(st, s.pace.reason)
 }
 
-func (s *sender) setState(st int32, reason string) {
-	old := s.state.Swap(st)
-	name := stateName(st)
-	s.mu.Lock()
-	if old != st || s.snap.Reason != reason {
-		now := time.Now().UTC()
-		if stateName(old) != name {
-			s.snap.Since = &now
+// problemLogEvery is how often the same reason for not reaching central
+// may be logged again after other reasons came between (see diagnosis).
+const problemLogEvery = 5 * time.Minute
+
+// problem records err as why the agent cannot reach or use central and
+// logs a change of reason. server is the URL it is about ("": the
+// configured server the error names).
+func (s *sender) problem(now time.Time, err error, server string) {
+	reason, detail := diagnose(err)
+	if server == "" {
+		server = serverOf(err, s.o.NATS.Servers)
+	}
+	s.m.CentralError(reason)
+	log, unlogged := s.diag.see(now, reason, detail, server)
+	if log {
+		args := []any{"reason", reason, "detail", detail, "server", server}
+		if unlogged > 0 {
+			args = append(args, "changes_not_logged", unlogged)
 		}
-		s.snap.State, s.snap.Reason = name, reason
+		s.log.Warn("CENTRAL_PROBLEM", args...)
 	}
-	s.mu.Unlock()
-	s.m.SetConnState(name)
-}
-
-func stateName(st int32) string {
-	switch st {
-	case stOnline:
-		return status.Online
-	case stPaused:
-		return status.Paused
-	}
-	return status.Offline
+	s.link.setProblem(s.diag.problem())
 }
 
 // run is the sender loop. It returns when ctx ends, after the flights in
@@ -245,11 +166,12 @@ func stateName(st int32) string {
 // abandoning them is safe).
 func (s *sender) run(ctx context.Context) {
 	s.noBatch = s.o.NoBatch
+	s.pace.probe, s.pace.resumeJitter = s.o.Probe, s.o.ResumeJitter
 	settlerCtx, stopSettler := context.WithCancel(context.WithoutCancel(ctx))
 	settled := make(chan struct{})
 	go func() {
 		defer close(settled)
-		s.settle(settlerCtx)
+		newSettler(s).run(settlerCtx)
 	}()
 	defer func() {
 		close(s.done)
@@ -298,46 +220,52 @@ func (s *sender) run(ctx context.Context) {
 // handle applies one event to the loop's state.
 func (s *sender) handle(ev event) {
 	now := time.Now()
-	st := s.state.Load()
+	was := s.pace.state
+	why := ""
 	switch ev.kind {
 	case evConnected:
-		s.mu.Lock()
-		s.snap.ConnectedURL = ev.url
-		s.linkCancel()
-		s.linkCtx, s.linkCancel = context.WithCancel(context.Background())
-		s.mu.Unlock()
+		s.link.up(ev.url)
 		s.log.Info("CONNECTED", "url", ev.url)
-		if st == stOffline {
-			s.resumeAt = now.Add(time.Duration(s.o.Rand() * float64(s.o.ResumeJitter)))
-			s.setState(stResuming, "connected; resuming after a random wait of up to sync.resume_jitter")
+		if s.diag.clear() {
+			s.link.setProblem(nil)
 		}
+		s.pace.connected(now, s.o.Rand())
 	case evDisconnected:
-		s.mu.Lock()
-		s.snap.ConnectedURL = ""
-		s.linkCancel()
-		s.mu.Unlock()
+		s.link.down()
 		reason := "disconnected"
 		if ev.err != nil {
 			reason = "disconnected: " + ev.err.Error()
 		}
-		if st != stOffline {
+		if was != stOffline {
 			s.log.Warn("DISCONNECTED", "error", errText(ev.err))
 		}
-		s.probeOut = false
-		s.setState(stOffline, reason)
+		s.pace.disconnected(reason)
 	case evAsyncError:
-		if isPermission(ev.err) && (st == stOnline || st == stPaused) {
-			s.pause(now, "systemic:permission: "+ev.err.Error())
-		} else {
+		// Refused credentials and permissions are diagnosed (and logged
+		// once); other asynchronous errors are logged as they come.
+		switch reason, _ := diagnose(ev.err); reason {
+		case status.ReasonAuthorization:
+			s.problem(now, ev.err, redactURL(s.link.connection().ConnectedURL))
+			if was == stOnline || was == stPaused {
+				s.pace.pause(now, s.o.Rand(), "systemic:permission: "+ev.err.Error())
+			}
+		case status.ReasonAuth:
+			s.problem(now, ev.err, "")
+		default:
 			s.log.Warn("NATS_ERROR", "error", errText(ev.err))
 		}
+	case evConnError:
+		s.problem(now, ev.err, "")
 	case evSystemic:
+		// A cause while offline, or a request cut off by a dropped
+		// connection, says nothing about central.
+		if ev.cause != nil && (was == stOnline || was == stPaused) && !errors.Is(ev.cause, context.Canceled) {
+			s.problem(now, ev.cause, redactURL(s.link.connection().ConnectedURL))
+		}
 		for _, seq := range ev.seqs {
 			s.suspects[seq] = true
 		}
-		if st == stOnline {
-			s.pause(now, ev.reason)
-		}
+		s.pace.systemic(now, s.o.Rand(), ev.reason)
 	case evBatchSent:
 		s.batchOut = false
 	case evNoBatch:
@@ -348,71 +276,51 @@ func (s *sender) handle(ev event) {
 	case evSettled:
 		s.singles -= ev.singles
 		s.batches -= ev.batches
+		// Central stored something: it is reachable and usable.
+		if (ev.synced > 0 || ev.probe && ev.ok) && s.diag.clear() {
+			s.link.setProblem(nil)
+		}
 		if ev.probe {
-			s.probeOut = false
-			switch {
-			case st != stPaused:
-			case ev.ok:
-				s.resume("probe succeeded")
-			default:
+			if !ev.ok {
 				for _, seq := range ev.seqs {
 					s.suspects[seq] = true
 				}
-				s.probeAttempt++
-				s.probeAt = now.Add(s.o.Probe.Delay(s.probeAttempt, s.o.Rand()))
 			}
+			s.pace.probed(now, s.o.Rand(), ev.ok)
+			why = "probe succeeded"
 		}
 	}
+	s.publish(was, why)
 }
 
-func (s *sender) pause(now time.Time, reason string) {
-	if s.state.Load() != stPaused {
-		s.probeAttempt = 0
-		s.log.Warn("SYNC_PAUSED", "reason", reason)
-	}
-	s.probeAt = now.Add(s.o.Probe.Delay(s.probeAttempt, s.o.Rand()))
-	s.setState(stPaused, reason)
-}
-
-func (s *sender) resume(why string) {
-	s.mu.Lock()
-	reason := s.snap.Reason
-	s.mu.Unlock()
-	s.probeAttempt = 0
-	clear(s.suspects)
-	s.log.Info("SYNC_RESUMED", "reason", reason, "because", why)
-	s.setState(stOnline, "")
-}
-
-// step does what the state allows at now: finish a resume, send a probe,
+// step does what the pacing says at now: finish a resume, send a probe,
 // or fill the window.
 func (s *sender) step(now time.Time) {
-	if s.transport() == nil {
+	if s.link.transport() == nil {
 		return // connected a moment before the transport was made
 	}
-	switch s.state.Load() {
-	case stResuming:
-		if !now.Before(s.resumeAt) {
-			s.log.Info("SYNC_RESUMED", "reason", "reconnected")
-			s.setState(stOnline, "")
+	was := s.pace.state
+	switch s.pace.next(now) {
+	case stepResume:
+		s.pace.resume()
+		s.publish(was, "reconnected")
+		s.fill(now)
+	case stepProbe:
+		probe, err := s.probe(now)
+		if err != nil {
+			s.queueError(now, err)
+			return
 		}
-	case stPaused:
-		if !s.probeOut && !now.Before(s.probeAt) {
-			probe, err := s.probe(now)
-			if err != nil {
-				s.queueError(now, err)
-				return
-			}
-			if probe == nil {
-				// Nothing to probe with: the next publish will tell.
-				s.resume("nothing due to probe with")
-				return
-			}
-			s.probeOut = true
-			s.sendSingles(now, []*queue.Record{probe}, true)
+		if probe == nil {
+			// Nothing to probe with: the next publish will tell.
+			s.pace.resume()
+			s.publish(was, "nothing due to probe with")
+			s.fill(now)
+			return
 		}
-	}
-	if s.state.Load() == stOnline {
+		s.pace.probing()
+		s.sendSingles(now, []*queue.Record{probe}, true)
+	case stepFill:
 		s.fill(now)
 	}
 }
@@ -443,7 +351,9 @@ func (s *sender) probe(now time.Time) (*queue.Record, error) {
 // retries with backoff instead of spinning.
 func (s *sender) queueError(now time.Time, err error) {
 	s.log.Error("QUEUE_ERROR", "error", err.Error())
-	s.pause(now, "local:queue_error: "+err.Error())
+	was := s.pace.state
+	s.pace.pause(now, s.o.Rand(), "local:queue_error: "+err.Error())
+	s.publish(was, "")
 }
 
 // fill sends due movements: an atomic batch when a backlog is due and no
@@ -488,7 +398,7 @@ func (s *sender) fill(now time.Time) {
 func (s *sender) sendSingles(now time.Time, items []*queue.Record, probe bool) {
 	for _, r := range items {
 		f := &flight{items: []*queue.Record{r}, sentAt: now, probe: probe}
-		f.fut, f.err = s.transport().publishAsync(message(s.o.StoreID, r))
+		f.fut, f.err = s.link.transport().publishAsync(message(s.o.StoreID, r))
 		s.singles++
 		s.flights <- f
 	}
@@ -502,12 +412,14 @@ func (s *sender) sendBatch(now time.Time, items []*queue.Record) {
 		return
 	}
 	// Movements that might not fit the server's max_payload go alone: a
-	// single publish refuses them precisely, without failing a batch.
+	// single publish refuses them precisely, without failing a batch. So
+	// do movements that failed before: a poison movement would fail every
+	// batch it is in.
 	var batch, alone []*queue.Record
-	tr := s.transport()
+	tr := s.link.transport()
 	limit := tr.maxPayload()
 	for _, r := range items {
-		if limit > 0 && int64(len(r.Payload))+1024 > limit {
+		if limit > 0 && int64(len(r.Payload))+1024 > limit || r.Attempts > 0 {
 			alone = append(alone, r)
 		} else {
 			batch = append(batch, r)
@@ -529,7 +441,7 @@ func (s *sender) sendBatch(now time.Time, items []*queue.Record) {
 	s.flights <- f
 	s.m.Publish("batch", len(batch), 0)
 	go func() {
-		ctx, cancel := context.WithTimeout(s.link(), s.batchTimeout(len(msgs)))
+		ctx, cancel := context.WithTimeout(s.link.context(), s.batchTimeout(len(msgs)))
 		defer cancel()
 		seq, err := tr.publishBatch(ctx, msgs)
 		f.batch <- batchResult{lastSeq: seq, err: err}
@@ -546,25 +458,17 @@ func (s *sender) batchTimeout(n int) time.Duration {
 // nextWake is how long the loop may sleep: until the next due movement,
 // the end of the resume jitter, or the next probe (-1: until an event).
 func (s *sender) nextWake(now time.Time) time.Duration {
-	switch s.state.Load() {
-	case stResuming:
-		return max(s.resumeAt.Sub(now), 0)
-	case stPaused:
-		if s.probeOut {
-			return -1
-		}
-		return max(s.probeAt.Sub(now), 0)
-	case stOnline:
-		if s.batchOut || s.batchWait || s.singles >= s.o.MaxInFlight {
-			return -1 // until a settlement or an event
-		}
-		next, err := s.q.NextDue(now)
-		if err != nil || next.IsZero() {
-			return -1
-		}
-		return max(next.Sub(now), time.Millisecond)
+	if s.pace.state != stOnline {
+		return s.pace.wake(now)
 	}
-	return -1
+	if s.batchOut || s.batchWait || s.singles >= s.o.MaxInFlight {
+		return -1 // until a settlement or an event
+	}
+	next, err := s.q.NextDue(now)
+	if err != nil || next.IsZero() {
+		return -1
+	}
+	return max(next.Sub(now), time.Millisecond)
 }
 
 func errText(err error) string {
@@ -572,12 +476,4 @@ func errText(err error) string {
 		return ""
 	}
 	return err.Error()
-}
-
-// policy is the retry policy of a class.
-func (s *sender) policy(c movement.Class) retry.Policy {
-	if c == movement.Controlled {
-		return s.o.Controlled
-	}
-	return s.o.Ordinary
 }

@@ -5,12 +5,15 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/metrics"
+	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/retry"
 )
@@ -24,6 +27,7 @@ type outcome struct {
 	v         verdict // outcome Stored for a plain acknowledgement
 	streamSeq uint64
 	text      string // error text, for the failure context
+	err       error  // the error, when there was one
 	probe     bool
 	// pending, when set, delivers the outcome once central's copy was read
 	// back (see verify); the other fields are not yet meaningful.
@@ -33,19 +37,29 @@ type outcome struct {
 // maxVerifies bounds the read-backs in flight at once.
 const maxVerifies = 64
 
-// settler is the state of the settle goroutine.
+// settler is the settle goroutine's state: it owns the outcomes and the
+// evidence (blame), and reaches the loop only by events.
 type settler struct {
-	*sender
-	held        []outcome // transient failures awaiting evidence
-	consecutive int       // transient failures in a row, each a different movement
-	verifies    chan struct{}
+	q        *queue.Queue
+	o        Options
+	log      *slog.Logger
+	m        *metrics.Metrics
+	link     *link
+	flights  <-chan *flight
+	notify   func(event)
+	blame    *blame
+	verifies chan struct{}
 }
 
-// settle waits for the flights in send order, judges their outcomes and
+func newSettler(s *sender) *settler {
+	return &settler{q: s.q, o: s.o, log: s.log, m: s.m, link: s.link, flights: s.flights, notify: s.notify,
+		blame: newBlame(s.o.SystemicAfter, s.o.InProcessRetries), verifies: make(chan struct{}, maxVerifies)}
+}
+
+// run waits for the flights in send order, judges their outcomes and
 // commits them in groups. It ends when the flights channel is closed and
 // drained, or when ctx ends (abandoning what is still in the air).
-func (s *sender) settle(ctx context.Context) {
-	st := &settler{sender: s, verifies: make(chan struct{}, maxVerifies)}
+func (st *settler) run(ctx context.Context) {
 	var next *flight
 	for {
 		f := next
@@ -54,7 +68,7 @@ func (s *sender) settle(ctx context.Context) {
 			var ok bool
 			f, ok = st.take(ctx)
 			if !ok {
-				st.releaseHeld()
+				st.q.Release(seqs(st.blame.drop())...)
 				return
 			}
 		}
@@ -80,7 +94,7 @@ func (s *sender) settle(ctx context.Context) {
 	coalesce:
 		for len(outs) < maxSettleGroup {
 			select {
-			case g, open := <-s.flights:
+			case g, open := <-st.flights:
 				if !open {
 					break coalesce
 				}
@@ -94,54 +108,77 @@ func (s *sender) settle(ctx context.Context) {
 				break coalesce
 			}
 		}
-		probe, probeOK := st.apply(outs)
-		s.notify(event{kind: evSettled, singles: singles, batches: batches, probe: probe, ok: probeOK, seqs: probeSeq})
+		for i := range outs {
+			if outs[i].pending != nil {
+				p := outs[i].probe
+				outs[i] = <-outs[i].pending
+				outs[i].probe = p
+			}
+			st.m.Outcome(outcomeLabel(outs[i].v), 1)
+		}
+		online := st.link.online()
+		r := st.blame.settle(outs, online)
+		// More evidence is on its way while flights wait; a probe, or a
+		// loop that is not online, has none to wait for.
+		if r.ask && (next == nil && len(st.flights) == 0 || !online || len(probeSeq) > 0) {
+			r = r.and(st.ask(ctx))
+		}
+		st.carry(r, outs)
+		st.notify(event{kind: evSettled, singles: singles, batches: batches, probe: len(probeSeq) > 0, ok: r.probeOK, seqs: probeSeq, synced: len(r.acks)})
 	}
 }
 
-// take waits for the next flight. While failures are held for evidence and
-// nothing more is sent for an attempt timeout, the evidence will not come.
-// If central answered each of them (an error about that movement), central
-// is alive and the failures are the movements' own: they are charged. If
-// some went unanswered, everything sent recently failed, which is
-// central's problem: the sender pauses, charging nothing, and will not
-// probe with those movements while others are due.
+// take waits for the next flight. While failures are held for evidence
+// and nothing more is sent for an attempt timeout, the evidence will not
+// come from other movements: blame decides on what it has, asking central
+// whether it is alive where a failure went unanswered.
 func (st *settler) take(ctx context.Context) (*flight, bool) {
-	if len(st.held) == 0 {
+	for {
+		if len(st.blame.held) == 0 {
+			select {
+			case f, ok := <-st.flights:
+				return f, ok
+			case <-ctx.Done():
+				return nil, false
+			}
+		}
+		t := time.NewTimer(st.o.AttemptTimeout)
 		select {
 		case f, ok := <-st.flights:
+			t.Stop()
 			return f, ok
 		case <-ctx.Done():
+			t.Stop()
 			return nil, false
+		case <-t.C:
 		}
+		r := st.blame.quiet()
+		if r.ask {
+			r = st.ask(ctx)
+		}
+		st.carry(r, nil)
 	}
-	t := time.NewTimer(st.o.AttemptTimeout)
-	defer t.Stop()
-	select {
-	case f, ok := <-st.flights:
-		return f, ok
-	case <-ctx.Done():
-		return nil, false
-	case <-t.C:
-		answered := true
-		for _, h := range st.held {
-			answered = answered && h.v.answered
-		}
-		if answered {
-			var set queue.Settlement
-			st.chargeHeld(&set)
-			if err := st.commit(set, 0); err != nil {
-				st.notify(event{kind: evSystemic, reason: "local:store_error: " + err.Error()})
-			}
-			return st.take(ctx)
-		}
-		reason := fmt.Sprintf("systemic:unresponsive: %d movement(s) failed and none succeeded since (last: %s)", len(st.held), st.held[len(st.held)-1].v.kind)
-		suspects := st.heldSeqs()
-		st.releaseHeld()
-		st.consecutive = 0
-		st.notify(event{kind: evSystemic, reason: reason, seqs: suspects})
-		return st.take(ctx)
+}
+
+// ask asks central whether it is alive for this store (the transport's
+// liveness probe, bounded by an attempt timeout and by the connection),
+// and lets blame judge the held failures by the answer.
+func (st *settler) ask(ctx context.Context) ruling {
+	err := st.alive(ctx)
+	st.log.Info("SYNC_ALIVE", "answered", err == nil, "held", len(st.blame.held), "error", errText(err))
+	return st.blame.alive(err)
+}
+
+// alive probes central's liveness for this store: nil when it answered.
+func (st *settler) alive(ctx context.Context) error {
+	tr := st.link.transport()
+	if tr == nil {
+		return errors.New("sync: not connected")
 	}
+	actx, cancel := context.WithTimeout(st.link.context(), st.o.AttemptTimeout)
+	defer cancel()
+	defer context.AfterFunc(ctx, cancel)()
+	return tr.alive(actx, st.o.StoreID)
 }
 
 // resolve waits (or, with block false, only checks) for a flight's result
@@ -164,7 +201,8 @@ func (st *settler) resolve(ctx context.Context, f *flight, block bool) ([]outcom
 			}
 		}
 		st.m.Publish("batch", 0, time.Since(f.sentAt))
-		return st.judgeBatch(ctx, f, br), true
+		outs := st.judgeBatch(ctx, f, br)
+		return outs, true
 	}
 	r := f.items[0]
 	var ack *jetstream.PubAck
@@ -208,7 +246,7 @@ func (st *settler) judge(ctx context.Context, r *queue.Record, ack *jetstream.Pu
 	var o outcome
 	if err == nil {
 		o = outcome{rec: r, v: verdict{outcome: retry.ItemTransient, kind: "transient:duplicate_ack"}, text: "central answered duplicate"}
-	} else if o = (outcome{rec: r, v: classify(err), text: err.Error()}); !o.v.verify {
+	} else if o = (outcome{rec: r, v: classify(err), text: err.Error(), err: err}); !o.v.verify {
 		return o
 	}
 	ch := make(chan outcome, 1)
@@ -230,11 +268,11 @@ func (st *settler) judge(ctx context.Context, r *queue.Record, ack *jetstream.Pu
 func (st *settler) verify(ctx context.Context, r *queue.Record, o outcome) outcome {
 	// The read-back ends with the connection, with the settler, or after
 	// an attempt timeout, whichever comes first.
-	rctx, cancel := context.WithTimeout(st.link(), st.o.AttemptTimeout)
+	rctx, cancel := context.WithTimeout(st.link.context(), st.o.AttemptTimeout)
 	defer cancel()
 	defer context.AfterFunc(ctx, cancel)()
 	ctx = rctx
-	digest, seq, err := st.transport().lastDigest(ctx, central.Subject(st.o.StoreID, r.KeyString()))
+	digest, seq, err := st.link.transport().lastDigest(ctx, central.Subject(st.o.StoreID, r.KeyString()))
 	switch {
 	case err == nil && digest == hex.EncodeToString(r.Digest[:]):
 		return outcome{rec: r, v: verdict{outcome: retry.AlreadyStored, kind: "already_stored"}, streamSeq: seq}
@@ -248,10 +286,11 @@ func (st *settler) verify(ctx context.Context, r *queue.Record, o outcome) outco
 	if v.outcome != retry.Offline && v.outcome != retry.Systemic {
 		v = verdict{outcome: retry.ItemTransient, kind: "transient:verify"}
 	}
-	return outcome{rec: r, v: v, text: "reading central's copy: " + err.Error()}
+	return outcome{rec: r, v: v, text: "reading central's copy: " + err.Error(), err: err}
 }
 
-// judgeBatch turns an atomic batch's result into outcomes for its members.
+// judgeBatch turns an atomic batch's result into outcomes for its members
+// (see splitBatch).
 func (st *settler) judgeBatch(ctx context.Context, f *flight, br batchResult) []outcome {
 	outs := make([]outcome, len(f.items))
 	if br.err == nil {
@@ -262,30 +301,31 @@ func (st *settler) judgeBatch(ctx context.Context, f *flight, br batchResult) []
 		return outs
 	}
 	v := classify(br.err)
+	text, cause := br.err.Error(), br.err
 	if v.noBatch {
 		st.notify(event{kind: evNoBatch})
 	}
-	if v.singly || v.verify || v.outcome == retry.ItemPermanent {
-		// Some member is already stored (or too large) and the server does
-		// not say which: send them one at a time.
+	step := splitBatch(v)
+	if step == batchAsk {
+		if err := st.alive(ctx); err != nil {
+			step, v = batchPause, verdict{outcome: retry.Systemic, kind: "systemic:unresponsive"}
+			text = fmt.Sprintf("an atomic batch of %d went unanswered (%s) and so did a probe (%s)", len(f.items), br.err, err)
+			cause = err
+		} else {
+			step = batchSingly
+		}
+	}
+	switch step {
+	case batchSingly:
 		st.log.Info("SYNC_BATCH_SINGLY", "movements", len(f.items), "reason", v.kind)
 		return st.singly(ctx, f.items)
-	}
-	// The whole batch failed for a reason that is not any member's: it is
-	// one failure, not len(items). Members go back unchanged.
-	for i, r := range f.items {
-		outs[i] = outcome{rec: r, v: verdict{outcome: retry.Offline, kind: v.kind}, text: br.err.Error()}
-	}
-	if v.outcome == retry.Systemic {
-		for i := range outs {
-			outs[i].v.outcome = retry.Systemic
+	case batchPause:
+		for i, r := range f.items {
+			outs[i] = outcome{rec: r, v: verdict{outcome: retry.Systemic, kind: v.kind}, text: text, err: cause}
 		}
-	} else if v.outcome == retry.ItemTransient && !v.noBatch && st.state.Load() == stOnline {
-		st.consecutive++
-		if st.consecutive >= st.o.SystemicAfter {
-			st.consecutive = 0
-			st.releaseHeld()
-			st.notify(event{kind: evSystemic, reason: fmt.Sprintf("systemic:consecutive_failures: %d failures in a row (last: %s)", st.o.SystemicAfter, v.kind)})
+	default:
+		for i, r := range f.items {
+			outs[i] = outcome{rec: r, v: verdict{outcome: retry.Offline, kind: v.kind}, text: text, err: cause}
 		}
 	}
 	return outs
@@ -301,7 +341,7 @@ func (st *settler) singly(ctx context.Context, items []*queue.Record) []outcome 
 		futs := make([]future, len(chunk))
 		errs := make([]error, len(chunk))
 		for i, r := range chunk {
-			futs[i], errs[i] = st.transport().publishAsync(message(st.o.StoreID, r))
+			futs[i], errs[i] = st.link.transport().publishAsync(message(st.o.StoreID, r))
 		}
 		var stop *outcome
 		for i, r := range chunk {
@@ -323,7 +363,7 @@ func (st *settler) singly(ctx context.Context, items []*queue.Record) []outcome 
 		}
 		if stop != nil {
 			for _, r := range items[lo+len(chunk):] {
-				outs = append(outs, outcome{rec: r, v: stop.v, text: stop.text})
+				outs = append(outs, outcome{rec: r, v: stop.v, text: stop.text, err: stop.err})
 			}
 			break
 		}
@@ -331,96 +371,54 @@ func (st *settler) singly(ctx context.Context, items []*queue.Record) []outcome 
 	return outs
 }
 
-// apply charges, schedules and commits the outcomes of a group in one
-// transaction. It reports whether a probe was among them and whether it
-// reached central.
-func (st *settler) apply(outs []outcome) (probe, probeOK bool) {
-	for i := range outs {
-		if outs[i].pending != nil {
-			p := outs[i].probe
-			outs[i] = <-outs[i].pending
-			outs[i].probe = p
-		}
-		if outs[i].probe {
-			// The probe reached central if central stored it or answered
-			// about it.
-			probe = true
-			switch v := outs[i].v; v.outcome {
-			case retry.Stored, retry.AlreadyStored, retry.ItemPermanent:
-				probeOK = true
-			case retry.ItemTransient:
-				probeOK = v.answered
-			}
-		}
-	}
+// carry carries a ruling out: one transaction for the group, the
+// connection snapshot, and a pause for the loop. outs are the group's
+// outcomes, for the last error reported in the status document.
+func (st *settler) carry(r ruling, outs []outcome) {
 	var set queue.Settlement
-	var systemic string
-	state := st.state.Load()
 	now := time.Now()
-	var synced, lastErrKind = 0, ""
+	for _, o := range r.acks {
+		set.Acks = append(set.Acks, queue.Ack{Seq: o.rec.Seq, StreamSeq: o.streamSeq})
+		st.log.Debug("SYNC_OK", "key", o.rec.KeyString(), "seq", o.rec.Seq, "stream_seq", o.streamSeq, "outcome", o.v.kind)
+	}
+	for _, o := range r.quarantine {
+		set.Quarantines = append(set.Quarantines, st.quarantineAt(o, o.v.kind))
+	}
+	for _, o := range r.charge {
+		p := st.policy(o.rec.Class)
+		attempts := o.rec.Attempts + 1
+		if p.Exhausted(attempts) {
+			set.Quarantines = append(set.Quarantines, st.quarantineAt(o, "exhausted:"+strings.TrimPrefix(o.v.kind, "transient:")))
+			continue
+		}
+		d := p.Delay(o.rec.Attempts, st.o.Rand())
+		set.Retries = append(set.Retries, queue.RetryAt{Seq: o.rec.Seq, Delay: d, Failure: queue.Failure{Kind: o.v.kind, Text: o.text}})
+		st.log.Warn("SYNC_RETRY", "key", o.rec.KeyString(), "attempt", attempts, "next_delay", d.String(), "reason", o.v.kind)
+	}
+	for _, o := range r.soon {
+		set.Retries = append(set.Retries, queue.RetryAt{Seq: o.rec.Seq, Uncharged: true,
+			Failure: queue.Failure{Kind: o.v.kind, Text: o.text},
+			Delay:   time.Duration((0.5 + st.o.Rand()) * float64(time.Second))})
+	}
+	set.Release = append(set.Release, seqs(r.release)...)
+	pause := r.pause
+	if err := st.commit(set, len(r.acks)); err != nil {
+		pause = "local:store_error: " + err.Error()
+	}
+	lastErrKind := ""
 	for _, o := range outs {
-		st.m.Outcome(outcomeLabel(o.v), 1)
-		switch o.v.outcome {
-		case retry.Stored, retry.AlreadyStored:
-			set.Acks = append(set.Acks, queue.Ack{Seq: o.rec.Seq, StreamSeq: o.streamSeq})
-			synced++
-			st.log.Debug("SYNC_OK", "key", o.rec.KeyString(), "seq", o.rec.Seq, "stream_seq", o.streamSeq, "outcome", o.v.kind)
-			// Central works: what failed before this was the movements' own.
-			st.chargeHeld(&set)
-			st.consecutive = 0
-		case retry.ItemPermanent:
+		if o.v.outcome != retry.Stored && o.v.outcome != retry.AlreadyStored {
 			lastErrKind = o.v.kind
-			set.Quarantines = append(set.Quarantines, st.quarantineAt(o, o.v.kind, true))
-		case retry.ItemTransient:
-			lastErrKind = o.v.kind
-			switch {
-			case o.v.soon:
-				set.Retries = append(set.Retries, queue.RetryAt{Seq: o.rec.Seq, Uncharged: true,
-					Failure: queue.Failure{Kind: o.v.kind, Text: o.text},
-					Delay:   time.Duration((0.5 + st.o.Rand()) * float64(time.Second))})
-			case state != stOnline || o.probe:
-				set.Release = append(set.Release, o.rec.Seq)
-			default:
-				st.held = append(st.held, o)
-				st.consecutive++
-				if st.consecutive >= st.o.SystemicAfter {
-					systemic = fmt.Sprintf("systemic:consecutive_failures: %d movements failed in a row (last: %s)", st.consecutive, o.v.kind)
-					st.consecutive = 0
-					set.Release = append(set.Release, st.heldSeqs()...)
-					st.held = nil
-				}
-			}
-		case retry.Systemic:
-			lastErrKind = o.v.kind
-			systemic = o.v.kind
-			if o.text != "" {
-				systemic += ": " + o.text
-			}
-			set.Release = append(set.Release, o.rec.Seq)
-			set.Release = append(set.Release, st.heldSeqs()...)
-			st.held = nil
-			st.consecutive = 0
-		default: // Offline: not the movement's fault, nothing charged.
-			set.Release = append(set.Release, o.rec.Seq)
 		}
 	}
-	if err := st.commit(set, synced); err != nil {
-		systemic = "local:store_error: " + err.Error()
+	st.link.settled(now, len(r.acks), lastErrKind)
+	if pause != "" {
+		cause := r.cause
+		if pause != r.pause {
+			cause = nil // the data file failed, not central
+		}
+		st.notify(event{kind: evSystemic, reason: pause, seqs: r.suspects, cause: cause})
 	}
-	st.mu.Lock()
-	if synced > 0 {
-		t := now.UTC()
-		st.snap.LastSyncAt = &t
-	}
-	if lastErrKind != "" {
-		t := now.UTC()
-		st.snap.LastErrorKind, st.snap.LastErrorAt = lastErrKind, &t
-	}
-	st.mu.Unlock()
-	if systemic != "" {
-		st.notify(event{kind: evSystemic, reason: systemic})
-	}
-	return probe, probeOK
 }
 
 // commit applies a settlement in one transaction. When that fails nothing
@@ -436,44 +434,13 @@ func (st *settler) commit(set queue.Settlement, synced int) error {
 	return nil
 }
 
-// chargeHeld charges the held failures: each is an attempt; a movement out
-// of attempts is quarantined, the others wait their full-jitter delay.
-func (st *settler) chargeHeld(set *queue.Settlement) {
-	for _, h := range st.held {
-		p := st.policy(h.rec.Class)
-		attempts := h.rec.Attempts + 1
-		if p.Exhausted(attempts) {
-			set.Quarantines = append(set.Quarantines, st.quarantineAt(h, "exhausted:"+strings.TrimPrefix(h.v.kind, "transient:"), true))
-			continue
-		}
-		d := p.Delay(h.rec.Attempts, st.o.Rand())
-		set.Retries = append(set.Retries, queue.RetryAt{Seq: h.rec.Seq, Delay: d, Failure: queue.Failure{Kind: h.v.kind, Text: h.text}})
-		st.log.Warn("SYNC_RETRY", "key", h.rec.KeyString(), "attempt", attempts, "next_delay", d.String(), "reason", h.v.kind)
-	}
-	st.held = nil
-}
-
-func (st *settler) quarantineAt(o outcome, reason string, charge bool) queue.QuarantineAt {
+func (st *settler) quarantineAt(o outcome, reason string) queue.QuarantineAt {
 	st.log.Warn("SYNC_QUARANTINED", "key", o.rec.KeyString(), "seq", o.rec.Seq, "reason", reason, "attempts", o.rec.Attempts+1)
 	return queue.QuarantineAt{
-		Seq: o.rec.Seq, Reason: reason, Charge: charge,
+		Seq: o.rec.Seq, Reason: reason, Charge: true,
 		Failure:   queue.Failure{Kind: o.v.kind, Text: o.text},
-		ConnState: stateName(st.state.Load()), AgentVersion: st.o.AgentVersion,
+		ConnState: stateName(st.link.state.Load()), AgentVersion: st.o.AgentVersion,
 	}
-}
-
-func (st *settler) heldSeqs() []uint64 {
-	seqs := make([]uint64, len(st.held))
-	for i, h := range st.held {
-		seqs[i] = h.rec.Seq
-	}
-	return seqs
-}
-
-// releaseHeld gives the held movements back uncharged.
-func (st *settler) releaseHeld() {
-	st.q.Release(st.heldSeqs()...)
-	st.held = nil
 }
 
 func (st *settler) logSettlement(set queue.Settlement, synced int) {
@@ -503,4 +470,29 @@ func outcomeLabel(v verdict) string {
 		return "stored"
 	}
 	return v.kind
+}
+
+// policy is the retry policy of a class.
+func (st *settler) policy(c movement.Class) retry.Policy {
+	if c == movement.Controlled {
+		return st.o.Controlled
+	}
+	return st.o.Ordinary
+}
+
+// and is r with the ruling u after it.
+func (r ruling) and(u ruling) ruling {
+	r.acks = append(r.acks, u.acks...)
+	r.quarantine = append(r.quarantine, u.quarantine...)
+	r.charge = append(r.charge, u.charge...)
+	r.soon = append(r.soon, u.soon...)
+	r.release = append(r.release, u.release...)
+	if u.pause != "" {
+		r.pause, r.cause = u.pause, u.cause
+	}
+	r.suspects = append(r.suspects, u.suspects...)
+	r.ask = u.ask
+	r.probe = r.probe || u.probe
+	r.probeOK = r.probeOK || u.probeOK
+	return r
 }

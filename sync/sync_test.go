@@ -79,10 +79,10 @@ func TestStartsWithNoServerThenDelivers(t *testing.T) {
 func TestServerRestartMidDrain(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		tune func(*SenderOptions)
+		tune func(*Options)
 	}{
-		{"trickle", func(o *SenderOptions) { o.NoBatch = true }},
-		{"batch", func(o *SenderOptions) { o.BatchSize = 100 }},
+		{"trickle", func(o *Options) { o.NoBatch = true }},
+		{"batch", func(o *Options) { o.BatchSize = 100 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := natstest.StartHub(t)
@@ -108,14 +108,14 @@ func TestServerRestartMidDrain(t *testing.T) {
 func TestLostAcks(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		tune func(*SenderOptions)
+		tune func(*Options)
 		lose func(*faultproxy.Proxy)
 	}{
 		// Single publishes: each publish's ack.
-		{"trickle", func(o *SenderOptions) { o.NoBatch = true }, (*faultproxy.Proxy).LoseAcks},
+		{"trickle", func(o *Options) { o.NoBatch = true }, (*faultproxy.Proxy).LoseAcks},
 		// Atomic batches: the commit's ack (the only reply that holds the
 		// batch's count), after the whole batch was stored.
-		{"batch", func(o *SenderOptions) { o.BatchSize = 500 }, func(p *faultproxy.Proxy) {
+		{"batch", func(o *Options) { o.BatchSize = 500 }, func(p *faultproxy.Proxy) {
 			p.LoseReplies([]byte("PUB "), []byte(`"count":`))
 		}},
 	} {
@@ -158,7 +158,7 @@ func TestOfflineLongerThanDuplicateWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer px.Close()
-	r := startRig(t, testOptions(t, px.URL()), func(o *SenderOptions) { o.NoBatch = true })
+	r := startRig(t, testOptions(t, px.URL()), func(o *Options) { o.NoBatch = true })
 	r.enqueue(0, 300)
 	// Unknown outcomes: stored centrally, acknowledgements lost...
 	px.LoseAcks()
@@ -208,9 +208,9 @@ func TestConflictIsQuarantinedOthersDelivered(t *testing.T) {
 func TestTooLargeQuarantinedAfterOneAttempt(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		tune func(*SenderOptions)
+		tune func(*Options)
 	}{
-		{"trickle", func(o *SenderOptions) { o.NoBatch = true }},
+		{"trickle", func(o *Options) { o.NoBatch = true }},
 		{"batch", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

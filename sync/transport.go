@@ -50,6 +50,9 @@ type transport interface {
 	lastDigest(ctx context.Context, subject string) (string, uint64, error)
 	// maxPayload is the largest message the server takes (0 = unknown).
 	maxPayload() int64
+	// alive asks central whether it answers publishes for the store; nil
+	// when it answered (see alive.go).
+	alive(ctx context.Context, store string) error
 }
 
 var errNotStored = errors.New("sync: no message stored for the subject")

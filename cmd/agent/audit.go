@@ -12,6 +12,7 @@ import (
 
 	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/remote"
 )
 
 func newAuditCmd(s *streams) *cobra.Command {
@@ -19,6 +20,7 @@ func newAuditCmd(s *streams) *cobra.Command {
 		loc          location
 		since, until string
 		actions      []string
+		key, actor   string
 		asJSON       bool
 	)
 	cmd := &cobra.Command{
@@ -29,7 +31,9 @@ and the configuration at each start-up, with who (the agent, a local user,
 or a remote operator), when, why and which keys. Events are kept 730 days by
 default (retention.journal).
 
-The table abbreviates keys; --json prints them in full.`,
+Remote operators appear as remote:<name> (<key>) when the configuration
+names them (control.operators). The table abbreviates keys; --json prints
+them in full.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var f dlq.AuditFilter
@@ -41,7 +45,12 @@ The table abbreviates keys; --json prints them in full.`,
 			if f.Until, err = timeFlag("until", until, now); err != nil {
 				return err
 			}
-			f.Actions = actions
+			f.Actions, f.Key, f.Actor = actions, key, actor
+			names := operatorNames(&loc)
+			if len(names) > 0 {
+				// The journal holds keys; names are matched after naming.
+				f.Actor = ""
+			}
 			conn, err := dial(cmd.Context(), &loc, readOnly)
 			if err != nil {
 				return err
@@ -50,6 +59,9 @@ The table abbreviates keys; --json prints them in full.`,
 			res, err := conn.Audit(cmd.Context(), f)
 			if err != nil {
 				return apiError(err)
+			}
+			if len(names) > 0 {
+				res.Events = nameActors(res.Events, names, actor)
 			}
 			if asJSON {
 				return printJSON(s.out, res)
@@ -63,6 +75,8 @@ The table abbreviates keys; --json prints them in full.`,
 	fs.StringVar(&since, "since", "", "only events at or after T: RFC 3339 time, date (2026-03-01) or duration ago (24h, 7d)")
 	fs.StringVar(&until, "until", "", "only events before T (same forms as --since)")
 	fs.StringSliceVar(&actions, "action", nil, "only these actions: "+strings.Join(queue.Actions, ", ")+" (repeat or comma-separate)")
+	fs.StringVar(&key, "key", "", "only events about this key (or keys starting with it)")
+	fs.StringVar(&actor, "actor", "", "only events whose actor contains this, e.g. alice, local:bob, remote: (case ignored)")
 	fs.BoolVar(&asJSON, "json", false, "print the events as JSON, keys in full")
 	return cmd
 }
@@ -126,4 +140,40 @@ func oneLine(s string) string {
 		}
 		return r
 	}, s)
+}
+
+// remoteActorPrefix starts the actor of every remote command in the
+// journal: remote:<operator key>, or remote:unsigned.
+var remoteActorPrefix = strings.TrimSuffix(remote.ActorUnsigned, "unsigned")
+
+// operatorNames maps operator keys to the names control.operators gives
+// them in the configuration, when one can be read.
+func operatorNames(loc *location) map[string]string {
+	c, _, err := loc.loadConfig()
+	if err != nil || len(c.Control.Operators) == 0 {
+		return nil
+	}
+	names := make(map[string]string, len(c.Control.Operators))
+	for name, key := range c.Control.Operators {
+		names[key] = name
+	}
+	return names
+}
+
+// nameActors shows each remote operator's key with its name, remote:alice
+// (U…), and keeps the events whose actor contains actor (case ignored).
+func nameActors(events []queue.Event, names map[string]string, actor string) []queue.Event {
+	actor = strings.ToLower(strings.TrimSpace(actor))
+	out := events[:0]
+	for _, e := range events {
+		if key, ok := strings.CutPrefix(e.Actor, remoteActorPrefix); ok {
+			if name := names[key]; name != "" {
+				e.Actor = remoteActorPrefix + name + " (" + key + ")"
+			}
+		}
+		if actor == "" || strings.Contains(strings.ToLower(e.Actor), actor) {
+			out = append(out, e)
+		}
+	}
+	return out
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rxedge/agent/control"
+	"github.com/rxedge/agent/installer"
 	"github.com/rxedge/agent/internal/progress"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/settings"
@@ -17,7 +18,7 @@ import (
 )
 
 // errAgentRunning is the answer when the agent holds the data file.
-var errAgentRunning = errors.New("the agent is running (it holds the data file): stop the service first (`agent stop`, or stop `agent run`), then run `agent compact` again; the agent also compacts by itself at start-up when most of the file is free")
+var errAgentRunning = errors.New("the agent is running (it holds the data file): stop the service first (`" + installer.Command() + " stop`, or stop `" + installer.Command() + " run`), then run `" + installer.Command() + " compact` again; the agent also compacts by itself at start-up when most of the file is free")
 
 // compactReport is what `agent compact --json` prints.
 type compactReport struct {

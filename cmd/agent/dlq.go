@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -113,13 +114,14 @@ func printJSON(w io.Writer, v any) error {
 
 func newDLQListCmd(s *streams) *cobra.Command {
 	var (
-		loc    location
-		ff     filterFlags
-		asJSON bool
+		loc     location
+		ff      filterFlags
+		asJSON  bool
+		summary bool
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List quarantined movements, oldest first (no payloads)",
+		Short: "List quarantined movements, oldest first (no payloads); --summary counts them by reason and class",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			now := time.Now()
@@ -127,11 +129,25 @@ func newDLQListCmd(s *streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if summary && f.Limit != 0 {
+				return usageError("list: --summary counts every match: leave out --limit")
+			}
 			conn, err := dial(cmd.Context(), &loc, readOnly)
 			if err != nil {
 				return err
 			}
 			defer conn.Close()
+			if summary {
+				sum, err := conn.DLQSummary(cmd.Context(), f)
+				if err != nil {
+					return apiError(err)
+				}
+				if asJSON {
+					return printJSON(s.out, sum)
+				}
+				renderSummary(s.out, sum)
+				return nil
+			}
 			res, err := conn.DLQList(cmd.Context(), f)
 			if err != nil {
 				return apiError(err)
@@ -147,7 +163,22 @@ func newDLQListCmd(s *streams) *cobra.Command {
 	loc.register(fs)
 	ff.register(fs, "show at most N, the oldest (0: all)")
 	fs.BoolVar(&asJSON, "json", false, "print the list as JSON")
+	fs.BoolVar(&summary, "summary", false, "count the movements by reason and class instead of listing them")
 	return cmd
+}
+
+func renderSummary(w io.Writer, sum *dlq.Summary) {
+	if sum.Total.Total == 0 {
+		fmt.Fprintln(w, "no quarantined movements")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "REASON\tTOTAL\tCONTROLLED\tORDINARY\t")
+	for _, r := range sum.Reasons {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t\n", r.Reason, r.Total, r.Controlled, r.Ordinary)
+	}
+	fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t\n", "all", sum.Total.Total, sum.Total.Controlled, sum.Total.Ordinary)
+	tw.Flush()
 }
 
 func renderList(w io.Writer, res dlq.ListResult, now time.Time) {
@@ -196,11 +227,14 @@ func newDLQShowCmd(s *streams) *cobra.Command {
 		asJSON      bool
 	)
 	cmd := &cobra.Command{
-		Use:   "show KEY",
+		Use:   "show KEY|KEY-PREFIX|MOVEMENT_ID",
 		Short: "Show one quarantined movement's failure context (and payload with --payload)",
 		Long: `Show one quarantined movement's failure context: the reason, the last error,
 the attempts, the first and last failure, the retry delays waited, the
 connection state and the agent version when it was quarantined.
+
+The movement is named by its key, by the start of its key (at least 4
+characters, matching no other quarantined movement), or by its movement_id.
 
 The movement itself (its payload, which may hold prescription references) is
 shown only with --payload, and each such viewing is recorded in the audit
@@ -482,6 +516,10 @@ is written.`,
 				if cerr := file.Close(); err == nil {
 					err = cerr
 				}
+				if err == nil {
+					// Report the file only once its name is durable too.
+					err = syncDir(filepath.Dir(file.Name()))
+				}
 				if err != nil {
 					os.Remove(file.Name())
 				}
@@ -504,6 +542,20 @@ is written.`,
 	fs.StringVarP(&out, "output", "o", "", "write to FILE, created new with mode 0600 (default: standard output)")
 	fs.StringVar(&reasonText, "reason-text", "", "why (optional; recorded in the audit journal)")
 	return cmd
+}
+
+// syncDir makes a new file's directory entry durable. Windows cannot
+// fsync a directory; NTFS journals the entry.
+func syncDir(dir string) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 func exportTo(ctx context.Context, loc *location, f dlq.Filter, reasonText, dest string, w io.Writer, showBar bool, s *streams) (int, error) {
@@ -552,36 +604,41 @@ func (c *lineCounter) Write(p []byte) (int, error) {
 func newDLQPurgeCmd(s *streams) *cobra.Command {
 	var (
 		loc        location
+		sel        dlq.Selection
 		reasonText string
 		yes        bool
 		asJSON     bool
 	)
 	cmd := &cobra.Command{
-		Use:   "purge KEY… --reason-text WHY --yes",
+		Use:   "purge KEY… | --all | --reason KIND | --oldest N  --reason-text WHY --yes",
 		Short: "Remove quarantined movements for good (exported to the data directory first)",
 		Long: `Remove quarantined movements for good. The movements are first written, with
 their payloads and failure context, to purged-<UTC time>.jsonl in the data
 directory (fsynced); only then are they removed. A purged key can never come
-back: not by redrive, not by submitting the movement again.
+back: not by redrive, not by submitting the movement again. Select them as
+for a redrive: by key, --all, --reason KIND and/or --oldest N.
 
 Requires --reason-text and --yes. Recorded in the audit journal with your
 user name, the reason and the keys. Exit status 1 when some keys were not
 quarantined (the others are purged).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			sel.Keys = args
 			switch {
-			case len(args) == 0:
-				return usageError("purge: give the keys of the movements to purge (see `agent dlq list`)")
+			case len(args) == 0 && !sel.All && sel.Reason == "" && sel.Oldest == 0:
+				return usageError("purge: give the keys of the movements to purge, or --all, --reason KIND or --oldest N (see `agent dlq list`)")
 			case reasonText == "":
 				return usageError("purge: --reason-text WHY is required (it is recorded in the audit journal)")
-			case !yes:
+			case !yes && len(args) > 0:
 				return usageError("purge: removes %d movement(s) for good (they are exported to the data directory first): add --yes to confirm", len(args))
+			case !yes:
+				return usageError("purge: removes the selected movements for good (they are exported to the data directory first): see them with `agent dlq list`, then add --yes to confirm")
 			}
 			conn, err := dial(cmd.Context(), &loc, readWrite)
 			if err != nil {
 				return err
 			}
 			defer conn.Close()
-			res, err := conn.DLQPurge(cmd.Context(), dlq.PurgeRequest{Keys: args, ReasonText: reasonText, Confirm: yes})
+			res, err := conn.DLQPurge(cmd.Context(), dlq.PurgeRequest{Keys: sel.Keys, All: sel.All, Reason: sel.Reason, Oldest: sel.Oldest, ReasonText: reasonText, Confirm: yes})
 			if err != nil {
 				return apiError(err)
 			}
@@ -604,6 +661,9 @@ quarantined (the others are purged).`,
 	}
 	fs := cmd.Flags()
 	loc.register(fs)
+	fs.BoolVar(&sel.All, "all", false, "every quarantined movement")
+	fs.StringVar(&sel.Reason, "reason", "", "movements of this reason: a class (permanent, exhausted), a kind (too_large) or both (permanent:too_large)")
+	fs.IntVar(&sel.Oldest, "oldest", 0, "the N oldest quarantined movements (of --reason, when given)")
 	fs.StringVar(&reasonText, "reason-text", "", "why (required; recorded in the audit journal)")
 	fs.BoolVar(&yes, "yes", false, "confirm: the movements are removed for good")
 	fs.BoolVar(&asJSON, "json", false, "print the result as JSON")

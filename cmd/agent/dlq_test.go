@@ -139,15 +139,34 @@ func TestDLQListAndShow(t *testing.T) {
 		t.Errorf("show --payload lacks the payload:\n%s", out)
 	}
 
+	for _, ref := range []string{"POS-1", keys[0][:10], strings.ToUpper(keys[0][:6])} {
+		if out := mustCLI(t, "dlq", "show", ref, "--data-dir", dir); !strings.Contains(out, keys[0]) {
+			t.Errorf("show %s does not show %s:\n%s", ref, keys[0], out)
+		}
+	}
+	out = mustCLI(t, "dlq", "list", "--summary", "--data-dir", dir)
+	for _, want := range []string{"REASON", "CONTROLLED", "exhausted:timeout  1  0  1", "permanent:too_large  1  1  0", "all  2  1  1"} {
+		if !strings.Contains(strings.Join(strings.Fields(out), "  "), want) {
+			t.Errorf("list --summary lacks %q:\n%s", want, out)
+		}
+	}
+	out = mustCLI(t, "dlq", "list", "--summary", "--json", "--reason", "exhausted", "--data-dir", dir)
+	var sum dlq.Summary
+	if err := json.Unmarshal([]byte(out), &sum); err != nil || sum.Total.Total != 1 || len(sum.Reasons) != 1 || sum.Reasons[0].Reason != "exhausted:timeout" {
+		t.Errorf("list --summary --json: %v\n%s", err, out)
+	}
+
 	tests := []struct {
 		name string
 		args []string
 		code int
 		msg  string
 	}{
+		{"summary with limit", []string{"dlq", "list", "--summary", "--limit", "1"}, 2, "--limit"},
 		{"bad since", []string{"dlq", "list", "--since", "yesterday"}, 2, "--since"},
 		{"bad reason", []string{"dlq", "list", "--reason", "too large"}, 2, "--reason"},
-		{"bad key", []string{"dlq", "show", "POS-1"}, 2, `"POS-1" is not a movement key`},
+		{"no such movement_id", []string{"dlq", "show", "POS-9"}, 1, `no quarantined movement has the movement_id "POS-9"`},
+		{"short prefix", []string{"dlq", "show", keys[0][:3]}, 1, "a key prefix needs at least 4 characters"},
 		{"unknown key", []string{"dlq", "show", strings.Repeat("0", 32)}, 1, "holds no such movement"},
 		{"no key", []string{"dlq", "show"}, 2, "accepts 1 arg"},
 	}
@@ -257,7 +276,7 @@ func TestDLQPurgeRefusesThenExportsFirstAndTheKeyNeverComesBack(t *testing.T) {
 		args []string
 		msg  string
 	}{
-		{"no keys", []string{"--reason-text", "x", "--yes"}, "give the keys"},
+		{"no keys", []string{"--reason-text", "x", "--yes"}, "give the keys of the movements to purge, or --all"},
 		{"no reason text", []string{keys[0], "--yes"}, "--reason-text"},
 		{"no --yes", []string{keys[0], "--reason-text", "entered twice"}, "--yes"},
 	}
@@ -384,6 +403,47 @@ func TestAuditCLI(t *testing.T) {
 	}
 	if _, errs, code := cli(t, "audit", "--data-dir", dir, "--since", "last week"); code != 2 || !strings.Contains(errs, "--since") {
 		t.Errorf("audit --since 'last week': exit %d, %s", code, errs)
+	}
+
+	var res dlq.AuditResult
+	out = mustCLI(t, "audit", "--data-dir", dir, "--json", "--key", keys[2][:12])
+	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Events) != 2 || res.Events[0].Action != "quarantine" || res.Events[1].Action != "redrive" {
+		t.Errorf("audit --key: %v\n%s", err, out)
+	}
+	out = mustCLI(t, "audit", "--data-dir", dir, "--json", "--actor", strings.ToUpper(control.LocalActor()))
+	res = dlq.AuditResult{}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Events) != 1 || res.Events[0].Action != "redrive" {
+		t.Errorf("audit --actor: %v\n%s", err, out)
+	}
+	if _, errs, code := cli(t, "audit", "--data-dir", dir, "--key", "POS-1"); code != 2 || !strings.Contains(errs, "--key") {
+		t.Errorf("audit --key POS-1: exit %d, %s", code, errs)
+	}
+}
+
+// TestDLQPurgeBySelection: purge takes the selectors of redrive.
+func TestDLQPurgeBySelection(t *testing.T) {
+	dir, keys := quarantinedDataDir(t,
+		mv{id: "A", reason: "permanent:too_large"},
+		mv{id: "B", reason: "exhausted:timeout"},
+		mv{id: "C", reason: "exhausted:timeout"},
+	)
+	if _, errs, code := cli(t, "dlq", "purge", "--reason", "exhausted", "--reason-text", "x", "--data-dir", dir); code != 2 || !strings.Contains(errs, "--yes") {
+		t.Fatalf("purge --reason without --yes: exit %d %s", code, errs)
+	}
+	if _, errs, code := cli(t, "dlq", "purge", keys[0], "--all", "--reason-text", "x", "--yes", "--data-dir", dir); code != 2 || !strings.Contains(errs, "ambiguous") {
+		t.Fatalf("purge KEY --all: exit %d %s", code, errs)
+	}
+	var res dlq.PurgeResult
+	out := mustCLI(t, "dlq", "purge", "--reason", "exhausted", "--oldest", "1", "--reason-text", "entered twice", "--yes", "--json", "--data-dir", dir)
+	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Purged) != 1 || res.Purged[0] != keys[1] {
+		t.Fatalf("purge --reason exhausted --oldest 1: %v\n%s", err, out)
+	}
+	out = mustCLI(t, "dlq", "purge", "--all", "--reason-text", "entered twice", "--yes", "--data-dir", dir)
+	if !strings.Contains(out, "purged 2 movement(s)") {
+		t.Fatalf("purge --all:\n%s", out)
+	}
+	if out := mustCLI(t, "dlq", "list", "--data-dir", dir); !strings.Contains(out, "no quarantined movements") {
+		t.Errorf("after purge --all:\n%s", out)
 	}
 }
 

@@ -32,7 +32,9 @@ func newRemoteCmd(s *streams) *cobra.Command {
 
 Connect as an operator identity (the ops user of
 configs/nats/production.conf.template), with --server and the same
-authentication flags as the agent. Replies come to the inbox prefix the
+authentication flags as the agent, or with a nats CLI context (--context,
+NATS_CONTEXT or the selected one) and NATS_* variables: flags win over
+variables, variables over the context. Replies come to the inbox prefix the
 server grants that identity: with --user it is _INBOX_<user> unless
 --inbox-prefix says otherwise; with --nkey-seed or --creds give
 --inbox-prefix.

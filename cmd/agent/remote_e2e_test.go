@@ -329,6 +329,21 @@ func TestRemoteRedriveEndToEnd(t *testing.T) {
 		t.Errorf("refusals journalled: %+v, want one of %s (not %s), unknown key", refusals, remote.ActorUnverified, otherPub)
 	}
 
+	// Named in the configuration, the operator shows by name.
+	cfg := filepath.Join(t.TempDir(), "agent.yaml")
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, "store_id: %s\ndata_dir: %s\ncontrol:\n  operators:\n    alice: %s\n", liveStore, a.dir, pub), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out = mustCLI(t, "audit", "--config", cfg, "--actor", "ALICE", "--action", "redrive")
+	if !strings.Contains(out, "remote:alice ("+pub+")") || strings.Contains(out, control.LocalActor()+" ") {
+		t.Errorf("audit --actor alice:\n%s", out)
+	}
+	audit = dlq.AuditResult{}
+	if err := json.Unmarshal([]byte(mustCLI(t, "audit", "--json", "--config", cfg, "--key", keyB[:8], "--action", "redrive")), &audit); err != nil ||
+		len(audit.Events) != 1 || audit.Events[0].Actor != "remote:alice ("+pub+")" {
+		t.Errorf("audit --key of B: %v %+v", err, audit.Events)
+	}
+
 	// The remote views agree, and nothing needs attention.
 	var st status.Status
 	if err := json.Unmarshal([]byte(mustCLI(t, "remote", "status", "--store", liveStore, "--json", "--nkey", seedFile, "--server", h.URL())), &st); err != nil {

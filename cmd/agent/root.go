@@ -43,6 +43,7 @@ delivered wait in a local quarantine for an operator.`,
 		newRunCmd(s),
 		newEnqueueCmd(s),
 		newStatusCmd(s),
+		newDoctorCmd(s),
 		newHubCmd(s),
 		newProvisionCmd(s),
 		newCentralConfigCmd(s),
@@ -89,7 +90,8 @@ func (l *location) register(fs *pflag.FlagSet) {
 }
 
 // defaultConfigPath is where the installed service reads its configuration.
-func defaultConfigPath() string { return installer.DefaultPaths(runtime.GOOS).ConfigFile }
+// Tests point it elsewhere.
+var defaultConfigPath = func() string { return installer.DefaultPaths(runtime.GOOS).ConfigFile }
 
 // loadConfig reads the configuration: the file given by --config, or the
 // default file when it exists, then RXEDGE_* variables and --data-dir. It
@@ -97,10 +99,8 @@ func defaultConfigPath() string { return installer.DefaultPaths(runtime.GOOS).Co
 func (l *location) loadConfig() (settings.Config, string, error) {
 	var c settings.Config
 	path := l.configPath
-	if path == "" {
-		if _, err := os.Stat(defaultConfigPath()); err == nil {
-			path = defaultConfigPath()
-		}
+	if path == "" && defaultConfigExists(os.Stat) {
+		path = defaultConfigPath()
 	}
 	if path != "" {
 		if f, err := os.Open(path); errors.Is(err, os.ErrPermission) {
@@ -126,6 +126,18 @@ func (l *location) loadConfig() (settings.Config, string, error) {
 	}
 	return c, path, nil
 }
+
+// defaultConfigExists reports whether the installed config is there. A
+// config in a directory the caller may not read (/etc/rxedge is 0750) is
+// there too: the caller then gets "permission denied: run it as an
+// administrator" from loadConfig, not "which agent?".
+func defaultConfigExists(stat func(string) (os.FileInfo, error)) bool {
+	_, err := stat(defaultConfigPath())
+	return err == nil || errors.Is(err, os.ErrPermission)
+}
+
+// errNoDataFile: the agent has not run for this data directory yet.
+var errNoDataFile = errors.New("no agent data file")
 
 // resolveDataDir finds the data directory of the agent a command talks to.
 func (l *location) resolveDataDir() (string, error) {
@@ -183,7 +195,7 @@ func connect(ctx context.Context, dataDir string, mode openMode, storeID string)
 		return nil, fmt.Errorf("cannot read %s: permission denied: run the command as an administrator (sudo), or as the agent's user", path)
 	} else if err != nil {
 		if mode == readOnly || storeID == "" {
-			return nil, fmt.Errorf("no agent data file at %s: check --data-dir / --config (has the agent ever run here?)", path)
+			return nil, fmt.Errorf("%w at %s: check --data-dir / --config (has the agent ever run here?)", errNoDataFile, path)
 		}
 	}
 	q, err := queue.Open(queue.Options{Path: path, StoreID: storeID, ReadOnly: mode == readOnly})

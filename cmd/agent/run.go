@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -15,17 +17,19 @@ import (
 	"github.com/rxedge/agent/daemon"
 	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/installer"
+	"github.com/rxedge/agent/internal/logging"
 	"github.com/rxedge/agent/settings"
 )
 
 type runFlags struct {
 	location
-	storeID  string
-	ingest   string
-	nats     string
-	logLevel string
-	dev      bool
-	devHub   string
+	storeID   string
+	ingest    string
+	nats      string
+	logLevel  string
+	logFormat string
+	dev       bool
+	devHub    string
 }
 
 func newRunCmd(s *streams) *cobra.Command {
@@ -49,11 +53,17 @@ Flags win over RXEDGE_* environment variables, which win over the file.`,
 			if f.dev {
 				return f.runDev(s)
 			}
-			opts, err := f.options()
+			opts, files, err := f.options()
 			if err != nil {
 				return err
 			}
-			return serve(s, opts.LogLevel, func(ctx context.Context, log *slog.Logger) error {
+			if err := serviceNeedsToken(installer.UnderServiceManager(), opts); err != nil {
+				return err
+			}
+			return serve(s, opts, func(ctx context.Context, log *slog.Logger) error {
+				for _, p := range readableByOthers(files) {
+					log.Warn("READABLE_BY_OTHERS", "path", p, "fix", "chmod o-rwx "+p)
+				}
 				return daemon.Run(ctx, opts, log, daemon.Hooks{})
 			})
 		},
@@ -64,23 +74,57 @@ Flags win over RXEDGE_* environment variables, which win over the file.`,
 	fs.StringVar(&f.ingest, "ingest", "", `ingest listener address host:port, or "off" (ingest.listen)`)
 	fs.StringVar(&f.nats, "nats", "", "central NATS server URLs, comma-separated (nats.servers)")
 	fs.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (log.level)")
+	fs.StringVar(&f.logFormat, "log-format", "", "json or text (log.format)")
 	fs.BoolVar(&f.dev, "dev", false, "trial mode: also run a local central (embedded hub) in this process; data under ./rxedge-dev unless --data-dir")
 	fs.StringVar(&f.devHub, "dev-hub", hub.DefaultListen, "with --dev: the embedded hub's address")
 	return cmd
 }
 
-// options merges file, environment and flags, and validates.
-func (f *runFlags) options() (settings.Options, error) {
+// options merges file, environment and flags, and validates. It also
+// returns the secret-bearing files it read: the config and the token file.
+func (f *runFlags) options() (settings.Options, []string, error) {
 	c, path, err := f.loadConfig()
 	if err != nil {
-		return settings.Options{}, err
+		return settings.Options{}, nil, err
 	}
 	f.apply(&c)
+	var files []string
+	for _, p := range []string{path, c.Ingest.TokenFile} {
+		if p != "" {
+			files = append(files, p)
+		}
+	}
 	o, err := c.Validate()
 	if err != nil && path == "" {
-		return o, fmt.Errorf("%w\n(no configuration file was read: %s does not exist; start from configs/agent.example.yaml and pass --config FILE, or try `agent run --dev`)", err, defaultConfigPath())
+		return o, nil, fmt.Errorf("%w\n(no configuration file was read: %s does not exist; start from configs/agent.example.yaml and pass --config FILE, or try `agent run --dev`)", err, defaultConfigPath())
 	}
-	return o, err
+	return o, files, err
+}
+
+// serviceNeedsToken refuses to run as a service whose ingest listener takes
+// movements without a token (DESIGN P7: an installed service always
+// requires its token).
+func serviceNeedsToken(service bool, o settings.Options) error {
+	if !service || o.IngestListen == "" || o.IngestToken != "" {
+		return nil
+	}
+	return fmt.Errorf("the service's ingest listener %s has no token: add `token_file: %s` under `ingest:` in the config (`%s install` writes that file), or set ingest.listen: off",
+		o.IngestListen, installer.DefaultPaths(runtime.GOOS).TokenFile, installer.Command())
+}
+
+// readableByOthers returns the files whose mode lets any local user read
+// them (always none on Windows, whose ACLs install sets).
+func readableByOthers(files []string) []string {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	var out []string
+	for _, p := range files {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().Perm()&0o004 != 0 {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func (f *runFlags) apply(c *settings.Config) {
@@ -96,12 +140,15 @@ func (f *runFlags) apply(c *settings.Config) {
 	if f.logLevel != "" {
 		c.Log.Level = f.logLevel
 	}
+	if f.logFormat != "" {
+		c.Log.Format = f.logFormat
+	}
 }
 
 // runDev runs the agent and a local central in one process: the README's
 // first command. Defaults: store DEV0001, data in ./rxedge-dev.
 func (f *runFlags) runDev(s *streams) error {
-	c, _, err := f.loadConfig()
+	c, err := f.devConfig()
 	if err != nil {
 		return err
 	}
@@ -133,9 +180,26 @@ func (f *runFlags) runDev(s *streams) error {
 	if err != nil {
 		return err
 	}
-	return serve(s, opts.LogLevel, func(ctx context.Context, log *slog.Logger) error {
+	return serve(s, opts, func(ctx context.Context, log *slog.Logger) error {
 		return daemon.Run(ctx, opts, log, daemon.Hooks{Ready: func(addr string) { printDev(s, h.URL(), opts, addr) }})
 	})
+}
+
+// devConfig is the configuration of a trial run. The trial never picks up
+// an installed service's config: only a --config given here is read.
+func (f *runFlags) devConfig() (settings.Config, error) {
+	if f.configPath != "" {
+		c, _, err := f.loadConfig()
+		return c, err
+	}
+	var c settings.Config
+	if err := c.ApplyEnv(os.LookupEnv); err != nil {
+		return c, err
+	}
+	if f.dataDir != "" {
+		c.DataDir = f.dataDir
+	}
+	return c, nil
 }
 
 // printDev greets the trial user with the addresses and a first command.
@@ -163,13 +227,16 @@ func splitList(s string) []string {
 
 // serve runs the agent until it is asked to stop, the same way from a
 // terminal and under systemd or the Windows service control manager (see
-// installer.Run). It logs JSON lines on stderr, which journald takes as
-// they are; as a Windows service, start, stop, warnings and errors also go
-// to the Application event log.
-func serve(s *streams, level string, run func(ctx context.Context, log *slog.Logger) error) error {
+// installer.Run). It logs JSON or text lines on stderr; when stderr is
+// journald's stream each line starts with its syslog priority, so the
+// journal records the level; as a Windows service, start, stop, warnings
+// and errors also go to the Application event log at their level.
+func serve(s *streams, opts settings.Options, run func(ctx context.Context, log *slog.Logger) error) error {
 	var l slog.Level
-	l.UnmarshalText([]byte(level))
-	h, closer, err := installer.EventLogHandler(installer.ServiceName, slog.NewJSONHandler(s.err, &slog.HandlerOptions{Level: l}))
+	l.UnmarshalText([]byte(opts.LogLevel))
+	f, isFile := s.err.(*os.File)
+	base := logging.New(s.err, logging.Options{Format: opts.LogFormat, Level: l, Journal: isFile && logging.IsJournal(f)})
+	h, closer, err := installer.EventLogHandler(installer.ServiceName, base)
 	log := slog.New(h)
 	if err != nil {
 		log.Warn("EVENT_LOG_UNAVAILABLE", "error", err.Error())

@@ -27,9 +27,9 @@ func newServiceCmds(s *streams) []*cobra.Command {
 	return []*cobra.Command{
 		newInstallCmd(s),
 		newUninstallCmd(s),
-		newServiceControlCmd(s, "start", "Start the installed service", installer.Start, "started %s; check it with `agent status`"),
+		newServiceControlCmd(s, "start", "Start the installed service", installer.Start, "started %s; check it with `"+installer.Command()+" status`"),
 		newServiceControlCmd(s, "stop", "Stop the service (waits until it has stopped)", installer.Stop, "stopped %s"),
-		newServiceControlCmd(s, "restart", "Stop the service and start it again", installer.Restart, "restarted %s; check it with `agent status`"),
+		newServiceControlCmd(s, "restart", "Stop the service and start it again", installer.Restart, "restarted %s; check it with `"+installer.Command()+" status`"),
 	}
 }
 
@@ -50,6 +50,124 @@ type installFlags struct {
 	user       string
 	storeID    string
 	dryRun     bool
+	central    centralFlags
+}
+
+// centralFlags say how the installed agent reaches central; install writes
+// them into a new config.
+type centralFlags struct {
+	servers      string // --nats, comma-separated
+	credsFile    string
+	nkeySeedFile string
+	user         string
+	passwordFile string
+	caFile       string
+}
+
+// given reports whether any central flag was set.
+func (c centralFlags) given() bool { return c != centralFlags{} }
+
+// apply writes the central settings into the nats section of a config
+// template: nats.servers (empty without --nats: the agent collects
+// movements until servers are set, and no placeholder URL is ever
+// written), one way to authenticate, and the CA.
+func (c centralFlags) apply(tmpl []byte) ([]byte, error) {
+	set := map[string]string{}
+	switch {
+	case c.credsFile != "":
+		set["creds_file"] = c.credsFile
+	case c.nkeySeedFile != "":
+		set["nkey_seed_file"] = c.nkeySeedFile
+	case c.user != "":
+		b, err := os.ReadFile(c.passwordFile)
+		if err != nil {
+			return nil, fmt.Errorf("install: --password-file: %w", err)
+		}
+		pw := strings.TrimRight(string(b), "\r\n")
+		if pw == "" {
+			return nil, usageError("--password-file %s is empty", c.passwordFile)
+		}
+		set["user"], set["password"] = c.user, pw
+	}
+	if c.caFile != "" {
+		set["ca_file"] = c.caFile
+	}
+	servers := splitList(c.servers)
+	lines := strings.SplitAfter(string(tmpl), "\n")
+	var out []string
+	section, inServers := "", false
+	for _, l := range lines {
+		trimmed := strings.TrimLeft(l, " ")
+		indented := len(trimmed) < len(l)
+		if !indented && trimmed != "" && trimmed[0] != '#' && trimmed != "\n" {
+			key, _, _ := strings.Cut(trimmed, ":")
+			section, inServers = key, false
+		}
+		if section != "nats" || !indented {
+			out = append(out, l)
+			continue
+		}
+		if inServers && strings.HasPrefix(trimmed, "- ") {
+			continue // the example's servers are replaced
+		}
+		inServers = false
+		key, _, _ := strings.Cut(trimmed, ":")
+		indent := l[:len(l)-len(trimmed)]
+		switch {
+		case key == "servers":
+			inServers = true
+			if len(servers) == 0 {
+				out = append(out, indent+"servers: []\n")
+				continue
+			}
+			out = append(out, indent+"servers:\n")
+			for _, u := range servers {
+				out = append(out, indent+"  - "+yamlString(u)+"\n")
+			}
+		case set[key] != "":
+			out = append(out, indent+key+": "+yamlString(set[key])+"\n")
+		default:
+			out = append(out, l)
+		}
+	}
+	b := []byte(strings.Join(out, ""))
+	var got struct {
+		NATS struct {
+			Servers []string `yaml:"servers"`
+		} `yaml:"nats"`
+	}
+	if err := yaml.Unmarshal(b, &got); err != nil || strings.Join(got.NATS.Servers, ",") != strings.Join(servers, ",") {
+		return nil, fmt.Errorf("install: could not set nats.servers in the example config (%v)", err)
+	}
+	return b, nil
+}
+
+// yamlString is s as a single-quoted YAML scalar.
+func yamlString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// check refuses combinations of central flags that cannot make a valid
+// config.
+func (c centralFlags) check() error {
+	n := 0
+	for _, v := range []string{c.credsFile, c.nkeySeedFile, c.user} {
+		if v != "" {
+			n++
+		}
+	}
+	switch {
+	case n > 1:
+		return usageError("give one of --creds, --nkey-seed or --nats-user with --password-file")
+	case (c.user == "") != (c.passwordFile == ""):
+		return usageError("--nats-user and --password-file go together")
+	case n > 0 && c.servers == "":
+		return usageError("credentials for central were given without --nats: add --nats nats://central.chain.example:4222 (the chain's servers)")
+	}
+	for _, f := range []struct{ flag, path string }{{"--creds", c.credsFile}, {"--nkey-seed", c.nkeySeedFile}, {"--password-file", c.passwordFile}, {"--ca-file", c.caFile}} {
+		if f.path != "" && !filepath.IsAbs(f.path) {
+			return usageError("%s %q: give an absolute path (the service does not run in this directory)", f.flag, f.path)
+		}
+	}
+	return nil
 }
 
 func newInstallCmd(s *streams) *cobra.Command {
@@ -81,12 +199,21 @@ config, and changes nothing; it needs no administrator rights.
 	fs.StringVar(&f.user, "user", "", "account the service runs as (default "+def.User+")")
 	fs.StringVar(&f.storeID, "store-id", "", "this store's id as central knows it, written into a new config (required when the config does not exist yet)")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "print what install would do and change nothing (no administrator rights needed)")
+	fs.StringVar(&f.central.servers, "nats", "", "central's NATS server URLs, comma-separated, written into a new config (nats.servers)")
+	fs.StringVar(&f.central.credsFile, "creds", "", "NATS .creds file for this store (nats.creds_file)")
+	fs.StringVar(&f.central.nkeySeedFile, "nkey-seed", "", "NATS NKey seed file for this store (nats.nkey_seed_file)")
+	fs.StringVar(&f.central.user, "nats-user", "", "NATS user for this store (nats.user), with --password-file")
+	fs.StringVar(&f.central.passwordFile, "password-file", "", "file holding the NATS password (written into the config, readable only by administrators and the service)")
+	fs.StringVar(&f.central.caFile, "ca-file", "", "CA certificate that signed central's (nats.ca_file)")
 	return cmd
 }
 
 func (f *installFlags) run(ctx context.Context, s *streams) error {
 	if f.storeID != "" && !settings.ValidStoreID(f.storeID) {
 		return usageError("--store-id %q: use 1-32 letters, digits, '-' or '_', the store's id as central knows it (e.g. S0107)", f.storeID)
+	}
+	if err := f.central.check(); err != nil {
+		return err
 	}
 	exe, err := executable()
 	if err != nil {
@@ -98,6 +225,7 @@ func (f *installFlags) run(ctx context.Context, s *streams) error {
 		ConfigFile:     f.configPath,
 		User:           f.user,
 		ConfigTemplate: configs.AgentExample,
+		PackagedUnit:   installer.FindPackagedUnit(),
 	}
 	// Prepare only checks what install was asked to do (the flags and where
 	// this binary is), so every refusal is a usage error.
@@ -109,20 +237,62 @@ func (f *installFlags) run(ctx context.Context, s *streams) error {
 	if err != nil {
 		return err
 	}
+	if nc.template, err = f.central.apply(nc.template); err != nil {
+		return err
+	}
 	spec.ConfigTemplate = nc.template
 	if p, err = installer.Prepare(spec); err != nil {
 		return &exitErr{code: exitUsage, msg: err.Error()}
 	}
+	p.Check = checkConfig
 	if f.dryRun {
-		return p.Render(s.out)
+		if err := p.Render(s.out); err != nil {
+			return err
+		}
+		fmt.Fprintf(s.out, "Ingest token: %s\n", tokenPlan(nc, p))
+		fmt.Fprintf(s.out, "Before registering the service, install checks the config as `%s run` does.\n", installer.Command())
+		return nil
 	}
 	if err := installer.Install(ctx, p, s.out); err != nil {
 		return err
 	}
-	if nc.written {
-		fmt.Fprintf(s.out, "before `agent start`, set nats.servers and the credentials for central in %s (they are the example's)\n", p.Paths.ConfigFile)
+	if nc.written && !f.central.given() {
+		fmt.Fprintf(s.out, "nats.servers is empty in %s: the agent collects movements but sends none until you set central's servers and credentials there (or install with --nats and --creds)\n", p.Paths.ConfigFile)
 	}
 	return nil
+}
+
+// tokenPlan says what install does about the ingest token.
+func tokenPlan(nc newConfig, p *installer.Plan) string {
+	if _, err := os.Stat(p.Token.Path); err == nil {
+		return "keeps the existing " + p.Token.Path + "; the service requires it on every ingest request"
+	} else if errors.Is(err, fs.ErrPermission) {
+		return "keeps " + p.Token.Path + " if it exists (this user cannot look), else writes a new random token there; the service requires it on every ingest request"
+	}
+	return "writes a new random token to " + p.Token.Path + " (readable by administrators and the service); the service requires it on every ingest request"
+}
+
+// checkConfig validates the config at path as `run` does, and refuses one
+// that would let the service take movements without a token.
+func checkConfig(path string) error {
+	c, err := settings.LoadFile(path)
+	if err != nil {
+		return err
+	}
+	o, err := c.Validate()
+	if err != nil {
+		return err
+	}
+	if o.IngestListen != "" && o.IngestToken == "" {
+		return errNoIngestToken(path)
+	}
+	return nil
+}
+
+// errNoIngestToken says exactly which line to add.
+func errNoIngestToken(path string) error {
+	tf := installer.DefaultPaths(runtime.GOOS).TokenFile
+	return fmt.Errorf("%s sets no ingest token, and an installed service always requires one: add the line\n    token_file: %s\nunder `ingest:` in %s (install writes the token there), or set ingest.listen: off", path, tf, path)
 }
 
 // newConfig is the config install writes when the service has none.
@@ -141,7 +311,7 @@ func (f *installFlags) newConfig(path string, s *streams) (newConfig, error) {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		if f.storeID == "" {
-			return newConfig{}, usageError("--store-id is required: %s does not exist yet, and install writes it with this store's id as central knows it (e.g. `agent install --store-id S0107`)", path)
+			return newConfig{}, usageError("--store-id is required: %s does not exist yet, and install writes it with this store's id as central knows it (e.g. `"+installer.Command()+" install --store-id S0107`)", path)
 		}
 		tmpl, err := withStoreID(configs.AgentExample, f.storeID)
 		return newConfig{template: tmpl, written: true}, err
@@ -153,16 +323,38 @@ func (f *installFlags) newConfig(path string, s *streams) (newConfig, error) {
 		tmpl, err := withStoreID(configs.AgentExample, f.storeID)
 		return newConfig{template: tmpl}, err
 	}
+	if f.central.given() {
+		return newConfig{}, usageError("%s exists and install keeps it, so --nats and the credential flags would be ignored: edit nats in %s, or move it away and install again", path, path)
+	}
+	if !hasTokenSource(existing) {
+		return newConfig{}, &exitErr{code: exitError, msg: errNoIngestToken(path).Error()}
+	}
 	id := storeIDOf(existing)
 	if f.storeID != "" && f.storeID != id {
 		return newConfig{}, usageError("--store-id %s: %s already exists with store_id %q, and install keeps an existing config; edit store_id there, or leave --store-id out", f.storeID, path, id)
 	}
 	fmt.Fprintf(s.err, "note: %s exists and is kept (store_id %q); the config in the plan is written only where none exists\n", path, id)
 	if id == example {
-		fmt.Fprintf(s.err, "warning: %s has the example's store_id %s; set this store's id there before `agent start`\n", path, id)
+		fmt.Fprintf(s.err, "warning: %s has the example's store_id %s; set this store's id there before `"+installer.Command()+" start`\n", path, id)
 	}
 	tmpl, err := withStoreID(configs.AgentExample, id)
 	return newConfig{template: tmpl}, err
+}
+
+// hasTokenSource reports whether a config names an ingest token, or turns
+// the ingest listener off.
+func hasTokenSource(b []byte) bool {
+	var c struct {
+		Ingest struct {
+			Listen    string `yaml:"listen"`
+			Token     string `yaml:"token"`
+			TokenFile string `yaml:"token_file"`
+		} `yaml:"ingest"`
+	}
+	if yaml.Unmarshal(b, &c) != nil {
+		return true // the settings check reports the syntax error
+	}
+	return c.Ingest.Listen == "off" || c.Ingest.Token != "" || c.Ingest.TokenFile != ""
 }
 
 // storeIDOf reads the top-level store_id of a YAML config ("" when the file

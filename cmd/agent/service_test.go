@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -140,7 +141,8 @@ func TestInstallConfigDecision(t *testing.T) {
 		}
 		return path
 	}
-	ours := existing("store_id: S0107\ndata_dir: /var/lib/rxedge\n")
+	ours := existing("store_id: S0107\ndata_dir: /var/lib/rxedge\ningest:\n  token_file: /etc/rxedge/ingest.token\n")
+	noToken := existing("store_id: S0107\ndata_dir: /var/lib/rxedge\n")
 	example := existing(string(configs.AgentExample))
 	missing := filepath.Join(dir, "agent.yaml")
 	notDir := filepath.Join(ours, "agent.yaml") // a path the OS cannot answer for
@@ -159,6 +161,7 @@ func TestInstallConfigDecision(t *testing.T) {
 		{"existing example id", example, "", 0, "S0042", false, "example's store_id"},
 		{"unreadable with id", notDir, "S0107", 0, "S0107", false, "cannot read"},
 		{"unreadable without id", notDir, "", exitError, "", false, ""},
+		{"existing without a token", noToken, "", exitError, "", false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.path == notDir && runtime.GOOS == "windows" {
@@ -171,8 +174,12 @@ func TestInstallConfigDecision(t *testing.T) {
 				t.Fatalf("exit %d (%v), want %d", code, err, tc.wantCode)
 			}
 			if err != nil {
-				if !strings.Contains(err.Error(), "--store-id") {
-					t.Errorf("error does not name --store-id: %v", err)
+				want := "--store-id"
+				if tc.path == noToken {
+					want = "token_file: " + installer.DefaultPaths(runtime.GOOS).TokenFile
+				}
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error does not name %s: %v", want, err)
 				}
 				return
 			}
@@ -225,15 +232,23 @@ func TestExampleConfigEmbedded(t *testing.T) {
 }
 
 // knownService reports whether s is a state `agent status` may show: a
-// service state, or "unknown" with its reason.
-func knownService(s string) bool {
-	for _, st := range []installer.State{installer.StateRunning, installer.StateStopped, installer.StateFailed, installer.StateNotInstalled} {
-		if s == string(st) {
-			return true
-		}
+// service state word, or "unknown" with its reason.
+func knownService(s *status.Service) bool {
+	switch s.State {
+	case status.ServiceRunning, status.ServiceStopped, status.ServiceFailed, status.ServiceNotInstalled:
+		return s.Detail == ""
+	case status.ServiceUnknown:
+		return s.Detail != ""
 	}
-	reason, ok := strings.CutPrefix(s, string(installer.StateUnknown)+" (")
-	return ok && len(reason) > 1 && strings.HasSuffix(reason, ")")
+	return false
+}
+
+// serviceLine is how the human view shows s.
+func serviceLine(s *status.Service) string {
+	if s.Detail != "" {
+		return s.State + " (" + s.Detail + ")"
+	}
+	return s.State
 }
 
 func TestStatusShowsService(t *testing.T) {
@@ -245,31 +260,29 @@ func TestStatusShowsService(t *testing.T) {
 	q.Close()
 	want := serviceState()
 	if !knownService(want) {
-		t.Fatalf("serviceState() = %q", want)
+		t.Fatalf("serviceState() = %+v", want)
 	}
-	t.Logf("service state here: %s", want)
+	t.Logf("service state here: %+v", want)
 
 	out, errs, code := serviceCLI(t, "status", "--data-dir", dir)
 	if code != 0 {
 		t.Fatalf("status: exit %d\n%s%s", code, out, errs)
 	}
-	if !strings.Contains(out, "\nService     "+want+"\n") {
-		t.Errorf("status does not show the service as %q:\n%s", want, out)
+	if !strings.Contains(out, "\nService     "+serviceLine(want)+"\n") {
+		t.Errorf("status does not show the service as %q:\n%s", serviceLine(want), out)
 	}
 
 	out, errs, code = serviceCLI(t, "status", "--json", "--data-dir", dir)
 	if code != 0 {
 		t.Fatalf("status --json: exit %d\n%s%s", code, out, errs)
 	}
-	var doc map[string]any
-	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+	var st status.Status
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := doc["service"].(string); got != want {
-		t.Errorf("status --json: service %q, want %q", doc["service"], want)
+	if st.Service == nil || *st.Service != *want {
+		t.Errorf("status --json: service %+v, want %+v", st.Service, want)
 	}
-	var st status.Status
-	json.Unmarshal([]byte(out), &st)
 	if st.StoreID != "S0107" || st.Agent.Running {
 		t.Errorf("status --json: store %q, running %v", st.StoreID, st.Agent.Running)
 	}
@@ -303,4 +316,61 @@ func textBetween(t *testing.T, s, begin, end string) string {
 		t.Fatalf("no %q ... %q block in:\n%s", begin, end, s)
 	}
 	return body
+}
+
+// TestInstallWritesCentral: install's config carries --nats and the
+// credential, and never the example's placeholder server.
+func TestInstallWritesCentral(t *testing.T) {
+	dir := t.TempDir()
+	pw := filepath.Join(dir, "password")
+	os.WriteFile(pw, []byte("s3cret\n"), 0o600)
+	for _, tc := range []struct {
+		name    string
+		flags   centralFlags
+		servers []string
+		check   func(settings.Config) bool
+	}{
+		{"none", centralFlags{}, nil, func(c settings.Config) bool { return c.NATS.CredsFile == "" && c.NATS.User == "" }},
+		{"creds", centralFlags{servers: "nats://a.chain:4222, tls://b.chain:4222", credsFile: "/etc/rxedge/store.creds", caFile: "/etc/rxedge/ca.pem"},
+			[]string{"nats://a.chain:4222", "tls://b.chain:4222"},
+			func(c settings.Config) bool {
+				return c.NATS.CredsFile == "/etc/rxedge/store.creds" && c.NATS.CAFile == "/etc/rxedge/ca.pem"
+			}},
+		{"nkey", centralFlags{servers: "nats://a.chain:4222", nkeySeedFile: "/etc/rxedge/store.nk"}, []string{"nats://a.chain:4222"},
+			func(c settings.Config) bool { return c.NATS.NKeySeedFile == "/etc/rxedge/store.nk" }},
+		{"user", centralFlags{servers: "nats://a.chain:4222", user: "S0107", passwordFile: pw}, []string{"nats://a.chain:4222"},
+			func(c settings.Config) bool { return c.NATS.User == "S0107" && c.NATS.Password == "s3cret" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.flags.check(); err != nil {
+				t.Fatal(err)
+			}
+			b, err := tc.flags.apply(configs.AgentExample)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(b), "central.example") {
+				t.Errorf("the example's placeholder server is in the config:\n%s", b)
+			}
+			path := filepath.Join(t.TempDir(), "agent.yaml")
+			os.WriteFile(path, b, 0o600)
+			c, err := settings.LoadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(c.NATS.Servers, tc.servers) || !tc.check(c) {
+				t.Errorf("got servers %v and nats %+v, want servers %v", c.NATS.Servers, c.NATS, tc.servers)
+			}
+		})
+	}
+	for _, bad := range []centralFlags{
+		{servers: "nats://a:4222", credsFile: "/a", nkeySeedFile: "/b"},
+		{servers: "nats://a:4222", user: "u"},
+		{credsFile: "/a"},
+		{servers: "nats://a:4222", credsFile: "relative.creds"},
+	} {
+		if err := bad.check(); err == nil {
+			t.Errorf("%+v: accepted, want a usage error", bad)
+		}
+	}
 }

@@ -3,11 +3,16 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/rxedge/agent/installer"
 	"github.com/rxedge/agent/status"
@@ -18,8 +23,10 @@ func newStatusCmd(s *streams) *cobra.Command {
 		loc      location
 		asJSON   bool
 		watch    bool
+		check    bool
 		interval time.Duration
 		maxAge   time.Duration
+		th       = defaultCheckThresholds()
 	)
 	cmd := &cobra.Command{
 		Use:   "status",
@@ -30,22 +37,40 @@ data file.
 
 Works while the agent runs (through its control socket) and while it is
 stopped (reading the data file). Exit status 3 when movements are
-quarantined, the oldest pending movement is older than --max-age, or sync
-is paused because central cannot take anything, so monitoring systems
-(Nagios, Zabbix, ...) can run it.`,
+quarantined, the oldest pending movement is older than --max-age, sync is
+paused because central cannot take anything, central refuses the agent
+(credentials, permissions, TLS, no stream, no JetStream), the agent cannot
+reach central and has never delivered a movement, or the installed service
+is stopped. An outage of a store that delivered before is not a reason:
+its movements wait. With --json the document lists these as "problems", each with a
+stable code.
+
+--check follows the Nagios/Icinga plugin contract instead: one line
+"RXEDGE OK|WARNING|CRITICAL|UNKNOWN - ... | perfdata" and exit 0, 1, 2 or 3,
+judged by the --warn-* and --crit-* thresholds (0 turns one off). An agent
+that does not run is CRITICAL; a status that cannot be read is UNKNOWN.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if check {
+				return runCheck(cmd.Context(), s, &loc, th)
+			}
 			dataDir, err := loc.resolveDataDir()
 			if err != nil {
 				return err
 			}
+			plain := status.PlainThresholds(maxAge)
 			if watch {
-				return watchStatus(cmd.Context(), s, dataDir, interval, maxAge)
+				return watchStatus(cmd.Context(), s, dataDir, interval, plain, asJSON)
 			}
 			st, err := readStatus(cmd.Context(), dataDir)
+			if errors.Is(err, errNoDataFile) {
+				// Installed but never started: the service state is the answer.
+				return &exitErr{code: exitAttention, msg: fmt.Sprintf("service: %s\n%v; after install, start it with `%s start`", serviceState(), err, installer.Command())}
+			}
 			if err != nil {
 				return err
 			}
+			st.Judged = st.Judge(plain)
 			if asJSON {
 				enc := json.NewEncoder(s.out)
 				enc.SetIndent("", "  ")
@@ -55,7 +80,7 @@ is paused because central cannot take anything, so monitoring systems
 			} else {
 				status.Render(s.out, st, maxAge)
 			}
-			if p := st.Problems(maxAge); len(p) > 0 {
+			if len(st.Judged) > 0 {
 				return &exitErr{code: exitAttention}
 			}
 			return nil
@@ -63,11 +88,74 @@ is paused because central cannot take anything, so monitoring systems
 	}
 	fs := cmd.Flags()
 	loc.register(fs)
-	fs.BoolVar(&asJSON, "json", false, "print the status document as JSON")
+	fs.BoolVar(&asJSON, "json", false, "print the status document as JSON (with --watch: one document per line per refresh)")
 	fs.BoolVar(&watch, "watch", false, "refresh the view until interrupted")
 	fs.DurationVar(&interval, "interval", 2*time.Second, "refresh interval for --watch")
 	fs.DurationVar(&maxAge, "max-age", time.Hour, "pending age above which the exit status is 3")
+	fs.BoolVar(&check, "check", false, "monitoring plugin mode: one line with performance data; exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN")
+	fs.DurationVar(&th.PendingAgeWarn, "warn-pending-age", th.PendingAgeWarn, "--check: WARNING when the oldest pending movement is older")
+	fs.DurationVar(&th.PendingAgeCrit, "crit-pending-age", th.PendingAgeCrit, "--check: CRITICAL when the oldest pending movement is older")
+	fs.Uint64Var(&th.QuarantinedWarn, "warn-quarantined", th.QuarantinedWarn, "--check: WARNING at this many quarantined movements")
+	fs.Uint64Var(&th.QuarantinedCrit, "crit-quarantined", th.QuarantinedCrit, "--check: CRITICAL at this many quarantined movements")
+	fs.DurationVar(&th.DisconnectedWarn, "warn-disconnected", th.DisconnectedWarn, "--check: WARNING when offline longer")
+	fs.DurationVar(&th.DisconnectedCrit, "crit-disconnected", th.DisconnectedCrit, "--check: CRITICAL when offline longer")
+	fs.Var((*byteSize)(&th.FreeDiskWarn), "warn-free-disk", "--check: WARNING when the data directory's disk has less free (e.g. 1GiB, 500MB)")
+	fs.Var((*byteSize)(&th.FreeDiskCrit), "crit-free-disk", "--check: CRITICAL when the data directory's disk has less free")
 	return cmd
+}
+
+// defaultCheckThresholds are the defaults of the --check flags.
+func defaultCheckThresholds() status.Thresholds {
+	return status.Thresholds{
+		PendingAgeWarn: time.Hour, PendingAgeCrit: 4 * time.Hour,
+		QuarantinedWarn: 1, QuarantinedCrit: 100,
+		DisconnectedWarn: 15 * time.Minute, DisconnectedCrit: time.Hour,
+		FreeDiskWarn: 1 << 30, FreeDiskCrit: 256 << 20,
+		RequireRunning: true,
+	}
+}
+
+// runCheck is `status --check`: whatever goes wrong, the answer is one
+// line and a plugin exit code.
+func runCheck(ctx context.Context, s *streams, loc *location, th status.Thresholds) error {
+	var st *status.Status
+	dataDir, err := loc.resolveDataDir()
+	if err == nil {
+		st, err = readStatus(ctx, dataDir)
+	}
+	code, line := status.Check(st, err, th)
+	fmt.Fprintln(s.out, line)
+	if code == status.CheckOK {
+		return nil
+	}
+	return &exitErr{code: code}
+}
+
+// byteSize is a flag holding a number of bytes, written with an optional
+// unit: 512, 500MB, 1GiB.
+type byteSize uint64
+
+func (b *byteSize) String() string { return status.Bytes(uint64(*b)) }
+func (b *byteSize) Type() string   { return "size" }
+
+func (b *byteSize) Set(s string) error {
+	units := []struct {
+		suffix string
+		mult   uint64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}}
+	num, mult := strings.TrimSpace(s), uint64(1)
+	for _, u := range units {
+		if n, ok := strings.CutSuffix(num, u.suffix); ok {
+			num, mult = strings.TrimSpace(n), u.mult
+			break
+		}
+	}
+	f, err := strconv.ParseFloat(num, 64)
+	if err != nil || f < 0 {
+		return fmt.Errorf("%q is not a size such as 500MB or 1GiB", s)
+	}
+	*b = byteSize(f * float64(mult))
+	return nil
 }
 
 func readStatus(ctx context.Context, dataDir string) (*status.Status, error) {
@@ -84,35 +172,77 @@ func readStatus(ctx context.Context, dataDir string) (*status.Status, error) {
 	return st, nil
 }
 
-// serviceState is the state of the system service as `agent status` shows
-// it: "running", "stopped", "failed", "not installed", or "unknown (why)"
-// when the service manager cannot be asked (no systemd, no rights).
-func serviceState() string {
+// serviceState is the state of the system service: running, stopped,
+// failed, not-installed, or unknown with the reason when the service
+// manager cannot be asked (no systemd, no rights).
+func serviceState() *status.Service {
 	st, err := installer.Status(installer.ServiceName)
 	if err != nil {
-		return fmt.Sprintf("%s (%v)", installer.StateUnknown, err)
+		return &status.Service{State: status.ServiceUnknown, Detail: err.Error()}
 	}
-	return string(st)
+	switch st {
+	case installer.StateRunning:
+		return &status.Service{State: status.ServiceRunning}
+	case installer.StateStopped:
+		return &status.Service{State: status.ServiceStopped}
+	case installer.StateFailed:
+		return &status.Service{State: status.ServiceFailed}
+	case installer.StateNotInstalled:
+		return &status.Service{State: status.ServiceNotInstalled}
+	}
+	return &status.Service{State: status.ServiceUnknown}
 }
 
-func watchStatus(ctx context.Context, s *streams, dataDir string, interval, maxAge time.Duration) error {
+// isTerminal reports whether w is a terminal, where the watch view may
+// clear the screen.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// watchStatus refreshes the status every interval until ctx ends. On a
+// terminal it redraws the screen; into a pipe it writes one view (or one
+// JSON document per line) per refresh, with no escape codes.
+func watchStatus(ctx context.Context, s *streams, dataDir string, interval time.Duration, th status.Thresholds, asJSON bool) error {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	tty := isTerminal(s.out)
 	for {
 		var b strings.Builder
-		b.WriteString("\x1b[H\x1b[2J") // home, clear
 		st, err := readStatus(ctx, dataDir)
-		if err != nil {
-			fmt.Fprintf(&b, "agent: %v\n", err)
-		} else {
-			status.Render(&b, st, maxAge)
+		if st != nil {
+			st.Judged = st.Judge(th)
 		}
-		fmt.Fprintf(&b, "\n(refreshing every %s; Ctrl-C to stop)\n", interval)
+		switch {
+		case asJSON && err != nil:
+			json.NewEncoder(&b).Encode(map[string]string{"error": err.Error(), "generated_at": time.Now().UTC().Format(time.RFC3339Nano)})
+		case asJSON:
+			json.NewEncoder(&b).Encode(st)
+		default:
+			if tty {
+				b.WriteString("\x1b[H\x1b[2J") // home, clear
+			} else {
+				b.WriteString("\n")
+			}
+			if err != nil {
+				fmt.Fprintf(&b, "agent: %v\n", err)
+			} else {
+				status.Render(&b, st, th.PendingAgeWarn)
+			}
+			if tty {
+				fmt.Fprintf(&b, "\n(refreshing every %s; Ctrl-C to stop)\n", interval)
+			}
+		}
 		fmt.Fprint(s.out, b.String())
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+			// A tick and the end can both be ready: the end wins, or the
+			// view would end with a spurious error of a cancelled read.
+			if ctx.Err() != nil {
+				return nil
+			}
 		}
 	}
 }

@@ -158,7 +158,7 @@ func (b *bench) herdRun(ctx context.Context, name string, jitter time.Duration) 
 		if err != nil {
 			return res, err
 		}
-		st := &herdStore{id: id, q: q, e: sync.New(q, o, nil, nil, nil), done: make(chan error, 1)}
+		st := &herdStore{id: id, q: q, e: sync.New(q, o.Sync(), nil, nil, nil), done: make(chan error, 1)}
 		stores = append(stores, st)
 		go func() { st.done <- st.e.Run(ectx) }()
 	}

@@ -340,7 +340,7 @@ func (r *engineRig) deliver(ctx context.Context, target int) (syncResult, error)
 	}
 	from := st.Count(queue.Synced)
 
-	e := sync.New(q, r.o, nil, nil, nil)
+	e := sync.New(q, r.o.Sync(), nil, nil, nil)
 	ectx, stop := context.WithCancel(ctx)
 	defer stop()
 	done := make(chan error, 1)

@@ -1,10 +1,19 @@
 package disk
 
-import "golang.org/x/sys/windows"
+import (
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/windows"
+)
 
 // Free is the space available to the caller on the volume holding path,
-// in bytes.
+// in bytes. path may be a file: GetDiskFreeSpaceExW takes only a
+// directory, so a file's own directory is asked.
 func Free(path string) (uint64, error) {
+	if fi, err := os.Stat(path); err == nil && !fi.IsDir() {
+		path = filepath.Dir(path)
+	}
 	p, err := windows.UTF16PtrFromString(path)
 	if err != nil {
 		return 0, err

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rxedge/agent/doctor"
+	"github.com/rxedge/agent/installer"
+	"github.com/rxedge/agent/status"
+)
+
+func newDoctorCmd(s *streams) *cobra.Command {
+	var (
+		loc       location
+		asJSON    bool
+		adminUser string
+		adminPass string
+		timeout   time.Duration
+		maxAge    time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Check whether this store is ready (exit 0 ready, 3 not ready)",
+		Long: `Check everything a store needs, and say how to fix what is wrong: the
+config is valid; the config and token are private; the ingest token is set;
+central is reachable and accepts the store's credentials; the stream is
+there (and, with --admin-user, has central's settings); the store may
+publish on its own subjects and not on another store's; the clock agrees
+with central's (visible with --admin-user); there is disk space; and the
+oldest pending movement is recent.
+
+Doctor changes nothing: its publish probes are refused by the stream by
+design and store nothing. Run it as an administrator (it reads the config).
+Exit status 0 when the store is ready, 3 when any check fails.`,
+		Example: `  sudo rxedge-agent doctor
+  sudo rxedge-agent doctor --json --admin-user admin --admin-password-file /root/admin.pw`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, path, err := loc.loadConfig()
+			if err == nil && path == "" {
+				err = fmt.Errorf("no config: %s does not exist", defaultConfigPath())
+			}
+			if err != nil {
+				// Not ready either: say so in the report's form.
+				r := doctor.Report{Checks: []doctor.Check{{Name: doctor.CheckConfig, Detail: err.Error(),
+					Fix: "run doctor as an administrator (sudo) on an installed store, or pass --config FILE"}}}
+				return printDoctor(s, r, asJSON)
+			}
+			o := doctor.Options{ConfigPath: path, Config: c, Timeout: timeout, MaxPendingAge: maxAge, Command: installer.Command()}
+			if adminUser != "" {
+				pw, err := os.ReadFile(adminPass)
+				if err != nil {
+					return usageError("--admin-user needs --admin-password-file: %v", err)
+				}
+				o.Admin = &doctor.Admin{User: adminUser, Password: strings.TrimRight(string(pw), "\r\n")}
+			}
+			if c.DataDir != "" {
+				o.Status = func(ctx context.Context) (*status.Status, error) { return readStatus(ctx, c.DataDir) }
+			}
+			return printDoctor(s, doctor.Run(cmd.Context(), o), asJSON)
+		},
+	}
+	fs := cmd.Flags()
+	loc.register(fs)
+	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	fs.StringVar(&adminUser, "admin-user", "", "central's administrator (may read the stream's info): compare the stream's settings and the clock")
+	fs.StringVar(&adminPass, "admin-password-file", "", "file holding --admin-user's password")
+	fs.DurationVar(&timeout, "timeout", 5*time.Second, "limit of each network step")
+	fs.DurationVar(&maxAge, "max-age", time.Hour, "oldest pending movement that passes")
+	return cmd
+}
+
+// printDoctor writes the report and returns exit status 3 unless ready.
+func printDoctor(s *streams, r doctor.Report, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(s.out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	} else {
+		for _, ch := range r.Checks {
+			mark := "ok  "
+			if !ch.OK {
+				mark = "FAIL"
+			}
+			fmt.Fprintf(s.out, "%s %-33s %s\n", mark, ch.Name, ch.Detail)
+			if !ch.OK {
+				fmt.Fprintf(s.out, "     %-33s fix: %s\n", "", ch.Fix)
+			}
+		}
+		if r.Ready {
+			fmt.Fprintln(s.out, "ready")
+		} else {
+			fmt.Fprintln(s.out, "not ready")
+		}
+	}
+	if !r.Ready {
+		return &exitErr{code: exitAttention}
+	}
+	return nil
+}

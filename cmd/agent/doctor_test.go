@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/doctor"
+	"github.com/rxedge/agent/hub"
+	"github.com/rxedge/agent/internal/natstest"
+	"github.com/rxedge/agent/queue"
+)
+
+var productionTemplate = filepath.Join("..", "..", "configs", "nats", "production.conf.template")
+
+// adminConnect are the production template's administrator credentials.
+var adminConnect = []nats.Option{nats.UserInfo("admin", "CHANGE-ME-admin"), nats.CustomInboxPrefix(central.InboxPrefix("admin"))}
+
+// doctorStore writes an installed store's files for S0001 against url with
+// password and returns the config's path and the admin password file.
+func doctorStore(t *testing.T, url, password string) (config, adminPW string) {
+	t.Helper()
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	os.Mkdir(data, 0o750)
+	q, err := queue.Open(queue.Options{Path: filepath.Join(data, "agent.db"), StoreID: "S0001"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Close()
+	tok := filepath.Join(dir, "ingest.token")
+	os.WriteFile(tok, []byte("0123456789abcdef0123456789abcdef"), 0o640)
+	config = filepath.Join(dir, "agent.yaml")
+	os.WriteFile(config, []byte("store_id: S0001\ndata_dir: "+yamlString(data)+"\ningest:\n  token_file: "+yamlString(tok)+
+		"\nnats:\n  servers: ["+yamlString(url)+"]\n  user: S0001\n  password: "+yamlString(password)+"\n"), 0o640)
+	adminPW = filepath.Join(dir, "admin.pw")
+	os.WriteFile(adminPW, []byte("CHANGE-ME-admin\n"), 0o600)
+	return config, adminPW
+}
+
+// TestDoctor runs `agent doctor --json` against a real nats-server with
+// the production permission template, as central can be found in the
+// field.
+func TestDoctor(t *testing.T) {
+	denied := filepath.Join(t.TempDir(), "denied.conf")
+	b, err := os.ReadFile(productionTemplate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// S0001 may publish only S0009's movements (its user's permission;
+	// its account still imports its own).
+	const own = "# its movements, one subject per key\n              \"rx.mv.S0001.>\""
+	if !strings.Contains(string(b), own) {
+		t.Fatalf("the template no longer grants S0001 its movements as %q", own)
+	}
+	os.WriteFile(denied, []byte(strings.Replace(string(b), own, strings.Replace(own, "S0001", "S0009", 1), 1)), 0o600)
+
+	wrongSettings := func(t *testing.T, url string) {
+		nc := natstest.Connect(t, url, adminConnect...)
+		cfg := central.StreamConfig(central.StreamOptions{})
+		cfg.DenyPurge, cfg.MaxMsgsPerSubject = false, 5
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := natstest.JetStream(t, nc).CreateStream(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name      string
+		conf      string
+		provision bool
+		setup     func(t *testing.T, url string)
+		password  string
+		failed    []string // checks that fail; none means ready
+		fix       string   // in the first failed check's fix
+	}{
+		{name: "healthy", conf: productionTemplate, provision: true, password: "CHANGE-ME-S0001"},
+		{name: "wrong password", conf: productionTemplate, provision: true, password: "wrong",
+			failed: []string{doctor.CheckAuth}, fix: "credentials"},
+		{name: "missing stream", conf: productionTemplate, password: "CHANGE-ME-S0001",
+			failed: []string{doctor.CheckStream, doctor.CheckPublishOwn}, fix: "provision"},
+		{name: "stream with wrong settings", conf: productionTemplate, setup: wrongSettings, password: "CHANGE-ME-S0001",
+			failed: []string{doctor.CheckStream}, fix: "provision"},
+		{name: "store denied its own subjects", conf: denied, provision: true, password: "CHANGE-ME-S0001",
+			failed: []string{doctor.CheckPublishOwn}, fix: "allow publish on rx.mv.<store>.>"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := natstest.StartHub(t, natstest.WithConfigFile(tc.conf, adminConnect...), func(o *hub.Options) { o.SkipProvision = !tc.provision })
+			if tc.setup != nil {
+				tc.setup(t, h.URL())
+			}
+			config, adminPW := doctorStore(t, h.URL(), tc.password)
+			stdout, stderr, code := cli(t, "doctor", "--json", "--config", config, "--admin-user", "admin", "--admin-password-file", adminPW, "--timeout", "2s")
+			var r doctor.Report
+			if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+				t.Fatalf("doctor --json: %v\n%s%s", err, stdout, stderr)
+			}
+			var failed []string
+			fix := ""
+			for _, c := range r.Checks {
+				if !c.OK {
+					failed = append(failed, c.Name)
+					if fix == "" {
+						fix = c.Fix
+					}
+					if c.Fix == "" {
+						t.Errorf("failed check %q has no fix", c.Name)
+					}
+				}
+			}
+			wantCode := exitOK
+			if len(tc.failed) > 0 {
+				wantCode = exitAttention
+			}
+			if code != wantCode || strings.Join(failed, ",") != strings.Join(tc.failed, ",") || !strings.Contains(fix, tc.fix) || r.Ready != (len(tc.failed) == 0) {
+				t.Errorf("exit %d, failed %v, first fix %q; want exit %d, failed %v, fix naming %q\n%s%s", code, failed, fix, wantCode, tc.failed, tc.fix, stdout, stderr)
+			}
+		})
+	}
+}
+
+// TestDoctorWithoutAConfig: a config doctor cannot read is a failed check,
+// exit 3 like every other "not ready".
+func TestDoctorWithoutAConfig(t *testing.T) {
+	stdout, stderr, code := cli(t, "doctor", "--config", filepath.Join(t.TempDir(), "agent.yaml"))
+	if code != exitAttention || !strings.Contains(stdout, "FAIL config") || !strings.Contains(stdout, "fix: ") {
+		t.Errorf("exit %d, want %d with a failed config check and its fix:\n%s%s", code, exitAttention, stdout, stderr)
+	}
+}

@@ -1,0 +1,24 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"testing"
+)
+
+// TestMain keeps the tests from reading the nats CLI's contexts and
+// variables of whoever runs them: `agent remote` and `provision` would.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "rxedge-agent-test-xdg")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv("XDG_CONFIG_HOME", dir)
+	for _, v := range []string{"NATS_URL", "NATS_USER", "NATS_PASSWORD", "NATS_TOKEN", "NATS_CREDS", "NATS_NKEY", "NATS_CA", "NATS_CERT", "NATS_KEY", "NATS_INBOX_PREFIX", "NATS_CONTEXT", "RXEDGE_NATS_PASSWORD"} {
+		os.Unsetenv(v)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/rxedge/agent/settings"
+)
+
+// TestDevIgnoresTheInstalledConfig: `run --dev` on a machine with an
+// installed service must not load that service's config (and then refuse
+// its nats.servers).
+func TestDevIgnoresTheInstalledConfig(t *testing.T) {
+	installed := filepath.Join(t.TempDir(), "agent.yaml")
+	if err := os.WriteFile(installed, []byte("store_id: S0107\ndata_dir: /var/lib/rxedge\nnats:\n  servers: [nats://central.chain:4222]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	old := defaultConfigPath
+	defaultConfigPath = func() string { return installed }
+	t.Cleanup(func() { defaultConfigPath = old })
+
+	var f runFlags
+	c, err := f.devConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.NATS.Servers) != 0 || c.StoreID != "" {
+		t.Errorf("--dev read the installed config: servers %v, store %q", c.NATS.Servers, c.StoreID)
+	}
+	f.configPath = installed
+	if c, err = f.devConfig(); err != nil || c.StoreID != "S0107" {
+		t.Errorf("--dev --config: store %q, %v; want the given file read", c.StoreID, err)
+	}
+}
+
+func TestServiceNeedsToken(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		service bool
+		o       settings.Options
+		refuse  bool
+	}{
+		{"console without token", false, settings.Options{IngestListen: "127.0.0.1:8717"}, false},
+		{"service without token", true, settings.Options{IngestListen: "127.0.0.1:8717"}, true},
+		{"service with token", true, settings.Options{IngestListen: "127.0.0.1:8717", IngestToken: "0123456789abcdef"}, false},
+		{"service without ingest", true, settings.Options{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := serviceNeedsToken(tc.service, tc.o); (err != nil) != tc.refuse {
+				t.Errorf("got %v, want refusal %v", err, tc.refuse)
+			}
+		})
+	}
+}
+
+func TestReadableByOthers(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("modes do not apply; install sets ACLs")
+	}
+	dir := t.TempDir()
+	open, closed := filepath.Join(dir, "open"), filepath.Join(dir, "closed")
+	os.WriteFile(open, nil, 0o644)
+	os.WriteFile(closed, nil, 0o640)
+	os.Chmod(open, 0o644) // whatever the umask
+	got := readableByOthers([]string{open, closed, filepath.Join(dir, "missing")})
+	if len(got) != 1 || got[0] != open {
+		t.Errorf("got %v, want [%s]", got, open)
+	}
+}

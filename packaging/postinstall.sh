@@ -1,0 +1,18 @@
+#!/bin/sh
+# After the package's files are in place (install and upgrade, deb and rpm):
+# the service user and directories, then systemd. The config and the ingest
+# token are written by `rxedge-agent install --store-id ... --nats ...`;
+# the unit starts only once the config exists.
+set -e
+if ! getent passwd rxedge >/dev/null 2>&1; then
+	useradd --system --user-group --no-create-home --home-dir /var/lib/rxedge --shell /usr/sbin/nologin rxedge
+fi
+install -d -m 0750 -o root -g rxedge /etc/rxedge
+install -d -m 0750 -o rxedge -g rxedge /var/lib/rxedge
+if [ -d /run/systemd/system ]; then
+	systemctl daemon-reload
+	systemctl enable rxedge-agent.service >/dev/null 2>&1 || true
+	# An upgrade restarts a running agent on the new binary; a stopped one
+	# stays stopped.
+	systemctl try-restart rxedge-agent.service
+fi

@@ -1,0 +1,39 @@
+# Installs the RxEdge agent as a Windows service, unattended (SCCM, Intune
+# Win32 app, or by hand from an elevated PowerShell):
+#
+#   .\install.ps1 -StoreId S0107 -Nats nats://central.chain:4222 -CredsFile C:\secure\S0107.creds
+#
+# It copies rxedge-agent.exe to %ProgramFiles%\RxEdge, runs
+# `rxedge-agent install` with the same flags (which writes the config and a
+# fresh ingest token readable only by administrators and the service, and
+# checks the config as the agent does), starts the service and runs
+# `rxedge-agent doctor`. Exit code: 0 ready, 3 installed but not ready,
+# anything else failed.
+param(
+    [Parameter(Mandatory = $true)][string]$StoreId,
+    [string]$Nats = "",
+    [string]$CredsFile = "",
+    [string]$NkeySeedFile = "",
+    [string]$NatsUser = "",
+    [string]$PasswordFile = "",
+    [string]$CaFile = ""
+)
+$ErrorActionPreference = "Stop"
+$dir = Join-Path $env:ProgramFiles "RxEdge"
+$exe = Join-Path $dir "rxedge-agent.exe"
+New-Item -ItemType Directory -Force -Path $dir | Out-Null
+Copy-Item -Force (Join-Path $PSScriptRoot "rxedge-agent.exe") $exe
+
+$installArgs = @("install", "--store-id", $StoreId)
+if ($Nats) { $installArgs += @("--nats", $Nats) }
+if ($CredsFile) { $installArgs += @("--creds", $CredsFile) }
+if ($NkeySeedFile) { $installArgs += @("--nkey-seed", $NkeySeedFile) }
+if ($NatsUser) { $installArgs += @("--nats-user", $NatsUser, "--password-file", $PasswordFile) }
+if ($CaFile) { $installArgs += @("--ca-file", $CaFile) }
+
+& $exe @installArgs
+if ($LASTEXITCODE -ne 0) { exit $LASTEXITCODE }
+& $exe start
+if ($LASTEXITCODE -ne 0) { exit $LASTEXITCODE }
+& $exe doctor
+exit $LASTEXITCODE

@@ -1,0 +1,207 @@
+package settings
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// LoadFile reads a YAML configuration file strictly. It reports every
+// unknown key with its line and the known key it is closest to, and every
+// value of the wrong type with its field and line, all at once (a YAML
+// syntax error stops the parser, so it comes alone).
+func LoadFile(path string) (Config, error) {
+	var c Config
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return c, fmt.Errorf("config: %w", err)
+	}
+	var doc yaml.Node
+	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return c, nil
+		}
+		return c, &FileError{Path: path, Problems: []string{strings.TrimPrefix(err.Error(), "yaml: ")}}
+	}
+	var problems []string
+	if len(doc.Content) > 0 {
+		decodeNode(doc.Content[0], reflect.ValueOf(&c).Elem(), "", &problems)
+	}
+	if len(problems) > 0 {
+		return c, &FileError{Path: path, Problems: problems}
+	}
+	return c, nil
+}
+
+// FileError lists every problem of a configuration file, each with its line.
+type FileError struct {
+	Path     string
+	Problems []string
+}
+
+func (e *FileError) Error() string {
+	return "config " + e.Path + ":\n  " + strings.Join(e.Problems, "\n  ")
+}
+
+var durationType = reflect.TypeOf(time.Duration(0))
+
+// decodeNode decodes n into v (a struct field at path), collecting
+// problems instead of stopping at the first.
+func decodeNode(n *yaml.Node, v reflect.Value, path string, problems *[]string) {
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if v.Kind() != reflect.Struct {
+		if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+			return
+		}
+		if err := n.Decode(v.Addr().Interface()); err != nil {
+			*problems = append(*problems, fmt.Sprintf("line %d: %s: want %s, got %s", n.Line, path, want(v.Type()), got(n, path)))
+		}
+		return
+	}
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return
+	}
+	if n.Kind != yaml.MappingNode {
+		where := path
+		if where == "" {
+			where = "the file"
+		}
+		*problems = append(*problems, fmt.Sprintf("line %d: %s: want a mapping of settings, got %s", n.Line, where, got(n, path)))
+		return
+	}
+	fields := map[string]int{}
+	var known []string
+	for i := 0; i < v.NumField(); i++ {
+		tag := strings.Split(v.Type().Field(i).Tag.Get("yaml"), ",")[0]
+		if tag != "" && tag != "-" {
+			fields[tag] = i
+			known = append(known, tag)
+		}
+	}
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		name := k.Value
+		full := name
+		if path != "" {
+			full = path + "." + name
+		}
+		if line, dup := seen[name]; dup {
+			*problems = append(*problems, fmt.Sprintf("line %d: %s: set twice (first on line %d)", k.Line, full, line))
+			continue
+		}
+		seen[name] = k.Line
+		idx, ok := fields[name]
+		if !ok {
+			msg := fmt.Sprintf("line %d: unknown key %q", k.Line, name)
+			if path != "" {
+				msg += " in " + path
+			}
+			if s := closest(name, known); s != "" {
+				msg += fmt.Sprintf(" (did you mean %q?)", s)
+			}
+			*problems = append(*problems, msg)
+			continue
+		}
+		decodeNode(val, v.Field(idx), full, problems)
+	}
+}
+
+// want names the type a setting takes.
+func want(t reflect.Type) string {
+	switch {
+	case t == durationType:
+		return "a duration such as 30s or 5m"
+	case t.Kind() == reflect.String:
+		return "text"
+	case t.Kind() == reflect.Int || t.Kind() == reflect.Int64:
+		return "a whole number"
+	case t.Kind() == reflect.Bool:
+		return "true or false"
+	case t.Kind() == reflect.Slice:
+		return "a list of " + strings.TrimPrefix(want(t.Elem()), "a ")
+	case t.Kind() == reflect.Map:
+		return "a mapping of names to " + want(t.Elem())
+	}
+	return t.String()
+}
+
+// got describes what the file holds, without echoing a secret.
+func got(n *yaml.Node, path string) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	}
+	if secret(path) {
+		return "a value (not shown: it may be a secret)"
+	}
+	v := n.Value
+	if len(v) > 40 {
+		v = v[:40] + "…"
+	}
+	return fmt.Sprintf("%q", v)
+}
+
+func secret(path string) bool {
+	leaf := path[strings.LastIndex(path, ".")+1:]
+	return leaf == "password" || leaf == "token"
+}
+
+// closest is the known key nearest to name, when one is near enough to be
+// a typo: at most two edits away, or one is the start of the other.
+func closest(name string, known []string) string {
+	lower := strings.ToLower(name)
+	best, bestD := "", 3
+	for _, k := range known {
+		if d := editDistance(lower, k); d < bestD && d < len(k) {
+			best, bestD = k, d
+		}
+	}
+	if best != "" || len(lower) < 3 {
+		return best
+	}
+	for _, k := range known {
+		if strings.HasPrefix(k, lower) || strings.HasPrefix(lower, k) {
+			return k
+		}
+	}
+	return ""
+}
+
+// editDistance is the Damerau–Levenshtein distance (with transpositions)
+// of a and b.
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	d := make([][]int, len(ra)+1)
+	for i := range d {
+		d[i] = make([]int, len(rb)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(ra)][len(rb)]
+}
