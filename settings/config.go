@@ -294,7 +294,7 @@ func (c Config) Validate() (Options, error) {
 	case !ValidStoreID(c.StoreID):
 		bad("store_id", "must be 1 to 32 letters, digits, '-' or '_' (it is part of NATS subjects)")
 	case c.StoreID == "fleet":
-		bad("store_id", "\"fleet\" is reserved for commands to every store (rx.ctl.fleet.>)")
+		bad("store_id", "\"fleet\" is reserved (it named the fleet's control subject, rx.ctl.fleet.>)")
 	}
 
 	if c.DataDir == "" {
