@@ -27,8 +27,8 @@ func TestSubjects(t *testing.T) {
 		{"every heartbeat", central.StatusSubjects, "rx.status.>"},
 		{"control", central.ControlSubject("S0001", "dlq.redrive"), "rx.ctl.S0001.dlq.redrive"},
 		{"a store's control", central.ControlSubject("S0001", ">"), "rx.ctl.S0001.>"},
-		{"fleet control", central.ControlSubject(central.FleetToken, ">"), "rx.ctl.fleet.>"},
-		{"fleet status", central.FleetStatusSubject, "rx.ctl.fleet.status"},
+		{"fleet key", central.FleetSubject("S0001"), "$KV.RX_FLEET.S0001"},
+		{"every fleet key", central.FleetSubjects, "$KV.RX_FLEET.>"},
 		{"inbox prefix", central.InboxPrefix("S0001"), "_INBOX_S0001"},
 	}
 	for _, tc := range tests {

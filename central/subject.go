@@ -38,20 +38,18 @@ const (
 // StatusSubject is where the agent of store publishes its heartbeat.
 func StatusSubject(store string) string { return StatusPrefix + store }
 
-// Control subjects: rx.ctl.<store>.<command>, and rx.ctl.fleet.<command>
-// for commands every store answers. Only operators may publish them.
+// Control subjects: rx.ctl.<store>.<command>. Only operators may publish
+// them.
 const (
 	// ControlPrefix starts every control subject; see ControlSubject.
 	ControlPrefix = "rx.ctl."
-	// FleetToken stands for the store in a fleet command's subject; no
-	// store may use it as its id.
+	// FleetToken is reserved: no store may use it as its id (it named the
+	// fleet's scatter-gather subject, rx.ctl.fleet.status, which agents
+	// of older versions still answer).
 	FleetToken = "fleet"
-	// FleetStatusSubject is where an operator asks every store for its
-	// summary.
-	FleetStatusSubject = ControlPrefix + FleetToken + ".status"
 )
 
-// ControlSubject is the subject of cmd for store (or FleetToken):
+// ControlSubject is the subject of cmd for store:
 // "rx.ctl.<store>.<cmd>". ControlSubject(store, ">") is every command an
 // agent subscribes to.
 func ControlSubject(store, cmd string) string {

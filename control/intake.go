@@ -1,7 +1,6 @@
 package control
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -11,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
@@ -38,11 +38,15 @@ type Submission struct {
 	Results    []Accepted `json:"results"`
 }
 
-// ErrorBody is the answer to a refused request.
+// ErrorBody is the answer to a refused request. Errors holds at most
+// MaxErrors item errors; ErrorsTotal counts them all and Truncated says
+// that some were left out.
 type ErrorBody struct {
-	Error  string      `json:"error"`
-	Errors []ItemError `json:"errors,omitempty"`
-	Key    string      `json:"key,omitempty"`
+	Error       string      `json:"error"`
+	Errors      []ItemError `json:"errors,omitempty"`
+	ErrorsTotal int         `json:"errors_total,omitempty"`
+	Truncated   bool        `json:"truncated,omitempty"`
+	Key         string      `json:"key,omitempty"`
 }
 
 // httpError is a refusal with its status code.
@@ -57,10 +61,32 @@ func refuse(code int, format string, args ...any) *httpError {
 	return &httpError{code: code, body: ErrorBody{Error: fmt.Sprintf(format, args...)}}
 }
 
-// readItems splits a request body into movements: one JSON object, a JSON
-// array of objects, or NDJSON (Content-Type application/x-ndjson), with the
-// size limits applied. lines[i] is the body line where item i starts.
-func readItems(w http.ResponseWriter, r *http.Request, maxReq int64) (items [][]byte, lines []int, herr *httpError) {
+// Limits of one submission's answer and of its parsing.
+const (
+	// MaxErrors is how many item errors an answer lists; ErrorsTotal
+	// counts them all.
+	MaxErrors = 100
+	// DefaultMaxMovements bounds the movements of one request.
+	DefaultMaxMovements = 10000
+)
+
+// Media types a submission may have.
+const (
+	typeJSON   = "application/json"
+	typeNDJSON = "application/x-ndjson"
+	typeJSONL  = "application/jsonl"
+)
+
+// readItems reads a request body and splits it into movements (see
+// splitBody), with the size limits applied.
+func readItems(w http.ResponseWriter, r *http.Request, maxReq int64, maxItems int) (items [][]byte, lines []int, herr *httpError) {
+	ct, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || (ct != typeJSON && ct != typeNDJSON && ct != typeJSONL) {
+		return nil, nil, refuse(http.StatusUnsupportedMediaType, "Content-Type must be %s (one movement or an array of them), %s or %s (one movement per line)", typeJSON, typeNDJSON, typeJSONL)
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return nil, nil, refuse(http.StatusUnsupportedMediaType, "the body must be UTF-8 (charset=utf-8 or none)")
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxReq))
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
@@ -69,16 +95,38 @@ func readItems(w http.ResponseWriter, r *http.Request, maxReq int64) (items [][]
 	if err != nil {
 		return nil, nil, refuse(http.StatusBadRequest, "reading the request body: %v", err)
 	}
-	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if ct == "application/x-ndjson" || ct == "application/jsonl" {
-		items, lines = splitLines(body)
+	return splitBody(body, ct, maxItems)
+}
+
+// splitBody splits a body of media type ct into movements: one JSON
+// object or a JSON array of objects (application/json), or one object per
+// line (NDJSON, JSON lines). lines[i] is the body line where item i starts
+// (NDJSON only). The items are slices of body. A body that is not UTF-8 is
+// refused, never repaired, and one of more than maxItems movements is
+// refused as soon as the count is passed.
+func splitBody(body []byte, ct string, maxItems int) (items [][]byte, lines []int, herr *httpError) {
+	if !utf8.Valid(body) {
+		return nil, nil, refuse(http.StatusBadRequest, "the body is not valid UTF-8: send UTF-8 text (nothing was stored)")
+	}
+	tooMany := func() *httpError {
+		return refuse(http.StatusRequestEntityTooLarge, "more than %d movements in one request: send them in several", maxItems)
+	}
+	if ct == typeNDJSON || ct == typeJSONL {
+		var ok bool
+		if items, lines, ok = splitLines(body, maxItems); !ok {
+			return nil, nil, tooMany()
+		}
 	} else {
 		trimmed := bytes.TrimLeft(body, " \t\r\n")
 		switch {
 		case len(trimmed) == 0:
 			return nil, nil, refuse(http.StatusBadRequest, "empty request: send a movement object, an array of them, or NDJSON with Content-Type application/x-ndjson")
 		case trimmed[0] == '[':
-			items, err = splitArray(trimmed)
+			var err error
+			items, err = splitArray(trimmed, maxItems)
+			if errors.Is(err, errTooMany) {
+				return nil, nil, tooMany()
+			}
 			if err != nil {
 				return nil, nil, refuse(http.StatusBadRequest, "the body is not a valid JSON array of movements: %v", err)
 			}
@@ -92,15 +140,31 @@ func readItems(w http.ResponseWriter, r *http.Request, maxReq int64) (items [][]
 	return items, lines, nil
 }
 
-// oversize lists the items larger than maxMov.
-func oversize(items [][]byte, lines []int, maxMov int64) []ItemError {
-	var big []ItemError
+// errTooMany is a body with more items than allowed.
+var errTooMany = errors.New("too many movements")
+
+// capErrors keeps the first MaxErrors of errs in body and counts them all.
+func (b *ErrorBody) capErrors(errs []ItemError, total int) {
+	b.ErrorsTotal = total
+	if len(errs) > MaxErrors {
+		errs = errs[:MaxErrors]
+	}
+	b.Errors = errs
+	b.Truncated = total > len(errs)
+}
+
+// oversize lists the first MaxErrors items larger than maxMov, and counts
+// them all.
+func oversize(items [][]byte, lines []int, maxMov int64) (big []ItemError, total int) {
 	for i, it := range items {
 		if int64(len(it)) > maxMov {
-			big = append(big, ItemError{Item: i, Line: lineOf(lines, i), Error: fmt.Sprintf("movement is %d bytes, more than the limit of %d", len(it), maxMov)})
+			total++
+			if len(big) < MaxErrors {
+				big = append(big, ItemError{Item: i, Line: lineOf(lines, i), Error: fmt.Sprintf("movement is %d bytes, more than the limit of %d", len(it), maxMov)})
+			}
 		}
 	}
-	return big
+	return big, total
 }
 
 func lineOf(lines []int, i int) int {
@@ -110,29 +174,43 @@ func lineOf(lines []int, i int) int {
 	return 0
 }
 
-func splitLines(body []byte) (items [][]byte, lines []int) {
-	sc := bufio.NewScanner(bytes.NewReader(body))
-	sc.Buffer(nil, len(body)+1)
+// splitLines splits NDJSON into its non-empty lines, slices of body; ok is
+// false when there are more than maxItems.
+func splitLines(body []byte, maxItems int) (items [][]byte, lines []int, ok bool) {
 	n := 0
-	for sc.Scan() {
+	for len(body) > 0 {
 		n++
-		line := bytes.TrimSpace(sc.Bytes())
+		line := body
+		if i := bytes.IndexByte(body, '\n'); i >= 0 {
+			line, body = body[:i], body[i+1:]
+		} else {
+			body = nil
+		}
+		line = bytes.TrimSpace(line)
 		if len(line) == 0 {
 			continue
 		}
-		items = append(items, bytes.Clone(line))
+		if len(items) == maxItems {
+			return nil, nil, false
+		}
+		items = append(items, line)
 		lines = append(lines, n)
 	}
-	return items, lines
+	return items, lines, true
 }
 
-func splitArray(body []byte) ([][]byte, error) {
+// splitArray splits a JSON array into its elements; errTooMany when there
+// are more than maxItems.
+func splitArray(body []byte, maxItems int) ([][]byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if _, err := dec.Token(); err != nil {
 		return nil, errors.New("malformed array")
 	}
 	var items [][]byte
 	for dec.More() {
+		if len(items) == maxItems {
+			return nil, errTooMany
+		}
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
 			return nil, fmt.Errorf("item %d is malformed", len(items))
@@ -148,19 +226,21 @@ func splitArray(body []byte) ([][]byte, error) {
 	return items, nil
 }
 
-// prepare validates every item; it returns the prepared movements or every
-// field error of every item.
-func prepare(items [][]byte, lines []int, storeID string, now time.Time) ([]movement.Prepared, []ItemError) {
-	out := make([]movement.Prepared, len(items))
-	var errs []ItemError
+// prepare validates every item; it returns the prepared movements, or the
+// first MaxErrors field errors and the count of them all.
+func prepare(items [][]byte, lines []int, storeID string, now time.Time) (out []movement.Prepared, errs []ItemError, total int) {
+	out = make([]movement.Prepared, len(items))
 	for i, it := range items {
 		p, es := movement.Prepare(it, storeID, now)
 		for _, e := range es {
-			errs = append(errs, ItemError{Item: i, Line: lineOf(lines, i), Field: e.Field, Error: e.Msg})
+			total++
+			if len(errs) < MaxErrors {
+				errs = append(errs, ItemError{Item: i, Line: lineOf(lines, i), Field: e.Field, Error: e.Msg})
+			}
 		}
 		out[i] = p
 	}
-	return out, errs
+	return out, errs, total
 }
 
 // enqueueError turns a queue error into the HTTP refusal.
@@ -210,24 +290,31 @@ const (
 // one: invalid ones, and those that conflict with a held movement, were
 // purged, or conflict with an earlier one of the request. The valid ones
 // are stored in one transaction. Every answer numbers items as the request
-// does, invalid ones included.
+// does, invalid ones included. Only the first MaxErrors field errors are
+// spelled out; a rejected item past them has its status and no errors.
 func submitEach(q *queue.Queue, items [][]byte, lines []int, maxMov int64, storeID string, now time.Time) ([]ItemResult, error) {
 	res := make([]ItemResult, len(items))
 	var valid []movement.Prepared
 	var index []int // valid[j] is item index[j]
+	spelled := 0
+	spell := func(i int, e ItemError) {
+		if spelled < MaxErrors {
+			spelled++
+			res[i].Errors = append(res[i].Errors, e)
+		}
+	}
 	for i, it := range items {
 		res[i] = ItemResult{Item: i, Line: lineOf(lines, i)}
 		if int64(len(it)) > maxMov {
 			res[i].Status = StatusRejected
-			res[i].Errors = oversize(items[i:i+1], nil, maxMov)
-			res[i].Errors[0].Item, res[i].Errors[0].Line = i, res[i].Line
+			spell(i, ItemError{Item: i, Line: res[i].Line, Error: fmt.Sprintf("movement is %d bytes, more than the limit of %d", len(it), maxMov)})
 			continue
 		}
 		p, es := movement.Prepare(it, storeID, now)
 		if es != nil {
 			res[i].Status = StatusRejected
 			for _, e := range es {
-				res[i].Errors = append(res[i].Errors, ItemError{Item: i, Line: lineOf(lines, i), Field: e.Field, Error: e.Msg})
+				spell(i, ItemError{Item: i, Line: lineOf(lines, i), Field: e.Field, Error: e.Msg})
 			}
 			continue
 		}
@@ -262,7 +349,7 @@ func submitEach(q *queue.Queue, items [][]byte, lines []int, maxMov int64, store
 			return nil, r.Err
 		}
 		res[i].Status = StatusRejected
-		res[i].Errors = []ItemError{{Item: i, Line: lineOf(lines, i), Field: "movement_id", Error: why}}
+		spell(i, ItemError{Item: i, Line: lineOf(lines, i), Field: "movement_id", Error: why})
 	}
 	return res, nil
 }

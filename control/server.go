@@ -40,6 +40,19 @@ type Options struct {
 	// MaxMovementBytes bounds one movement of a submission. Default
 	// DefaultMaxMovementBytes.
 	MaxMovementBytes int64
+	// MaxMovements bounds the movements of one submission. Default
+	// DefaultMaxMovements.
+	MaxMovements int
+	// IngestListen is the ingest listener's address: a request whose Host
+	// is neither a loopback name or address nor this host, nor one of
+	// AllowedHosts, is refused (DNS rebinding).
+	IngestListen string
+	// AllowedHosts are further Host names the ingest listener answers.
+	AllowedHosts []string
+	// AllowedOrigins are browser origins (scheme://host[:port]) whose
+	// requests the ingest listener takes; any other request with an Origin
+	// header, or a cross-site Sec-Fetch-Site, is refused.
+	AllowedOrigins []string
 	// IngestToken, when set, is required as a bearer token on the ingest
 	// listener. The control socket needs none: only administrators can
 	// reach it.
@@ -80,6 +93,9 @@ func New(opts Options) *Server {
 	}
 	if opts.MaxMovementBytes <= 0 {
 		opts.MaxMovementBytes = DefaultMaxMovementBytes
+	}
+	if opts.MaxMovements <= 0 {
+		opts.MaxMovements = DefaultMaxMovements
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -172,9 +188,10 @@ func (s *Server) handler(l on) *http.ServeMux {
 }
 
 // IngestHandler is the API of the loopback ingest listener: intake, status,
-// health and metrics, behind the ingest token when one is configured.
+// health and metrics, behind the ingest token when one is configured, and
+// refusing what a web browser sends (sameHost).
 func (s *Server) IngestHandler() http.Handler {
-	return s.auth(s.handler(ingestListener), s.opts.IngestToken, metrics.ListenerIngest, "ingest.token_file")
+	return s.sameHost(s.auth(s.handler(ingestListener), s.opts.IngestToken, metrics.ListenerIngest, "ingest.token_file"))
 }
 
 // MetricsHandler is the API of the metrics listener: metrics and health,
@@ -234,7 +251,7 @@ func (s *Server) postMovements(w http.ResponseWriter, r *http.Request) {
 		s.refused(w, refuse(http.StatusServiceUnavailable, "the agent is shutting down: resubmit after it restarts"), start, 0)
 		return
 	}
-	items, lines, herr := readItems(w, r, s.opts.MaxRequestBytes)
+	items, lines, herr := readItems(w, r, s.opts.MaxRequestBytes, s.opts.MaxMovements)
 	if herr != nil {
 		s.refused(w, herr, start, 0)
 		return
@@ -261,16 +278,16 @@ func (s *Server) postMovements(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, res)
 		return
 	}
-	if big := oversize(items, lines, s.opts.MaxMovementBytes); len(big) > 0 {
-		e := refuse(http.StatusRequestEntityTooLarge, "%d movement(s) larger than %d bytes; nothing was stored", len(big), s.opts.MaxMovementBytes)
-		e.body.Errors = big
+	if big, total := oversize(items, lines, s.opts.MaxMovementBytes); total > 0 {
+		e := refuse(http.StatusRequestEntityTooLarge, "%d movement(s) larger than %d bytes; nothing was stored", total, s.opts.MaxMovementBytes)
+		e.body.capErrors(big, total)
 		s.refused(w, e, start, len(items))
 		return
 	}
-	prepared, errs := prepare(items, lines, s.opts.StoreID, now)
-	if len(errs) > 0 {
-		e := refuse(http.StatusBadRequest, "%d problem(s) in the submitted movements; nothing was stored", len(errs))
-		e.body.Errors = errs
+	prepared, errs, total := prepare(items, lines, s.opts.StoreID, now)
+	if total > 0 {
+		e := refuse(http.StatusBadRequest, "%d problem(s) in the submitted movements; nothing was stored", total)
+		e.body.capErrors(errs, total)
 		s.refused(w, e, start, len(items))
 		return
 	}

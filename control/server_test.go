@@ -82,15 +82,15 @@ func TestIngestAnswers(t *testing.T) {
 		{"duplicate", "application/json", mv("A", 1), 200, `"duplicate":true`, 1},
 		{"array", "application/json", "[" + mv("B", 1) + "," + mv("C", 1) + "]", 202, `"accepted":2`, 3},
 		{"ndjson", "application/x-ndjson", mv("D", 1) + "\n\n" + mv("E", 1) + "\n", 202, `"accepted":2`, 5},
-		{"array with a duplicate", "", "[" + mv("A", 1) + "," + mv("F", 1) + "]", 202, `"duplicates":1`, 6},
-		{"conflict", "", mv("A", 2), 409, `"key":"` + movement.KeyString(store, "A") + `"`, 6},
-		{"conflict in an array stores nothing", "", "[" + mv("G", 1) + "," + mv("A", 2) + "]", 409, `"item":1`, 6},
-		{"invalid item stores nothing", "", "[" + mv("H", 1) + `,{"movement_id":"I"}]`, 400, `"item":1`, 6},
-		{"every field error", "", `{"movement_id":"J","colour":"red"}`, 400, `"field":"colour"`, 6},
+		{"array with a duplicate", "application/json", "[" + mv("A", 1) + "," + mv("F", 1) + "]", 202, `"duplicates":1`, 6},
+		{"conflict", "application/json", mv("A", 2), 409, `"key":"` + movement.KeyString(store, "A") + `"`, 6},
+		{"conflict in an array stores nothing", "application/json", "[" + mv("G", 1) + "," + mv("A", 2) + "]", 409, `"item":1`, 6},
+		{"invalid item stores nothing", "application/json", "[" + mv("H", 1) + `,{"movement_id":"I"}]`, 400, `"item":1`, 6},
+		{"every field error", "application/json", `{"movement_id":"J","colour":"red"}`, 400, `"field":"colour"`, 6},
 		{"ndjson line errors", "application/x-ndjson", mv("K", 1) + "\n" + `{"movement_id":"L","quantity":0}`, 400, `"line":2`, 6},
-		{"empty", "", "", 400, "empty request", 6},
-		{"not json", "", "movement please", 400, "not valid JSON", 6},
-		{"movement too large", "", mv("M", 1)[:len(mv("M", 1))-1] + `,"note":"` + strings.Repeat("x", 5000) + `"}`, 413, "larger than 4096 bytes", 6},
+		{"empty", "application/json", "", 400, "empty request", 6},
+		{"not json", "application/json", "movement please", 400, "not valid JSON", 6},
+		{"movement too large", "application/json", mv("M", 1)[:len(mv("M", 1))-1] + `,"note":"` + strings.Repeat("x", 5000) + `"}`, 413, "larger than 4096 bytes", 6},
 		{"request too large", "application/x-ndjson", strings.Repeat(mv("N", 1)+"\n", 1000), 413, "larger than 65536 bytes", 6},
 	}
 	for _, tt := range tests {
@@ -113,14 +113,14 @@ func TestIngestToken(t *testing.T) {
 	const token = "0123456789abcdef0123"
 	_, q, hs := newServer(t, token)
 	for _, bad := range []string{"", "wrong-token-wrong-token"} {
-		if r := send(t, hs, "", mv("A", 1), bad); r.code != 401 || !strings.Contains(r.body, "ingest token") {
+		if r := send(t, hs, "application/json", mv("A", 1), bad); r.code != 401 || !strings.Contains(r.body, "ingest token") {
 			t.Fatalf("token %q: %d %s", bad, r.code, r.body)
 		}
 	}
 	if n := pending(t, q); n != 0 {
 		t.Fatalf("%d stored without the token", n)
 	}
-	if r := send(t, hs, "", mv("A", 1), token); r.code != 202 {
+	if r := send(t, hs, "application/json", mv("A", 1), token); r.code != 202 {
 		t.Fatalf("with the token: %d %s", r.code, r.body)
 	}
 	resp, err := hs.Client().Get(hs.URL + "/healthz")
@@ -235,6 +235,10 @@ func TestRefusalsAreCounted(t *testing.T) {
 	s := New(Options{Queue: q, StoreID: store, Metrics: m, IngestToken: tok, MetricsToken: strings.Repeat("m", 20)})
 	do := func(h http.Handler, method, path, token, body string) int {
 		r := httptest.NewRequest(method, path, strings.NewReader(body))
+		r.Host = "127.0.0.1:8717"
+		if method == http.MethodPost {
+			r.Header.Set("Content-Type", "application/json")
+		}
 		if token != "" {
 			r.Header.Set("Authorization", "Bearer "+token)
 		}
@@ -281,7 +285,9 @@ func TestRefusalsAreCounted(t *testing.T) {
 
 func serveCode(h http.Handler, method, path string) int {
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(method, path, strings.NewReader("{}")))
+	req := httptest.NewRequest(method, path, strings.NewReader("{}"))
+	req.Host = "127.0.0.1:8717"
+	h.ServeHTTP(rec, req)
 	return rec.Code
 }
 

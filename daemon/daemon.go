@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/rxedge/agent/control"
@@ -87,7 +88,8 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 	srv := control.New(control.Options{
 		Queue: q, StoreID: opts.StoreID,
 		MaxRequestBytes: opts.MaxRequestBytes, MaxMovementBytes: opts.MaxMovementBytes,
-		IngestToken: opts.IngestToken, MetricsToken: opts.MetricsToken,
+		IngestToken: opts.IngestToken, MetricsToken: opts.MetricsToken, IngestListen: opts.IngestListen,
+		AllowedHosts: opts.AllowedHosts, AllowedOrigins: opts.AllowedOrigins,
 		Status: st, DLQ: svc, Metrics: m, Logger: log,
 	})
 
@@ -95,7 +97,13 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 	if len(opts.NATS.Servers) > 0 {
 		engine = sync.New(q, opts.Sync(), log, m, st.Status)
 		conn = engine.Connection
-		engine.OnConnect(remote.New(remote.Options{Queue: q, DLQ: svc, StoreID: opts.StoreID, OperatorKeys: opts.OperatorKeys, Status: st.Status, Logger: log}).Subscribe)
+		responder := remote.New(remote.Options{Queue: q, DLQ: svc, StoreID: opts.StoreID, OperatorKeys: opts.OperatorKeys,
+			AllowUnsignedReads: opts.AllowUnsignedReads, Status: st.Status, Logger: log})
+		defer responder.Close()
+		engine.OnConnect(responder.Subscribe)
+		engine.OnHeartbeat(func(ctx context.Context, nc *nats.Conn, st *status.Status) error {
+			return remote.PublishSummary(ctx, nc, opts.StoreID, st)
+		})
 	}
 
 	ctlLn, err := listenControl(settings.SocketPath(opts.DataDir))
@@ -287,6 +295,9 @@ func summary(o settings.Options) map[string]string {
 		"retry_ordinary":   policyString(o.Ordinary.MaxAttempts, o.Ordinary.BaseDelay, o.Ordinary.MaxDelay),
 		"resume_jitter":    o.ResumeJitter.String(),
 		"operator_keys":    strings.Join(o.OperatorKeys, ","), // public keys: who may sign remote commands
+		"unsigned_reads":   fmt.Sprint(o.AllowUnsignedReads),
+		"allowed_hosts":    strings.Join(o.AllowedHosts, ","),
+		"allowed_origins":  strings.Join(o.AllowedOrigins, ","),
 		"operators":        operatorNames(o.OperatorNames),
 		"log_format":       o.LogFormat,
 	}

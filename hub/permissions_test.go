@@ -117,7 +117,7 @@ func startProduction(t *testing.T) *hub.Hub {
 		ConfigFile:     productionConfig,
 		ConnectOptions: []nats.Option{nats.UserInfo(admin.user, admin.password), nats.CustomInboxPrefix(admin.inbox)},
 	})
-	if got, want := h.Provisioned(), []string{"created stream RX_MOVEMENTS"}; !slices.Equal(got, want) {
+	if got, want := h.Provisioned(), []string{"created stream RX_MOVEMENTS", "created stream KV_RX_FLEET"}; !slices.Equal(got, want) {
 		t.Fatalf("Provisioned() = %q, want %q", got, want)
 	}
 	if !h.Server().JetStreamConfig().SyncAlways {
@@ -339,10 +339,10 @@ func TestProductionConfigControl(t *testing.T) {
 	o := dial(t, h.URL(), ops)
 	stores := []*client{dial(t, h.URL(), storeA), dial(t, h.URL(), storeB)}
 
-	// Each store answers its own commands and the fleet's, as the agent does.
+	// Each store answers its own commands, as the agent does.
 	for i, c := range stores {
 		store := []string{"S0001", "S0002"}[i]
-		for _, subj := range []string{"rx.ctl." + store + ".>", "rx.ctl.fleet.>"} {
+		for _, subj := range []string{"rx.ctl." + store + ".>"} {
 			_, err := c.nc.Subscribe(subj, func(m *nats.Msg) {
 				_ = m.Respond([]byte(store + " " + m.Subject))
 			})
@@ -362,29 +362,6 @@ func TestProductionConfigControl(t *testing.T) {
 		}
 		if got, want := string(resp.Data), "S0001 rx.ctl.S0001.status"; got != want {
 			t.Errorf("reply = %q, want %q", got, want)
-		}
-	})
-
-	t.Run("operator asks the fleet", func(t *testing.T) {
-		inbox := o.nc.NewInbox()
-		sub, err := o.nc.SubscribeSync(inbox)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := o.nc.PublishRequest("rx.ctl.fleet.status", inbox, nil); err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		for range stores {
-			m, err := sub.NextMsg(5 * time.Second)
-			if err != nil {
-				t.Fatalf("waiting for fleet replies, have %q: %v", got, err)
-			}
-			got = append(got, string(m.Data))
-		}
-		slices.Sort(got)
-		if want := []string{"S0001 rx.ctl.fleet.status", "S0002 rx.ctl.fleet.status"}; !slices.Equal(got, want) {
-			t.Errorf("fleet replies = %q, want %q", got, want)
 		}
 	})
 
@@ -527,20 +504,6 @@ func TestProductionConfigRemoteControl(t *testing.T) {
 		}
 		if e := entry(t, queues["S0001"], quarantined); e.State != queue.Pending {
 			t.Errorf("the movement is %s, want pending", e.State)
-		}
-	})
-
-	t.Run("operator gathers the fleet", func(t *testing.T) {
-		replies, err := client.Fleet(testContext(t), time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		for _, r := range replies {
-			got = append(got, r.Store)
-		}
-		if want := []string{"S0001", "S0002"}; !slices.Equal(got, want) {
-			t.Errorf("fleet replies from %q, want %q", got, want)
 		}
 	})
 }

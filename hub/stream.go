@@ -20,8 +20,34 @@ import (
 // limits) are kept as they are on an existing stream. When the server refuses an update
 // (some settings, such as storage, cannot change), the error comes with the
 // changes that were asked for. It works against any server on which the
-// caller may read, create and update RX_MOVEMENTS.
+// caller may read, create and update RX_MOVEMENTS. It then creates the
+// fleet view's stream, KV_RX_FLEET, when it is missing.
 func Provision(ctx context.Context, js jetstream.JetStream, o central.StreamOptions) (changes []string, err error) {
+	changes, err = provisionMovements(ctx, js, o)
+	if err != nil {
+		return changes, err
+	}
+	fleet, err := provisionFleet(ctx, js, o.Replicas)
+	return append(changes, fleet...), err
+}
+
+// provisionFleet creates the fleet view's stream (central.FleetStreamConfig)
+// when it is missing; an existing one is left as it is.
+func provisionFleet(ctx context.Context, js jetstream.JetStream, replicas int) ([]string, error) {
+	_, err := js.Stream(ctx, central.FleetStreamName)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		if _, err := js.CreateStream(ctx, central.FleetStreamConfig(replicas)); err != nil {
+			return nil, fmt.Errorf("hub: create stream %s: %w", central.FleetStreamName, err)
+		}
+		return []string{"created stream " + central.FleetStreamName}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("hub: read stream %s: %w", central.FleetStreamName, err)
+	}
+	return nil, nil
+}
+
+func provisionMovements(ctx context.Context, js jetstream.JetStream, o central.StreamOptions) (changes []string, err error) {
 	want := central.StreamConfig(o)
 	s, err := js.Stream(ctx, central.StreamName)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {

@@ -22,7 +22,7 @@ func TestProvision(t *testing.T) {
 		opts central.StreamOptions
 		want []string
 	}{
-		{name: "create", opts: central.StreamOptions{}, want: []string{"created stream RX_MOVEMENTS"}},
+		{name: "create", opts: central.StreamOptions{}, want: []string{"created stream RX_MOVEMENTS", "created stream KV_RX_FLEET"}},
 		{name: "again: nothing to do", opts: central.StreamOptions{}, want: nil},
 		{name: "shorter duplicate window", opts: central.StreamOptions{DuplicateWindow: 2 * time.Minute},
 			want: []string{"duplicate_window: 10m0s -> 2m0s"}},
@@ -78,6 +78,7 @@ func TestProvisionRepairsSettings(t *testing.T) {
 		"allow_atomic: false -> true",
 		"duplicate_window: 2m0s -> 10m0s",
 		"max_age: 0s -> 2160h0m0s",
+		"created stream KV_RX_FLEET",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("Provision changes =\n%q\nwant\n%q", got, want)

@@ -42,7 +42,7 @@ type Metrics struct {
 var OutcomeKinds = []string{
 	"stored", "already_stored", "offline", "local:backpressure",
 	"transient:timeout", "transient:error", "transient:api_error", "transient:in_process", "transient:not_readable",
-	"transient:verify", "transient:no_responders", "transient:batch_incomplete", "transient:batch_not_enabled",
+	"transient:verify", "transient:duplicate_ack", "transient:no_responders", "transient:batch_incomplete", "transient:batch_not_enabled",
 	"permanent:too_large", "permanent:conflict",
 	"systemic:permission", "systemic:stream_full", "systemic:stream_missing", "systemic:insufficient_resources",
 	"systemic:jetstream_disabled", "systemic:unavailable", "systemic:unresponsive",

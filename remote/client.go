@@ -1,17 +1,14 @@
 package remote
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/status"
 )
@@ -46,10 +43,10 @@ func (c *Client) envelope(store, cmd string, args any) (Envelope, error) {
 		return e, err
 	}
 	if c.Signer == nil {
-		if mustSign(cmd) {
-			return e, fmt.Errorf("remote: %s changes the store and must be signed: give the operator's seed file (--nkey)", cmd)
+		if !readOnly(cmd) {
+			return e, fmt.Errorf("remote: %s must be signed: give the operator's seed file (--nkey)", cmd)
 		}
-		return e, nil
+		return e, nil // refused unless the store allows unsigned reads
 	}
 	now, valid := time.Now(), c.ValidFor
 	if c.Clock != nil {
@@ -130,69 +127,4 @@ func (c *Client) Redrive(ctx context.Context, store string, a RedriveArgs) (Redr
 	var res RedriveResult
 	err := c.call(ctx, store, CmdDLQRedrive, a, &res)
 	return res, err
-}
-
-// FleetReply is one store's answer to fleet.status.
-type FleetReply struct {
-	Store   string   `json:"store"`
-	Summary *Summary `json:"summary,omitempty"`
-	Error   string   `json:"error,omitempty"`
-}
-
-// Fleet asks every store for its summary and gathers the replies that
-// arrive within wait (or until ctx ends), sorted by store. No reply at all
-// is ErrNoAgent.
-func (c *Client) Fleet(ctx context.Context, wait time.Duration) ([]FleetReply, error) {
-	e, err := c.envelope(Fleet, CmdFleetStatus, nil)
-	if err != nil {
-		return nil, err
-	}
-	data, err := json.Marshal(e)
-	if err != nil {
-		return nil, err
-	}
-	inbox := c.nc.NewInbox()
-	sub, err := c.nc.SubscribeSync(inbox)
-	if err != nil {
-		return nil, fmt.Errorf("remote: subscribe to the reply inbox: %w", err)
-	}
-	defer sub.Unsubscribe()
-	if err := c.nc.PublishRequest(central.FleetStatusSubject, inbox, data); err != nil {
-		return nil, fmt.Errorf("remote: %s: %w", central.FleetStatusSubject, err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	var out []FleetReply
-	for {
-		m, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			break // the window closed (or the connection did)
-		}
-		if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
-			break // the server says no agent subscribes
-		}
-		var rep Reply
-		if err := json.Unmarshal(m.Data, &rep); err != nil {
-			out = append(out, FleetReply{Error: "an answer that is not a reply"})
-			continue
-		}
-		fr := FleetReply{Store: rep.Store}
-		switch {
-		case !rep.OK:
-			fr.Error = rep.Code + ": " + rep.Error
-		default:
-			var s Summary
-			if err := json.Unmarshal(rep.Result, &s); err != nil {
-				fr.Error = "an unreadable summary"
-			} else {
-				fr.Summary = &s
-			}
-		}
-		out = append(out, fr)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%w on %s within %s", ErrNoAgent, central.FleetStatusSubject, wait)
-	}
-	slices.SortStableFunc(out, func(a, b FleetReply) int { return cmp.Compare(a.Store, b.Store) })
-	return out, nil
 }

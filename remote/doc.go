@@ -1,37 +1,43 @@
 // Package remote is control over NATS (DESIGN §5): the agent's responder
-// for rx.ctl.<store>.status, rx.ctl.<store>.dlq.list,
-// rx.ctl.<store>.dlq.redrive and rx.ctl.fleet.status, and the operator's
-// client that sends them, signs them and gathers the fleet's replies.
+// for rx.ctl.<store>.status, rx.ctl.<store>.dlq.list and
+// rx.ctl.<store>.dlq.redrive, the operator's client that signs and sends
+// them, and the fleet view: each agent's summary in central's bucket
+// RX_FLEET under its own key (PublishSummary), read by head office
+// (ReadFleet, JudgeFleet).
 //
 // A command is a JSON Envelope; its reply a JSON Reply, {"ok":true,
 // "result":…} or {"ok":false,"error":…}.
 //
 // Promises:
 //
-//   - Only an operator changes anything (DESIGN P7). A command that changes
-//     the store (dlq.redrive) is applied only when it is signed by an
-//     operator NKey listed in control.operator_keys, names this store and
-//     this command in what is signed, has not expired (see MaxLifetime and
-//     Skew) and carries a nonce never accepted before. Read-only commands
-//     need no signature (the server's permissions let only operators
-//     publish rx.ctl.>), but one that carries a signature must pass the
-//     same checks.
+//   - Commands are authenticated before anything else happens (DESIGN P7).
+//     A message without a reply subject is dropped unread: operators always
+//     ask for a reply, and what JetStream reflects onto a subject a
+//     publisher chose (a PubAck, a direct get's answer) has none. Every
+//     command must be signed by an operator NKey listed in
+//     control.operator_keys, over the exact subject it arrived on, its
+//     store, command, arguments, expiry (see MaxLifetime and Skew) and a
+//     nonce never accepted before; control.allow_unsigned_reads (off by
+//     default) lets status and dlq.list through unsigned.
 //   - A nonce is accepted at most once, across restarts: accepted nonces
 //     are kept in memory until their command expires, and every accepted
 //     signed command is journalled, with its nonce, before it is applied;
 //     a starting responder reloads the nonces of the journal's recent
 //     events.
-//   - Everything is on record (P8). Every refusal is journalled
-//     (queue.ActionRefused) with the actor, remote:<operator key> or
-//     remote:unsigned, and the reason; a remote redrive is journalled by
-//     package dlq with the operator's key as its actor and the command's
-//     reason text.
+//   - Everything an operator did is on record (P8), and nobody else can
+//     fill the journal: refusals are journalled in aggregate, one event
+//     per cause per RefusalWindow with the count it stands for, and at
+//     most RefusalBytesPerHour a hour. A refusal's actor is
+//     remote:<operator key> only once that key's signature verified;
+//     before, it is remote:unverified (or remote:unsigned), whatever key
+//     the envelope claims. A remote redrive is journalled by package dlq
+//     with the operator's key as its actor and the command's reason text.
 //   - No patient data (P6). Replies, errors, log lines and journal events
 //     hold keys, counts, states, reasons and times: never a payload, and
 //     never a command's bytes quoted back.
 //
 // Ownership: a Responder's only mutable state is its set of accepted
-// nonces, behind a mutex; the queue's transactions own everything else.
+// nonces, behind a mutex, and its refusal tallies, behind another; the queue's transactions own everything else.
 // nats.go calls each subscription's handler from one goroutine, so the
 // commands of one subject run one at a time.
 package remote

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"strings"
@@ -19,27 +20,19 @@ import (
 
 // Commands, the last tokens of their subjects.
 const (
-	CmdStatus      = "status"       // the store's status document
-	CmdDLQList     = "dlq.list"     // its quarantine, without payloads
-	CmdDLQRedrive  = "dlq.redrive"  // send quarantined movements again: signed
-	CmdFleetStatus = "fleet.status" // every store's summary
+	CmdStatus     = "status"      // the store's status document
+	CmdDLQList    = "dlq.list"    // its quarantine, without payloads
+	CmdDLQRedrive = "dlq.redrive" // send quarantined movements again: signed
 )
 
-// Fleet is the store of a fleet command, which every store answers. It is
-// no valid store id, so a command signed for the fleet names no store.
-const Fleet = "*"
-
-// Subject is the subject of cmd for store: rx.ctl.<store>.<cmd>, or
-// central.FleetStatusSubject for CmdFleetStatus.
+// Subject is the subject of cmd for store: rx.ctl.<store>.<cmd>.
 func Subject(store, cmd string) string {
-	if cmd == CmdFleetStatus {
-		return central.FleetStatusSubject
-	}
 	return central.ControlSubject(store, cmd)
 }
 
-// mustSign reports whether cmd changes the store, and so must be signed.
-func mustSign(cmd string) bool { return cmd == CmdDLQRedrive }
+// readOnly reports whether cmd only reads, and so may come unsigned when
+// the agent allows unsigned reads (control.allow_unsigned_reads).
+func readOnly(cmd string) bool { return cmd == CmdStatus || cmd == CmdDLQList }
 
 // storeCommands are the commands one store answers on its own subjects.
 var storeCommands = []string{CmdStatus, CmdDLQList, CmdDLQRedrive}
@@ -70,10 +63,10 @@ const (
 //	 "nonce":"<UUIDv7>","expires":"<RFC 3339>",
 //	 "key":"<operator public key U…>","sig":"<base64url signature>"}
 //
-// An unsigned (read-only) command needs none of the fields: it may be empty
-// altogether, and a cmd or store it names must match its subject's. A
-// signed one has them all: Sig is the operator key's Ed25519 signature,
-// unpadded base64url, of SigningBytes.
+// A signed command has every field: Sig is the operator key's Ed25519
+// signature, unpadded base64url, of SigningBytes. An unsigned one (a read
+// an agent allows unsigned) needs none: it may be empty altogether, and a
+// cmd or store it names must match its subject's.
 type Envelope struct {
 	Cmd     string          `json:"cmd"`
 	Store   string          `json:"store"`
@@ -100,21 +93,26 @@ func NewEnvelope(store, cmd string, args any) (Envelope, error) {
 
 // signingDomain starts the signed bytes, so that a signature made for a
 // control command means nothing anywhere else.
-const signingDomain = "rxedge-ctl-v1\n"
+const signingDomain = "rxedge-ctl-v2\n"
 
-// SigningBytes are the bytes an operator signs: signingDomain followed by
-// the envelope's JSON with sig empty, its fields in this order and args
-// exactly as sent (null when absent):
+// MaxEnvelopeBytes bounds a command's envelope.
+const MaxEnvelopeBytes = 64 << 10
+
+// SigningBytes are the bytes an operator signs for the command e sent to
+// subject: signingDomain followed by the subject and the envelope's JSON
+// with sig empty, its fields in this order and args exactly as sent (null
+// when absent):
 //
-//	rxedge-ctl-v1
-//	{"cmd":"…","store":"…","args":{…},"nonce":"…","expires":"…","key":"…","sig":""}
+//	rxedge-ctl-v2
+//	{"subject":"rx.ctl.S0001.dlq.redrive","cmd":"…","store":"…","args":{…},"nonce":"…","expires":"…","key":"…","sig":""}
 //
-// Signer and verifier both use this function. The command and the store
-// are inside, so a signature for one store or one command cannot be used
-// for another. The string fields of a valid envelope are plain ASCII that
-// JSON does not escape, so another implementation builds the same bytes by
-// quoting them.
-func (e Envelope) SigningBytes() []byte {
+// Signer and verifier both use this function; the verifier passes the
+// subject the message arrived on. The subject, the command and the store
+// are inside, so a signature for one store, subject or command cannot be
+// used for another. The string fields of a valid envelope are plain ASCII
+// that JSON does not escape, so another implementation builds the same
+// bytes by quoting them.
+func (e Envelope) SigningBytes(subject string) []byte {
 	var b bytes.Buffer
 	b.WriteString(signingDomain)
 	field := func(sep, name, v string) {
@@ -122,7 +120,8 @@ func (e Envelope) SigningBytes() []byte {
 		q, _ := json.Marshal(v) // a string always encodes
 		b.Write(q)
 	}
-	field("{", "cmd", e.Cmd)
+	field("{", "subject", subject)
+	field(",", "cmd", e.Cmd)
 	field(",", "store", e.Store)
 	b.WriteString(`,"args":`)
 	if len(e.Args) == 0 {
@@ -210,12 +209,37 @@ func (s *Signer) Sign(e *Envelope, now time.Time, validFor time.Duration) error 
 	e.Expires = now.Add(validFor).UTC().Truncate(time.Second).Format(time.RFC3339)
 	e.Key = s.pub
 	e.Sig = ""
-	sig, err := s.kp.Sign(e.SigningBytes())
+	sig, err := s.kp.Sign(e.SigningBytes(Subject(e.Store, e.Cmd)))
 	if err != nil {
 		return fmt.Errorf("remote: sign %s: %w", e.Cmd, err)
 	}
 	e.Sig = base64.RawURLEncoding.EncodeToString(sig)
 	return nil
+}
+
+// ErrMalformed is matched by DecodeEnvelope's errors.
+var ErrMalformed = errors.New("the command is not a JSON envelope with the fields cmd, store, args, nonce, expires, key and sig")
+
+// DecodeEnvelope decodes a command strictly: one JSON object of at most
+// MaxEnvelopeBytes with no unknown field. Empty data (blank) is the empty
+// envelope. Its errors never quote the data.
+func DecodeEnvelope(data []byte) (Envelope, error) {
+	var e Envelope
+	if len(data) > MaxEnvelopeBytes {
+		return e, fmt.Errorf("%w (it is larger than %d bytes)", ErrMalformed, MaxEnvelopeBytes)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return e, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&e); err != nil || dec.More() {
+		return Envelope{}, ErrMalformed
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return Envelope{}, ErrMalformed
+	}
+	return e, nil
 }
 
 // decodeSig decodes a signature in base64url, with or without padding.

@@ -40,6 +40,12 @@ type store struct {
 // a responder for store id, which trusts operatorKeys.
 func startStore(t *testing.T, url, id string, operatorKeys []string, n int) *store {
 	t.Helper()
+	return startStoreWith(t, url, id, operatorKeys, n, nil)
+}
+
+// startStoreWith is startStore with options changed by set.
+func startStoreWith(t *testing.T, url, id string, operatorKeys []string, n int, set func(*remote.Options)) *store {
+	t.Helper()
 	q, err := queue.Open(queue.Options{Path: filepath.Join(t.TempDir(), "agent.db"), StoreID: id})
 	if err != nil {
 		t.Fatal(err)
@@ -53,6 +59,9 @@ func startStore(t *testing.T, url, id string, operatorKeys []string, n int) *sto
 	s.opts = remote.Options{
 		Queue: q, DLQ: s.svc, StoreID: id, OperatorKeys: operatorKeys, Status: srv.Status,
 		Logger: slog.New(slog.NewJSONHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	}
+	if set != nil {
+		set(&s.opts)
 	}
 	s.start()
 	return s

@@ -4,13 +4,16 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
+	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/internal/natstest"
 	"github.com/rxedge/agent/queue"
@@ -25,14 +28,14 @@ func TestSigningBytes(t *testing.T) {
 		Nonce: "0190a4b2-0000-7000-8000-000000000000", Expires: "2026-03-01T12:05:00Z",
 		Key: "UABC", Sig: "ignored",
 	}
-	want := "rxedge-ctl-v1\n" +
-		`{"cmd":"dlq.redrive","store":"S0001","args":{"keys":["k"],"reason_text":"<why>"},` +
+	want := "rxedge-ctl-v2\n" +
+		`{"subject":"rx.ctl.S0001.dlq.redrive","cmd":"dlq.redrive","store":"S0001","args":{"keys":["k"],"reason_text":"<why>"},` +
 		`"nonce":"0190a4b2-0000-7000-8000-000000000000","expires":"2026-03-01T12:05:00Z","key":"UABC","sig":""}`
-	if got := string(e.SigningBytes()); got != want {
+	if got := string(e.SigningBytes("rx.ctl.S0001.dlq.redrive")); got != want {
 		t.Errorf("SigningBytes:\n got %s\nwant %s", got, want)
 	}
 	e.Args = nil
-	if got := string(e.SigningBytes()); !strings.Contains(got, `"args":null,`) {
+	if got := string(e.SigningBytes("rx.ctl.S0001.dlq.redrive")); !strings.Contains(got, `"args":null,`) {
 		t.Errorf("SigningBytes without args = %s, want args null", got)
 	}
 }
@@ -55,6 +58,7 @@ func TestSignatureBindsEveryField(t *testing.T) {
 	if err := json.Unmarshal(mustJSON(t, e), &sent); err != nil {
 		t.Fatal(err)
 	}
+	subject := remote.Subject("S0001", remote.CmdDLQRedrive)
 	verify := func(e remote.Envelope) error {
 		kp, err := nkeys.FromPublicKey(e.Key)
 		if err != nil {
@@ -64,7 +68,7 @@ func TestSignatureBindsEveryField(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		return kp.Verify(e.SigningBytes(), sig)
+		return kp.Verify(e.SigningBytes(subject), sig)
 	}
 	if err := verify(sent); err != nil {
 		t.Fatalf("the signed envelope as sent does not verify: %v", err)
@@ -85,6 +89,10 @@ func TestSignatureBindsEveryField(t *testing.T) {
 		if verify(c) == nil {
 			t.Errorf("the signature still verifies with another %s", name)
 		}
+	}
+	subject = remote.Subject("S0002", remote.CmdDLQRedrive)
+	if verify(sent) == nil {
+		t.Error("the signature still verifies on another subject")
 	}
 }
 
@@ -128,13 +136,13 @@ func TestSignedCommands(t *testing.T) {
 		if got := s.state(t, key); got != "quarantined" {
 			t.Errorf("key %s is %s after a refused redrive, want quarantined", key, got)
 		}
+		// Refusals are journalled in aggregate: the first of a cause at
+		// once, later ones within RefusalWindow counted in the next event.
 		ev := s.events(t, queue.ActionRefused)
-		if len(ev) == 0 {
-			t.Fatal("no refusal in the journal")
-		}
-		last := ev[len(ev)-1]
-		if last.Actor != actor || last.Reason != reason || last.Detail["cmd"] != remote.CmdDLQRedrive {
-			t.Errorf("journalled refusal = %+v, want actor %s, reason %s, cmd dlq.redrive", last, actor, reason)
+		if !slices.ContainsFunc(ev, func(e queue.Event) bool {
+			return e.Actor == actor && e.Reason == reason && e.Detail["cmd"] == remote.CmdDLQRedrive && e.Count >= 1
+		}) {
+			t.Errorf("journalled refusals = %+v, want one by %s, reason %s, cmd dlq.redrive", ev, actor, reason)
 		}
 	}
 	actor := "remote:" + op.PublicKey()
@@ -177,7 +185,7 @@ func TestSignedCommands(t *testing.T) {
 			t.Errorf("key is %s after a replay, want quarantined", got)
 		}
 		last := s.events(t, queue.ActionRefused)
-		if l := last[len(last)-1]; l.Reason != "replayed" || l.Actor != actor || l.Detail["nonce"] != applied.Nonce {
+		if l := last[len(last)-1]; l.Reason != "replayed" || l.Actor != actor || l.Count != 1 {
 			t.Errorf("journalled refusal = %+v", l)
 		}
 	})
@@ -209,31 +217,32 @@ func TestSignedCommands(t *testing.T) {
 	t.Run("key without a signature", func(t *testing.T) {
 		e := signedRedrive(op, "S0001", s.keys[1], time.Now(), time.Minute)
 		e.Sig = ""
-		refused(t, client.Send(ctx, e, nil), remote.CodeUnsigned, "unsigned", actor, s.keys[1])
+		refused(t, client.Send(ctx, e, nil), remote.CodeUnsigned, "unsigned", remote.ActorUnverified, s.keys[1])
 	})
 
 	t.Run("unknown key", func(t *testing.T) {
 		other := operator(t)
 		e := signedRedrive(other, "S0001", s.keys[1], time.Now(), time.Minute)
-		refused(t, client.Send(ctx, e, nil), remote.CodeUnknownKey, "unknown key", "remote:"+other.PublicKey(), s.keys[1])
+		refused(t, client.Send(ctx, e, nil), remote.CodeUnknownKey, "unknown key", remote.ActorUnverified, s.keys[1])
 	})
 
 	t.Run("bad signature", func(t *testing.T) {
 		e := signedRedrive(op, "S0001", s.keys[2], time.Now(), time.Minute)
 		e.Args = mustJSON(t, remote.RedriveArgs{Selection: dlq.Selection{Keys: []string{s.keys[1]}}, ReasonText: "central raised max_payload"})
-		refused(t, client.Send(ctx, e, nil), remote.CodeBadSignature, "bad signature", actor, s.keys[1])
+		refused(t, client.Send(ctx, e, nil), remote.CodeBadSignature, "bad signature", remote.ActorUnverified, s.keys[1])
 		e = signedRedrive(op, "S0001", s.keys[1], time.Now(), time.Minute)
 		e.Sig = "not-a-signature!"
-		refused(t, client.Send(ctx, e, nil), remote.CodeBadSignature, "bad signature", actor, s.keys[1])
+		refused(t, client.Send(ctx, e, nil), remote.CodeBadSignature, "bad signature", remote.ActorUnverified, s.keys[1])
 	})
 
 	t.Run("signed for another store", func(t *testing.T) {
+		// The signature covers the subject: sent to this store's subject,
+		// it does not verify, and the key it names is not blamed.
 		e := signedRedrive(op, "S0002", s.keys[1], time.Now(), time.Minute)
 		rep := sendRaw(t, opConn, remote.Subject("S0001", remote.CmdDLQRedrive), mustJSON(t, e))
-		refused(t, &remote.Error{Code: rep.Code, Msg: rep.Error}, remote.CodeWrongTarget, "wrong store", actor, s.keys[1])
-		// Renamed to this store, the signature fails.
+		refused(t, &remote.Error{Code: rep.Code, Msg: rep.Error}, remote.CodeBadSignature, "bad signature", remote.ActorUnverified, s.keys[1])
 		e.Store = "S0001"
-		refused(t, client.Send(ctx, e, nil), remote.CodeBadSignature, "bad signature", actor, s.keys[1])
+		refused(t, client.Send(ctx, e, nil), remote.CodeBadSignature, "bad signature", remote.ActorUnverified, s.keys[1])
 	})
 
 	t.Run("signed for another command", func(t *testing.T) {
@@ -245,14 +254,14 @@ func TestSignedCommands(t *testing.T) {
 			t.Fatal(err)
 		}
 		rep := sendRaw(t, opConn, remote.Subject("S0001", remote.CmdDLQRedrive), mustJSON(t, e))
-		refused(t, &remote.Error{Code: rep.Code, Msg: rep.Error}, remote.CodeWrongTarget, "wrong command", actor, s.keys[1])
+		refused(t, &remote.Error{Code: rep.Code, Msg: rep.Error}, remote.CodeBadSignature, "bad signature", remote.ActorUnverified, s.keys[1])
 		e.Cmd = remote.CmdDLQRedrive
-		refused(t, client.Send(ctx, e, nil), remote.CodeBadSignature, "bad signature", actor, s.keys[1])
+		refused(t, client.Send(ctx, e, nil), remote.CodeBadSignature, "bad signature", remote.ActorUnverified, s.keys[1])
 	})
 
 	t.Run("malformed", func(t *testing.T) {
 		rep := sendRaw(t, opConn, remote.Subject("S0001", remote.CmdDLQRedrive), []byte(`{"cmd":"dlq.redrive","extra":1}`))
-		refused(t, &remote.Error{Code: rep.Code, Msg: rep.Error}, remote.CodeMalformed, "malformed", remote.ActorUnsigned, s.keys[1])
+		refused(t, &remote.Error{Code: rep.Code, Msg: rep.Error}, remote.CodeMalformed, "malformed", remote.ActorUnverified, s.keys[1])
 	})
 
 	t.Run("within the clock tolerance", func(t *testing.T) {
@@ -290,14 +299,14 @@ func TestSignedCommands(t *testing.T) {
 
 	t.Run("read-only commands", func(t *testing.T) {
 		unsigned := remote.NewClient(opConn, nil)
-		st, err := unsigned.Status(ctx, "S0001")
-		if err != nil || st.StoreID != "S0001" {
-			t.Fatalf("unsigned status: %+v, %v", st, err)
+		var re *remote.Error
+		if _, err := unsigned.Status(ctx, "S0001"); !errors.As(err, &re) || re.Code != remote.CodeUnsigned {
+			t.Fatalf("unsigned status: %v, want %s", err, remote.CodeUnsigned)
 		}
-		list, err := unsigned.List(ctx, "S0001", remote.ListArgs{})
+		list, err := client.List(ctx, "S0001", remote.ListArgs{})
 		// Ten, less k3 and k4 (k0 went back to the quarantine).
 		if err != nil || list.Matched != 8 {
-			t.Fatalf("unsigned list: matched %d, %v; want 8", list.Matched, err)
+			t.Fatalf("signed list: matched %d, %v; want 8", list.Matched, err)
 		}
 		before := len(s.events(t, remote.ActionRemote))
 		if _, err := client.Status(ctx, "S0001"); err != nil {
@@ -311,12 +320,30 @@ func TestSignedCommands(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.Sig = base64.RawURLEncoding.EncodeToString(make([]byte, 64))
-		var re *remote.Error
 		if err := client.Send(ctx, e, nil); !errors.As(err, &re) || re.Code != remote.CodeBadSignature {
 			t.Errorf("status with a bad signature: %v, want %s", err, remote.CodeBadSignature)
 		}
 		if _, err := unsigned.Redrive(ctx, "S0001", remote.RedriveArgs{Selection: dlq.Selection{All: true}, ReasonText: "x"}); err == nil || !strings.Contains(err.Error(), "--nkey") {
 			t.Errorf("an unsigned client's redrive: %v, want a local error naming --nkey", err)
+		}
+	})
+
+	t.Run("unsigned reads when allowed", func(t *testing.T) {
+		open := startStoreWith(t, srv.URL(), "S0003", []string{op.PublicKey()}, 2, func(o *remote.Options) { o.AllowUnsignedReads = true })
+		unsigned := remote.NewClient(opConn, nil)
+		if st, err := unsigned.Status(ctx, "S0003"); err != nil || st.StoreID != "S0003" {
+			t.Fatalf("unsigned status: %+v, %v", st, err)
+		}
+		if list, err := unsigned.List(ctx, "S0003", remote.ListArgs{}); err != nil || list.Matched != 2 {
+			t.Fatalf("unsigned list: %+v, %v", list, err)
+		}
+		e, _ := remote.NewEnvelope("S0003", remote.CmdDLQRedrive, remote.RedriveArgs{Selection: dlq.Selection{All: true}, ReasonText: "x"})
+		rep := sendRaw(t, opConn, remote.Subject("S0003", remote.CmdDLQRedrive), mustJSON(t, e))
+		if rep.OK || rep.Code != remote.CodeUnsigned {
+			t.Fatalf("unsigned redrive: %+v, want %s", rep, remote.CodeUnsigned)
+		}
+		if got := open.state(t, open.keys[0]); got != "quarantined" {
+			t.Errorf("key is %s, want quarantined", got)
 		}
 	})
 
@@ -328,59 +355,13 @@ func TestSignedCommands(t *testing.T) {
 	})
 }
 
-// TestFleetStatus gathers every store's summary.
-func TestFleetStatus(t *testing.T) {
-	srv := natstest.StartHub(t)
-	nc := natstest.Connect(t, srv.URL())
-	client := remote.NewClient(nc, nil)
-
-	start := time.Now()
-	_, err := client.Fleet(testContext(t), 5*time.Second)
-	if !errors.Is(err, remote.ErrNoAgent) {
-		t.Errorf("fleet with no agent: %v, want ErrNoAgent", err)
-	}
-	if d := time.Since(start); d > 4*time.Second {
-		t.Errorf("fleet with no agent took %s: the server's no-responders answer should end it", d)
-	}
-
-	op := operator(t)
-	startStore(t, srv.URL(), "S0002", nil, 0)
-	startStore(t, srv.URL(), "S0001", []string{op.PublicKey()}, 2)
-	replies, err := client.Fleet(testContext(t), 500*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(replies) != 2 || replies[0].Store != "S0001" || replies[1].Store != "S0002" {
-		t.Fatalf("replies = %+v, want S0001 and S0002 in order", replies)
-	}
-	a, b := replies[0].Summary, replies[1].Summary
-	if a == nil || b == nil {
-		t.Fatalf("replies = %+v, want summaries", replies)
-	}
-	if a.Quarantined != 2 || len(a.Problems(time.Hour)) == 0 {
-		t.Errorf("S0001 summary = %+v, problems %q: want 2 quarantined and attention", a, a.Problems(time.Hour))
-	}
-	if b.Quarantined != 0 || len(b.Problems(time.Hour)) != 0 {
-		t.Errorf("S0002 summary = %+v, problems %q: want none", b, b.Problems(time.Hour))
-	}
-
-	// A signed request is checked by every store: S0002 does not know the
-	// key.
-	replies, err = remote.NewClient(nc, op).Fleet(testContext(t), 500*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(replies) != 2 || replies[0].Summary == nil || replies[1].Summary != nil || !strings.HasPrefix(replies[1].Error, remote.CodeUnknownKey+":") {
-		t.Errorf("signed fleet replies = %+v, want S0001's summary and S0002's refusal", replies)
-	}
-}
-
 // TestReplyTooLarge answers with an error, not silence, when a reply does
 // not fit the server's max_payload.
 func TestReplyTooLarge(t *testing.T) {
 	srv := natstest.StartHub(t, natstest.WithMaxPayload(4096))
-	startStore(t, srv.URL(), "S0001", nil, 20)
-	client := remote.NewClient(natstest.Connect(t, srv.URL()), nil)
+	op := operator(t)
+	startStore(t, srv.URL(), "S0001", []string{op.PublicKey()}, 20)
+	client := remote.NewClient(natstest.Connect(t, srv.URL()), op)
 	_, err := client.List(testContext(t), "S0001", remote.ListArgs{})
 	var re *remote.Error
 	if !errors.As(err, &re) || re.Code != remote.CodeReplyTooLarge || !strings.Contains(re.Msg, "max_payload") {
@@ -399,5 +380,46 @@ func TestFleetIsNoStoreID(t *testing.T) {
 	r := remote.New(remote.Options{StoreID: "fleet"})
 	if err := r.Subscribe(nc); err == nil || !strings.Contains(err.Error(), "reserved") {
 		t.Errorf("Subscribe as store fleet: %v, want an error saying it is reserved", err)
+	}
+}
+
+// TestReflectedMessagesAreDroppedUnread reflects JetStream answers onto a
+// store's control subject, as a store in the same account can: a publish
+// ack and a direct get's answer arrive there without a reply subject, and
+// must be neither answered nor journalled.
+func TestReflectedMessagesAreDroppedUnread(t *testing.T) {
+	srv := natstest.StartHub(t)
+	op := operator(t)
+	s := startStore(t, srv.URL(), "S0001", []string{op.PublicKey()}, 1)
+	attacker := natstest.Connect(t, srv.URL())
+	seen, err := attacker.SubscribeSync(remote.Subject("S0001", ">"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, reply := range []string{remote.Subject("S0001", remote.CmdStatus), remote.Subject("S0001", remote.CmdDLQRedrive)} {
+		m := nats.NewMsg(central.Subject("S0002", fmt.Sprintf("reflect%d", i)))
+		m.Reply = reply
+		m.Data = []byte(`{}`)
+		if err := attacker.PublishMsg(m); err != nil {
+			t.Fatal(err)
+		}
+		got, err := seen.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatalf("the publish ack did not reach %s: %v (the server no longer reflects; the test cannot fail)", reply, err)
+		}
+		if got.Reply != "" {
+			t.Fatalf("a reflected ack with reply subject %q", got.Reply)
+		}
+	}
+	// The responder handles its subscription's messages in order: once a
+	// signed command is answered, the reflected ones were handled.
+	if _, err := remote.NewClient(natstest.Connect(t, srv.URL()), op).Status(testContext(t), "S0001"); err != nil {
+		t.Fatal(err)
+	}
+	if ev := s.events(t, queue.ActionRefused); len(ev) != 0 {
+		t.Errorf("reflected messages were journalled: %+v", ev)
+	}
+	if strings.Contains(s.logs.String(), "REMOTE_REFUSED") {
+		t.Errorf("reflected messages were logged:\n%s", s.logs)
 	}
 }

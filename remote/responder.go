@@ -27,10 +27,12 @@ import (
 // Detail.
 const ActionRemote = queue.ActionRemote
 
-// Actors of remote commands.
+// Actors of remote commands: remote:<operator key> once its signature
+// verified, and otherwise one of these.
 const (
-	actorPrefix   = "remote:"
-	ActorUnsigned = actorPrefix + "unsigned" // no usable key
+	actorPrefix     = "remote:"
+	ActorUnsigned   = actorPrefix + "unsigned"   // no key, no signature
+	ActorUnverified = actorPrefix + "unverified" // a key and signature that did not verify
 )
 
 // Options configure a Responder.
@@ -44,6 +46,10 @@ type Options struct {
 	// Status builds the status document (the same as `agent status --json`).
 	Status func() (*status.Status, error)
 	Logger *slog.Logger
+	// AllowUnsignedReads lets status and dlq.list through unsigned
+	// (control.allow_unsigned_reads). Default false: every command must
+	// be signed.
+	AllowUnsignedReads bool
 	// Clock is the agent's clock for expiries. Default time.Now.
 	Clock func() time.Time
 }
@@ -56,6 +62,10 @@ type Responder struct {
 	mu     stdsync.Mutex
 	loaded bool
 	nonces map[string]time.Time // accepted nonce → when it can no longer be accepted anyway
+
+	refMu    stdsync.Mutex
+	refusals *refusalLog
+	flushing *time.Timer // set while a flush of pending refusals is scheduled
 }
 
 // New returns a responder; Subscribe puts it on a connection.
@@ -66,7 +76,7 @@ func New(o Options) *Responder {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	r := &Responder{o: o, keys: map[string]nkeys.KeyPair{}, nonces: map[string]time.Time{}}
+	r := &Responder{o: o, keys: map[string]nkeys.KeyPair{}, nonces: map[string]time.Time{}, refusals: newRefusalLog()}
 	for _, k := range o.OperatorKeys {
 		kp, err := nkeys.FromPublicKey(k)
 		if err != nil || !nkeys.IsValidPublicUserKey(k) {
@@ -79,31 +89,25 @@ func New(o Options) *Responder {
 }
 
 // Subscribe subscribes nc to the store's control subjects,
-// rx.ctl.<store>.>, and the fleet's, rx.ctl.fleet.>: a sync.Engine
-// OnConnect handler. nats.go renews the subscriptions after a reconnect.
-// The first call reloads the nonces of the commands accepted within their
-// lifetime from the journal, so a restart does not open a replay window.
+// rx.ctl.<store>.>: a sync.Engine OnConnect handler. nats.go renews the
+// subscription after a reconnect. The first call reloads the nonces of the
+// commands accepted within their lifetime from the journal, so a restart
+// does not open a replay window.
 func (r *Responder) Subscribe(nc *nats.Conn) error {
 	if !ValidStore(r.o.StoreID) {
-		return fmt.Errorf("remote: store id %q cannot be used in control subjects (%q is reserved for rx.ctl.fleet.…): choose another store_id", r.o.StoreID, central.FleetToken)
+		return fmt.Errorf("remote: store id %q cannot be used in control subjects (%q is reserved): choose another store_id", r.o.StoreID, central.FleetToken)
 	}
 	if err := r.loadNonces(); err != nil {
 		return err
 	}
 	// The command is what follows prefix: "dlq.list" in
-	// rx.ctl.S0001.dlq.list, "fleet.status" in rx.ctl.fleet.status.
-	subs := []struct{ subject, prefix, target string }{
-		{central.ControlSubject(r.o.StoreID, ">"), central.ControlSubject(r.o.StoreID, ""), r.o.StoreID},
-		{central.ControlSubject(central.FleetToken, ">"), central.ControlPrefix, Fleet},
-	}
-	for _, s := range subs {
-		prefix, target := s.prefix, s.target
-		_, err := nc.Subscribe(s.subject, func(m *nats.Msg) {
-			r.handle(m, strings.TrimPrefix(m.Subject, prefix), target, nc.MaxPayload())
-		})
-		if err != nil {
-			return fmt.Errorf("remote: subscribe %s: %w", s.subject, err)
-		}
+	// rx.ctl.S0001.dlq.list.
+	subject, prefix := central.ControlSubject(r.o.StoreID, ">"), central.ControlSubject(r.o.StoreID, "")
+	_, err := nc.Subscribe(subject, func(m *nats.Msg) {
+		r.handle(m, strings.TrimPrefix(m.Subject, prefix), nc.MaxPayload())
+	})
+	if err != nil {
+		return fmt.Errorf("remote: subscribe %s: %w", subject, err)
 	}
 	return nil
 }
@@ -174,13 +178,15 @@ func validNonce(s string) bool {
 	return err == nil && len(s) == 36
 }
 
-// handle serves one message; cmd is its subject's command, target the
-// store (or Fleet) its subject names.
-func (r *Responder) handle(m *nats.Msg, cmd, target string, maxPayload int64) {
-	rep := r.serve(m.Data, cmd, target)
+// handle serves one message; cmd is its subject's command. A message without a reply subject is
+// no command an operator sent (the client always asks for a reply): it is
+// what JetStream sends to a reply subject a publisher chose (a PubAck, a
+// direct get's answer), and is dropped unread.
+func (r *Responder) handle(m *nats.Msg, cmd string, maxPayload int64) {
 	if m.Reply == "" {
 		return
 	}
+	rep := r.serve(m.Data, m.Subject, cmd)
 	b, err := json.Marshal(rep)
 	if err == nil && maxPayload > 0 && int64(len(b)) > maxPayload {
 		b, err = json.Marshal(Reply{Store: r.o.StoreID, Code: CodeReplyTooLarge,
@@ -194,17 +200,13 @@ func (r *Responder) handle(m *nats.Msg, cmd, target string, maxPayload int64) {
 	}
 }
 
-// serve authenticates and runs a command.
-func (r *Responder) serve(data []byte, cmd, target string) Reply {
+// serve authenticates and runs a command that arrived on subject.
+func (r *Responder) serve(data []byte, subject, cmd string) Reply {
 	store := r.o.StoreID
-	known := cmd == CmdFleetStatus
-	if target != Fleet {
-		known = slices.Contains(storeCommands, cmd)
+	if !slices.Contains(storeCommands, cmd) {
+		return Reply{Store: store, Code: CodeUnknownCommand, Error: fmt.Sprintf("no command %q on %s: send status, dlq.list or dlq.redrive", clip(cmd), Subject(store, "…"))}
 	}
-	if !known {
-		return Reply{Store: store, Code: CodeUnknownCommand, Error: fmt.Sprintf("no command %q on %s: send status, dlq.list or dlq.redrive to rx.ctl.<store>.…, or fleet.status to %s", clip(cmd), Subject(targetToken(target), "…"), central.FleetStatusSubject)}
-	}
-	c, ref := r.authenticate(data, cmd, target)
+	c, ref := r.authenticate(data, subject, cmd, store)
 	if ref != nil {
 		r.refuse(c, ref)
 		return ref.reply(store)
@@ -246,68 +248,65 @@ func (r *Responder) serve(data []byte, cmd, target string) Reply {
 	return rep
 }
 
-func targetToken(target string) string {
-	if target == Fleet {
-		return central.FleetToken
-	}
-	return target
-}
-
 // badRequest is arguments refused before anything was done.
 type badRequest struct{ msg string }
 
 func (e *badRequest) Error() string { return e.msg }
 
-// authenticate checks a command's envelope: its form, that it is meant for
-// this command and store, and, when signed (or when cmd must be), its key,
-// signature and expiry. The nonce is checked and taken by accept.
-func (r *Responder) authenticate(data []byte, cmd, target string) (command, *refusal) {
-	c := command{cmd: cmd, actor: ActorUnsigned}
-	if len(bytes.TrimSpace(data)) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(data))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&c.env); err != nil || dec.More() {
-			c.env = Envelope{}
-			return c, &refusal{CodeMalformed, "malformed", "the command is not a JSON envelope with the fields cmd, store, args, nonce, expires, key and sig"}
+// authenticate checks a command's envelope: its form, then its key and
+// signature over subject, then that it is meant for this command and
+// store, and its expiry. Until the signature verified the actor is
+// ActorUnverified, whatever key the envelope names. An unsigned command
+// passes only when it is a read and the agent allows unsigned reads. The
+// nonce is checked and taken by accept.
+func (r *Responder) authenticate(data []byte, subject, cmd, target string) (command, *refusal) {
+	c := command{cmd: cmd, actor: ActorUnverified}
+	e, err := DecodeEnvelope(data)
+	if err != nil {
+		return c, &refusal{CodeMalformed, "malformed", err.Error()}
+	}
+	c.env = e
+	wrongTarget := func() *refusal {
+		switch {
+		case e.Cmd != "" && e.Cmd != cmd:
+			return &refusal{CodeWrongTarget, "wrong command", fmt.Sprintf("the envelope's cmd is not %s, the command of the subject it was sent to", cmd)}
+		case e.Store != "" && e.Store != target:
+			return &refusal{CodeWrongTarget, "wrong store", fmt.Sprintf("the envelope's store is not %s, the store of the subject it was sent to", target)}
 		}
+		return nil
 	}
-	e := c.env
-	if nkeys.IsValidPublicUserKey(e.Key) {
-		c.actor = actorPrefix + e.Key
-	}
-	switch {
-	case e.Cmd != "" && e.Cmd != cmd:
-		return c, &refusal{CodeWrongTarget, "wrong command", fmt.Sprintf("the envelope's cmd is not %s, the command of the subject it was sent to", cmd)}
-	case e.Store != "" && e.Store != target:
-		return c, &refusal{CodeWrongTarget, "wrong store", fmt.Sprintf("the envelope's store is not %s, the store of the subject it was sent to", target)}
-	}
-	c.signed = e.Key != "" || e.Sig != ""
-	if !c.signed {
-		if mustSign(cmd) {
-			return c, &refusal{CodeUnsigned, "unsigned", cmd + " changes the store: it must be signed by an operator key listed in control.operator_keys (agent remote … --nkey SEED_FILE)"}
+	if e.Key == "" && e.Sig == "" {
+		c.actor = ActorUnsigned
+		if !r.o.AllowUnsignedReads || !readOnly(cmd) {
+			return c, &refusal{CodeUnsigned, "unsigned", cmd + " must be signed by an operator key listed in control.operator_keys (agent remote … --nkey SEED_FILE)"}
 		}
-		return c, nil
+		return c, wrongTarget()
 	}
 	switch {
 	case !nkeys.IsValidPublicUserKey(e.Key):
 		return c, &refusal{CodeMalformed, "malformed", "key is not an NKey user public key (U…)"}
 	case r.keys[e.Key] == nil:
-		return c, &refusal{CodeUnknownKey, "unknown key", "the key " + e.Key + " is not in this agent's control.operator_keys"}
+		return c, &refusal{CodeUnknownKey, "unknown key", "the key is not in this agent's control.operator_keys"}
 	case e.Sig == "":
 		return c, &refusal{CodeUnsigned, "unsigned", "the envelope names a key but has no signature"}
+	}
+	sig, err := decodeSig(e.Sig)
+	if err != nil || r.keys[e.Key].Verify(e.SigningBytes(subject), sig) != nil {
+		return c, &refusal{CodeBadSignature, "bad signature", "the signature does not verify with the key it names, for this subject"}
+	}
+	c.actor, c.signed = actorPrefix+e.Key, true
+	if ref := wrongTarget(); ref != nil {
+		return c, ref
+	}
+	switch {
 	case e.Cmd == "" || e.Store == "":
 		return c, &refusal{CodeMalformed, "malformed", "a signed envelope must name its cmd and store"}
-	}
-	if !validNonce(e.Nonce) {
+	case !validNonce(e.Nonce):
 		return c, &refusal{CodeMalformed, "malformed", "nonce is not a UUID (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)"}
 	}
 	exp, err := time.Parse(time.RFC3339, e.Expires)
 	if err != nil {
 		return c, &refusal{CodeMalformed, "malformed", "expires is not an RFC 3339 time"}
-	}
-	sig, err := decodeSig(e.Sig)
-	if err != nil || r.keys[e.Key].Verify(e.SigningBytes(), sig) != nil {
-		return c, &refusal{CodeBadSignature, "bad signature", "the signature does not verify with the key " + e.Key}
 	}
 	now := r.o.Clock()
 	switch {
@@ -355,18 +354,59 @@ func (r *Responder) accept(c command, reasonText string) *refusal {
 	return nil
 }
 
-// refuse journals and logs a refusal.
+// refuse counts a refusal and journals and logs, in aggregate, those
+// that are due (see refusalLog): a flood of refusals adds at most one
+// event per cause per RefusalWindow, and at most RefusalBytesPerHour, to
+// the journal. Refusals not yet due are journalled by a timer.
 func (r *Responder) refuse(c command, f *refusal) {
-	detail := map[string]string{"cmd": c.cmd, "code": f.code}
-	if n := c.nonce(); n != "" {
-		detail["nonce"] = n
+	if f.code == CodeFailed {
+		r.o.Logger.Warn("REMOTE_REFUSED", "cmd", c.cmd, "actor", c.actor, "reason", f.reason, "nonce", c.nonce())
+		return
 	}
-	if f.code != CodeFailed {
-		if err := r.o.Queue.Journal(queue.Event{Action: queue.ActionRefused, Actor: c.actor, Reason: f.reason, Detail: detail}); err != nil {
-			r.o.Logger.Warn("REMOTE_REFUSAL_NOT_JOURNALLED", "cmd", c.cmd, "error", err.Error())
+	r.refMu.Lock()
+	evs := r.refusals.note(cause{code: f.code, reason: f.reason, actor: c.actor}, c.cmd, r.o.Clock())
+	r.scheduleFlush()
+	r.refMu.Unlock()
+	r.journalRefusals(evs)
+}
+
+// scheduleFlush arms the timer that journals pending refusals; r.refMu is
+// held.
+func (r *Responder) scheduleFlush() {
+	if r.flushing != nil || !r.refusals.pending() {
+		return
+	}
+	r.flushing = time.AfterFunc(RefusalWindow, r.flushRefusals)
+}
+
+// flushRefusals journals the refusals that are due.
+func (r *Responder) flushRefusals() {
+	r.refMu.Lock()
+	r.flushing = nil
+	evs := r.refusals.due(r.o.Clock())
+	r.scheduleFlush()
+	r.refMu.Unlock()
+	r.journalRefusals(evs)
+}
+
+func (r *Responder) journalRefusals(evs []queue.Event) {
+	for _, ev := range evs {
+		if err := r.o.Queue.Journal(ev); err != nil {
+			r.o.Logger.Warn("REMOTE_REFUSAL_NOT_JOURNALLED", "cmd", ev.Detail["cmd"], "error", err.Error())
 		}
+		r.o.Logger.Warn("REMOTE_REFUSED", "cmd", ev.Detail["cmd"], "actor", ev.Actor, "reason", ev.Reason, "count", ev.Count)
 	}
-	r.o.Logger.Warn("REMOTE_REFUSED", "cmd", c.cmd, "actor", c.actor, "reason", f.reason, "nonce", c.nonce())
+}
+
+// Close stops the timer that journals pending refusals; refusals counted
+// since the last event are then only in the log.
+func (r *Responder) Close() {
+	r.refMu.Lock()
+	if r.flushing != nil {
+		r.flushing.Stop()
+		r.flushing = nil
+	}
+	r.refMu.Unlock()
 }
 
 // args decodes a command's arguments strictly into v.
@@ -410,14 +450,6 @@ func (r *Responder) prepare(c command) (run func() (any, error), reasonText stri
 	switch c.cmd {
 	case CmdStatus:
 		return func() (any, error) { return r.status() }, "", args(c, &struct{}{})
-	case CmdFleetStatus:
-		return func() (any, error) {
-			st, err := r.status()
-			if err != nil {
-				return nil, err
-			}
-			return SummaryOf(st), nil
-		}, "", args(c, &struct{}{})
 	case CmdDLQList:
 		var a ListArgs
 		if err := args(c, &a); err != nil {

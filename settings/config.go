@@ -36,6 +36,10 @@ type Config struct {
 		TokenFile        string `yaml:"token_file"`
 		MaxRequestBytes  int64  `yaml:"max_request_bytes"`
 		MaxMovementBytes int64  `yaml:"max_movement_bytes"`
+		// AllowedHosts and AllowedOrigins open the ingest listener to
+		// requests naming another Host, or coming from a web page.
+		AllowedHosts   []string `yaml:"allowed_hosts"`
+		AllowedOrigins []string `yaml:"allowed_origins"`
 	} `yaml:"ingest"`
 
 	NATS struct {
@@ -79,6 +83,8 @@ type Config struct {
 
 	Control struct {
 		OperatorKeys []string `yaml:"operator_keys"`
+		// AllowUnsignedReads lets status and dlq.list through unsigned.
+		AllowUnsignedReads bool `yaml:"allow_unsigned_reads"`
 		// Operators names operators: name to NKey public key.
 		Operators map[string]string `yaml:"operators"`
 	} `yaml:"control"`
@@ -206,6 +212,8 @@ type Options struct {
 	IngestToken      string // "" = no token required
 	MaxRequestBytes  int64
 	MaxMovementBytes int64
+	AllowedHosts     []string
+	AllowedOrigins   []string
 
 	NATS NATSOptions
 
@@ -222,6 +230,8 @@ type Options struct {
 
 	SyncedHorizon    time.Duration
 	JournalRetention time.Duration
+
+	AllowUnsignedReads bool
 
 	MetricsListen string // "" = no metrics listener of its own
 	MetricsToken  string // "" = no token required
@@ -284,7 +294,7 @@ func (c Config) Validate() (Options, error) {
 	case !ValidStoreID(c.StoreID):
 		bad("store_id", "must be 1 to 32 letters, digits, '-' or '_' (it is part of NATS subjects)")
 	case c.StoreID == "fleet":
-		bad("store_id", "\"fleet\" is reserved for commands to every store (rx.ctl.fleet.>)")
+		bad("store_id", "\"fleet\" is reserved (it named the fleet's control subject, rx.ctl.fleet.>)")
 	}
 
 	if c.DataDir == "" {
@@ -310,6 +320,20 @@ func (c Config) Validate() (Options, error) {
 	o.MaxMovementBytes = positive(&errs, "ingest.max_movement_bytes", c.Ingest.MaxMovementBytes, DefaultMaxMovementBytes)
 	if o.MaxMovementBytes > o.MaxRequestBytes {
 		bad("ingest.max_movement_bytes", "must not exceed ingest.max_request_bytes")
+	}
+	for _, h := range c.Ingest.AllowedHosts {
+		if h == "" || strings.ContainsAny(h, ":/ ") {
+			bad("ingest.allowed_hosts", "%q is not a host name or IPv4 address (no scheme, no port)", h)
+			continue
+		}
+		o.AllowedHosts = append(o.AllowedHosts, h)
+	}
+	for _, org := range c.Ingest.AllowedOrigins {
+		if u, err := url.Parse(org); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			bad("ingest.allowed_origins", "%q is not an origin such as https://pos.example", org)
+			continue
+		}
+		o.AllowedOrigins = append(o.AllowedOrigins, strings.TrimSuffix(org, "/"))
 	}
 
 	n := c.NATS
@@ -394,6 +418,7 @@ func (c Config) Validate() (Options, error) {
 		}
 		o.OperatorKeys = append(o.OperatorKeys, k)
 	}
+	o.AllowUnsignedReads = c.Control.AllowUnsignedReads
 	names := make([]string, 0, len(c.Control.Operators))
 	for name := range c.Control.Operators {
 		names = append(names, name)

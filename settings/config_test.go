@@ -61,6 +61,8 @@ func TestValidateReportsEveryProblemByField(t *testing.T) {
 	c.Sync.BatchSize = 5000
 	c.Retry.Controlled.MaxAttempts = -2
 	c.Control.OperatorKeys = []string{"not-a-key"}
+	c.Ingest.AllowedHosts = []string{"pos:8717"}
+	c.Ingest.AllowedOrigins = []string{"pos.example"}
 	c.Log.Level = "loud"
 	_, err := c.Validate()
 	if err == nil {
@@ -68,7 +70,7 @@ func TestValidateReportsEveryProblemByField(t *testing.T) {
 	}
 	msg := err.Error()
 	for _, field := range []string{"store_id:", "data_dir:", "ingest.token:", "nats.servers:", "nats:", "nats.user:",
-		"nats.creds_file:", "sync.max_in_flight:", "sync.batch_size:", "retry.controlled.max_attempts", "control.operator_keys:", "log.level:"} {
+		"nats.creds_file:", "sync.max_in_flight:", "sync.batch_size:", "retry.controlled.max_attempts", "control.operator_keys:", "ingest.allowed_hosts:", "ingest.allowed_origins:", "log.level:"} {
 		if !strings.Contains(msg, field) {
 			t.Errorf("error does not name %s:\n%s", field, msg)
 		}

@@ -29,6 +29,7 @@ type Engine struct {
 
 	mu       stdsync.Mutex
 	handlers []func(*nats.Conn) error // run once connected, e.g. control responders
+	beats    []func(context.Context, *nats.Conn, *status.Status) error
 }
 
 // New returns an engine for the queue q; zero fields of o take their
@@ -49,6 +50,15 @@ func (e *Engine) OnConnect(fn func(*nats.Conn) error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.handlers = append(e.handlers, fn)
+}
+
+// OnHeartbeat registers a function to run with every heartbeat's status
+// document after it is published (the fleet view's summary is written
+// there). Its error is logged at debug level.
+func (e *Engine) OnHeartbeat(fn func(context.Context, *nats.Conn, *status.Status) error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.beats = append(e.beats, fn)
 }
 
 // Connection is the sender's state for the status document.
@@ -236,6 +246,16 @@ func (e *Engine) heartbeat(ctx context.Context, nc *nats.Conn) {
 		}
 		if err := nc.Publish(central.StatusSubject(e.o.StoreID), b); err != nil {
 			e.log.Debug("HEARTBEAT_FAILED", "error", err.Error())
+		}
+		e.mu.Lock()
+		beats := e.beats
+		e.mu.Unlock()
+		for _, fn := range beats {
+			bctx, cancel := context.WithTimeout(ctx, e.o.AttemptTimeout)
+			if err := fn(bctx, nc, st); err != nil {
+				e.log.Debug("HEARTBEAT_HOOK_FAILED", "error", err.Error())
+			}
+			cancel()
 		}
 	}
 }

@@ -234,12 +234,19 @@ func (st *settler) resolve(ctx context.Context, f *flight, block bool) ([]outcom
 // subject is already taken, central's copy is read back in the background
 // (many at once: after an outage with lost acknowledgements there may be
 // thousands) and the outcome is pending until then.
+//
+// A duplicate acknowledgement is checked the same way: the stream's
+// Nats-Msg-Id window spans every store, so another store that published
+// this key as its message id first gets this publish answered "duplicate"
+// with nothing stored (README, Security).
 func (st *settler) judge(ctx context.Context, r *queue.Record, ack *jetstream.PubAck, err error) outcome {
-	if err == nil {
+	if err == nil && !ack.Duplicate {
 		return outcome{rec: r, v: verdict{outcome: retry.Stored, kind: "stored"}, streamSeq: ack.Sequence}
 	}
-	o := outcome{rec: r, v: classify(err), text: err.Error(), err: err}
-	if !o.v.verify {
+	var o outcome
+	if err == nil {
+		o = outcome{rec: r, v: verdict{outcome: retry.ItemTransient, kind: "transient:duplicate_ack"}, text: "central answered duplicate"}
+	} else if o = (outcome{rec: r, v: classify(err), text: err.Error(), err: err}); !o.v.verify {
 		return o
 	}
 	ch := make(chan outcome, 1)

@@ -54,8 +54,13 @@ func TestDoctor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// S0001 may publish only S0009's movements.
-	os.WriteFile(denied, []byte(strings.Replace(string(b), `"rx.mv.S0001.>"`, `"rx.mv.S0009.>"`, 1)), 0o600)
+	// S0001 may publish only S0009's movements (its user's permission;
+	// its account still imports its own).
+	const own = "# its movements, one subject per key\n              \"rx.mv.S0001.>\""
+	if !strings.Contains(string(b), own) {
+		t.Fatalf("the template no longer grants S0001 its movements as %q", own)
+	}
+	os.WriteFile(denied, []byte(strings.Replace(string(b), own, strings.Replace(own, "S0001", "S0009", 1), 1)), 0o600)
 
 	wrongSettings := func(t *testing.T, url string) {
 		nc := natstest.Connect(t, url, adminConnect...)

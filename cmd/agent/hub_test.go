@@ -30,7 +30,7 @@ func TestProvision(t *testing.T) {
 		code  int
 		want  string
 	}{
-		{name: "create", want: "created stream RX_MOVEMENTS\n"},
+		{name: "create", want: "created stream RX_MOVEMENTS\ncreated stream KV_RX_FLEET\n"},
 		{name: "again: nothing to do", want: "RX_MOVEMENTS is up to date\n"},
 		{name: "shorter duplicate window", extra: []string{"--duplicate-window", "2m"}, want: "duplicate_window: 10m0s -> 2m0s\n"},
 		{name: "bad replicas", extra: []string{"--replicas", "0"}, code: exitUsage},

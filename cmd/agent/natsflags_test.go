@@ -104,17 +104,18 @@ func TestNATSSettingsPrecedence(t *testing.T) {
 func TestRemoteWithANATSContext(t *testing.T) {
 	h := natstest.StartHub(t, natstest.WithConfigFile(filepath.Join("..", "..", "configs", "nats", "production.conf.template"),
 		nats.UserInfo("admin", "CHANGE-ME-admin"), nats.CustomInboxPrefix("_INBOX_admin")))
-	serveRemote(t, h.URL(), t.TempDir(), "S0001", nats.UserInfo("S0001", "CHANGE-ME-S0001"), nats.CustomInboxPrefix("_INBOX_S0001"))
+	seed, pub := operatorSeed(t)
+	serveRemote(t, h.URL(), t.TempDir(), "S0001", pub, nats.UserInfo("S0001", "CHANGE-ME-S0001"), nats.CustomInboxPrefix("_INBOX_S0001"))
 
 	xdg := t.TempDir()
 	t.Setenv("XDG_CONFIG_HOME", xdg)
 	writeContext(t, xdg, "central", `{"url":"`+h.URL()+`","user":"ops","password":"CHANGE-ME-ops"}`, true)
 	wrong := writeContext(t, xdg, "wrong", `{"url":"`+h.URL()+`","user":"ops","password":"Secret-Not-This-1"}`, false)
 
-	if stdout, stderr, code := cli(t, "remote", "status", "--store", "S0001", "--wait", "2s"); code != exitOK || !strings.Contains(stdout, "Store       S0001") {
+	if stdout, stderr, code := cli(t, "remote", "status", "--store", "S0001", "--nkey", seed, "--wait", "2s"); code != exitOK || !strings.Contains(stdout, "Store       S0001") {
 		t.Errorf("status with the selected context: exit %d\n%s%s", code, stdout, stderr)
 	}
-	_, stderr, code := cli(t, "remote", "status", "--store", "S0001", "--wait", "2s", "--context", "wrong")
+	_, stderr, code := cli(t, "remote", "status", "--store", "S0001", "--nkey", seed, "--wait", "2s", "--context", "wrong")
 	if code != exitError || !strings.Contains(stderr, `user "ops" from context "wrong" (`+wrong+`)`) || !strings.Contains(stderr, "password from context") ||
 		!strings.Contains(strings.ToLower(stderr), "authorization") {
 		t.Errorf("wrong password: exit %d\n%s", code, stderr)
@@ -124,7 +125,7 @@ func TestRemoteWithANATSContext(t *testing.T) {
 	}
 	// A flag wins over the context.
 	t.Setenv("NATS_PASSWORD", "CHANGE-ME-ops")
-	if stdout, stderr, code := cli(t, "remote", "status", "--store", "S0001", "--wait", "2s", "--context", "wrong"); code != exitOK {
+	if stdout, stderr, code := cli(t, "remote", "status", "--store", "S0001", "--nkey", seed, "--wait", "2s", "--context", "wrong"); code != exitOK {
 		t.Errorf("NATS_PASSWORD over the context's: exit %d\n%s%s", code, stdout, stderr)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"text/tabwriter"
 	"time"
 
@@ -12,7 +13,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/dlq"
+	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/remote"
 	"github.com/rxedge/agent/status"
 )
@@ -23,7 +26,7 @@ func newRemoteCmd(s *streams) *cobra.Command {
 		Short: "Operate stores over NATS: status, quarantine list and redrive",
 		Long: `Operate stores through central (NATS), as an operator:
 
-  status   one store's status (--store ID), or every store's summary (--fleet)
+  status   one store's status (--store ID), or the fleet view (--fleet)
   list     a store's quarantined movements, without payloads
   redrive  send a store's quarantined movements again (signed)
 
@@ -36,10 +39,10 @@ server grants that identity: with --user it is _INBOX_<user> unless
 --inbox-prefix says otherwise; with --nkey-seed or --creds give
 --inbox-prefix.
 
-A command that changes a store (redrive) is signed with the operator's NKey
-seed (--nkey FILE, a user seed SU…); the store applies it only when the
-public key is in its control.operator_keys, and records it in its audit
-journal with that key as the actor. A signed command is valid for
+Every command to a store (status, list, redrive) is signed with the
+operator's NKey seed (--nkey FILE, a user seed SU…); the store applies it
+only when the public key is in its control.operator_keys, and records it
+in its audit journal with that key as the actor. A signed command is valid for
 --valid-for (at most 5m) and is applied at most once; the store's clock
 must agree with yours within 30s.`,
 	}
@@ -116,17 +119,28 @@ func newRemoteStatusCmd(s *streams) *cobra.Command {
 		store  string
 		fleet  bool
 		maxAge time.Duration
+		roster string
+		limits = remote.FleetLimits{}
 	)
 	cmd := &cobra.Command{
-		Use:   "status (--store ID | --fleet) --server URL [auth flags]",
-		Short: "Show a store's status, or every store's summary (exit 3 when any needs attention)",
+		Use:   "status (--store ID | --fleet [--roster FILE]) --server URL [auth flags]",
+		Short: "Show a store's status, or the whole fleet (exit 3 when any store needs attention)",
 		Long: `Show one store's status document (--store ID: the same as ` + "`agent status`" + ` on
-that store), or ask every store at once (--fleet) and print a table of the
-stores that answered within --wait.
+that store; a signed command, --nkey), or the fleet view (--fleet): the
+summary every agent writes with each heartbeat into central's bucket
+RX_FLEET, under its own store id (the server lets a store write only its
+own key). The store id is the key and "last seen" is the server's time of
+the write, never what the summary says. With --roster FILE (one store id
+per line) stores that never wrote are listed as missing and stores not on
+the roster as unknown.
 
-Exit status 3 when a store needs attention (movements quarantined, the
-oldest pending older than --max-age, sync paused, or a store answering with
-an error), so monitoring systems can run it; 1 when no store answered.`,
+States: ok, needs_attention (movements quarantined, the oldest pending
+older than --max-age, sync paused), stale (not seen for --stale), silent
+(not seen for --silent), missing, unverifiable (a summary that names
+another store or does not read), unknown.
+
+Exit status 3 unless every store is ok, so monitoring systems can run it;
+1 when the view cannot be read.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
@@ -138,20 +152,35 @@ an error), so monitoring systems can run it; 1 when no store answered.`,
 				if err := storeFlag(store); err != nil {
 					return err
 				}
+			case limits.Stale <= 0 || limits.Silent < limits.Stale:
+				return usageError("--stale must be positive and --silent at least --stale")
 			}
-			if !cmd.Flags().Changed("wait") && !fleet {
+			if !cmd.Flags().Changed("wait") {
 				f.wait = 10 * time.Second
+			}
+			var stores []string
+			if roster != "" {
+				fh, err := os.Open(roster)
+				if err != nil {
+					return fmt.Errorf("--roster: %w", err)
+				}
+				stores, err = hub.ReadRoster(fh)
+				fh.Close()
+				if err != nil {
+					return fmt.Errorf("--roster %s: %w", roster, err)
+				}
 			}
 			c, nc, err := f.client("rxedge-remote")
 			if err != nil {
 				return err
 			}
 			defer nc.Close()
-			if fleet {
-				return remoteFleet(cmd.Context(), s, c, f.wait, maxAge, f.asJSON)
-			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), f.wait)
 			defer cancel()
+			if fleet {
+				limits.MaxAge = maxAge
+				return remoteFleet(ctx, s, nc, stores, limits, f.asJSON)
+			}
 			st, err := c.Status(ctx, store)
 			if err != nil {
 				return remoteError(err)
@@ -171,66 +200,63 @@ an error), so monitoring systems can run it; 1 when no store answered.`,
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&store, "store", "", "the store to ask")
-	fs.BoolVar(&fleet, "fleet", false, "ask every store; gather the answers for --wait")
+	fs.BoolVar(&fleet, "fleet", false, "read every store's summary from the fleet view")
+	fs.StringVar(&roster, "roster", "", "--fleet: file of the store ids that should exist, one a line")
+	fs.DurationVar(&limits.Stale, "stale", 2*time.Minute, "--fleet: a store not seen for this long is stale")
+	fs.DurationVar(&limits.Silent, "silent", 15*time.Minute, "--fleet: a store not seen for this long is silent")
 	fs.DurationVar(&maxAge, "max-age", time.Hour, "pending age above which a store needs attention (exit 3)")
-	f.register(fs, 2*time.Second, "--fleet: how long to gather answers; --store: how long to wait for the answer (default 10s)",
-		"optional: sign the request with this operator seed file")
+	f.register(fs, 10*time.Second, "how long to wait for the answer",
+		"the operator seed file that signs the command (--store)")
 	return cmd
 }
 
-func remoteFleet(ctx context.Context, s *streams, c *remote.Client, wait, maxAge time.Duration, asJSON bool) error {
-	replies, err := c.Fleet(ctx, wait)
-	if errors.Is(err, remote.ErrNoAgent) {
-		return fmt.Errorf("%w: are the agents connected to this server, and may this identity publish rx.ctl.>?", err)
-	}
+func remoteFleet(ctx context.Context, s *streams, nc *nats.Conn, roster []string, limits remote.FleetLimits, asJSON bool) error {
+	entries, err := remote.ReadFleet(ctx, nc)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: may this identity read the fleet view ($JS.API.DIRECT.GET.%s), and was it provisioned (agent provision)?", err, central.FleetStreamName)
 	}
-	attention := 0
-	for _, r := range replies {
-		if r.Error != "" || len(r.Summary.Problems(maxAge)) > 0 {
-			attention++
-		}
-	}
+	view := remote.JudgeFleet(entries, roster, time.Now(), limits)
 	if asJSON {
-		if err := printJSON(s.out, replies); err != nil {
+		if err := printJSON(s.out, view); err != nil {
 			return err
 		}
 	} else {
-		renderFleet(s.out, replies, maxAge, wait, time.Now())
+		renderFleet(s.out, view, time.Now())
 	}
-	if attention > 0 {
-		return &exitErr{code: exitAttention}
+	for _, v := range view {
+		if v.State != remote.FleetOK {
+			return &exitErr{code: exitAttention}
+		}
+	}
+	if len(view) == 0 {
+		return errors.New("the fleet view is empty: no agent has written its summary yet")
 	}
 	return nil
 }
 
-func renderFleet(w io.Writer, replies []remote.FleetReply, maxAge, wait time.Duration, now time.Time) {
+func renderFleet(w io.Writer, view []remote.FleetStore, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "STORE\tSTATE\tPENDING\tQUARANTINED\tOLDEST PENDING\tLAST SYNC\tVERSION")
+	fmt.Fprintln(tw, "STORE\tFLEET\tLAST SEEN\tSTATE\tPENDING\tQUARANTINED\tOLDEST PENDING\tVERSION")
 	var problems []string
-	for _, r := range replies {
-		if r.Error != "" {
-			fmt.Fprintf(tw, "%s\terror\t-\t-\t-\t-\t-\n", or(r.Store, "?"))
-			problems = append(problems, or(r.Store, "?")+": "+oneLine(r.Error))
-			continue
+	for _, v := range view {
+		seen := "never"
+		if v.LastSeen != nil {
+			seen = age(now.Sub(*v.LastSeen)) + " ago"
 		}
-		m := r.Summary
-		oldest := "-"
-		if m.OldestPendingAge != nil {
-			oldest = age(time.Duration(*m.OldestPendingAge * float64(time.Second)))
+		state, pending, quarantined, oldest, version := "-", "-", "-", "-", "-"
+		if m := v.Summary; m != nil {
+			state, pending, quarantined, version = m.State, fmt.Sprint(m.Pending), fmt.Sprint(m.Quarantined), or(m.Version, "-")
+			if m.OldestPendingAge != nil {
+				oldest = age(time.Duration(*m.OldestPendingAge * float64(time.Second)))
+			}
 		}
-		last := "never"
-		if m.LastSyncAt != nil {
-			last = age(now.Sub(*m.LastSyncAt)) + " ago"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\n", m.StoreID, m.State, m.Pending, m.Quarantined, oldest, last, or(m.Version, "-"))
-		for _, p := range m.Problems(maxAge) {
-			problems = append(problems, m.StoreID+": "+p)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Store, v.State, seen, state, pending, quarantined, oldest, version)
+		for _, p := range v.Problems {
+			problems = append(problems, v.Store+" ("+v.State+"): "+oneLine(p))
 		}
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "%d store(s) answered within %s\n", len(replies), wait)
+	fmt.Fprintf(w, "%d store(s)\n", len(view))
 	if len(problems) > 0 {
 		fmt.Fprintln(w, "\nNeeds attention:")
 		for _, p := range problems {

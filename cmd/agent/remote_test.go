@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,7 +18,7 @@ import (
 
 // serveRemote runs the control responder of the agent whose data
 // directory is dir, on a connection with opts, until the test ends.
-func serveRemote(t *testing.T, url, dir, storeID string, opts ...nats.Option) {
+func serveRemote(t *testing.T, url, dir, storeID string, operatorKey string, opts ...nats.Option) {
 	t.Helper()
 	q, err := queue.Open(queue.Options{Path: settings.DataFile(dir), StoreID: storeID})
 	if err != nil {
@@ -27,7 +26,7 @@ func serveRemote(t *testing.T, url, dir, storeID string, opts ...nats.Option) {
 	}
 	t.Cleanup(func() { q.Close() })
 	r := remote.New(remote.Options{
-		Queue: q, DLQ: dlq.New(q), StoreID: storeID,
+		Queue: q, DLQ: dlq.New(q), StoreID: storeID, OperatorKeys: []string{operatorKey},
 		Status: control.New(control.Options{Queue: q, StoreID: storeID}).Status,
 	})
 	nc := natstest.Connect(t, url, opts...)
@@ -81,29 +80,19 @@ func TestRemoteUsageErrors(t *testing.T) {
 func TestRemoteStatusExitCodes(t *testing.T) {
 	h := natstest.StartHub(t)
 	quarantined, _ := quarantinedDataDir(t, mv{id: "A"})
-	serveRemote(t, h.URL(), quarantined, cliStore)
+	seed, pub := operatorSeed(t)
+	serveRemote(t, h.URL(), quarantined, cliStore, pub)
 	// A second store, with nothing quarantined.
 	clean := t.TempDir()
-	serveRemote(t, h.URL(), clean, "S0043")
+	serveRemote(t, h.URL(), clean, "S0043", pub)
 
-	stdout, stderr, code := cli(t, "remote", "status", "--fleet", "--wait", "500ms", "--server", h.URL())
-	if code != exitAttention || !strings.Contains(stdout, cliStore) || !strings.Contains(stdout, "S0043") ||
-		!strings.Contains(stdout, "2 store(s) answered") || !strings.Contains(stdout, cliStore+": 1 movement(s) quarantined") {
-		t.Errorf("fleet: exit %d, want 3\n%s%s", code, stdout, stderr)
-	}
-	stdout, _, code = cli(t, "remote", "status", "--fleet", "--json", "--wait", "500ms", "--server", h.URL())
-	var replies []remote.FleetReply
-	if err := json.Unmarshal([]byte(stdout), &replies); err != nil || code != exitAttention || len(replies) != 2 ||
-		replies[0].Store != cliStore || replies[0].Summary.Quarantined != 1 || replies[1].Summary.Quarantined != 0 {
-		t.Errorf("fleet --json: exit %d, %v\n%s", code, err, stdout)
-	}
-	if stdout, stderr, code := cli(t, "remote", "status", "--store", cliStore, "--server", h.URL()); code != exitAttention || !strings.Contains(stdout, "Needs attention") {
+	if stdout, stderr, code := cli(t, "remote", "status", "--store", cliStore, "--nkey", seed, "--server", h.URL()); code != exitAttention || !strings.Contains(stdout, "Needs attention") {
 		t.Errorf("status of a store with a quarantine: exit %d, want 3\n%s%s", code, stdout, stderr)
 	}
-	if stdout, stderr, code := cli(t, "remote", "status", "--store", "S0043", "--server", h.URL()); code != exitOK || !strings.Contains(stdout, "Store       S0043") {
+	if stdout, stderr, code := cli(t, "remote", "status", "--store", "S0043", "--nkey", seed, "--server", h.URL()); code != exitOK || !strings.Contains(stdout, "Store       S0043") {
 		t.Errorf("status of a clean store: exit %d, want 0\n%s%s", code, stdout, stderr)
 	}
-	if _, stderr, code := cli(t, "remote", "status", "--store", "S0099", "--server", h.URL()); code != exitError || !strings.Contains(stderr, "no agent answers") {
+	if _, stderr, code := cli(t, "remote", "status", "--store", "S0099", "--nkey", seed, "--server", h.URL()); code != exitError || !strings.Contains(stderr, "no agent answers") {
 		t.Errorf("status of an absent store: exit %d, want 1\n%s", code, stderr)
 	}
 }
@@ -114,14 +103,12 @@ func TestRemoteStatusExitCodes(t *testing.T) {
 func TestRemoteAsTheOperatorUser(t *testing.T) {
 	h := natstest.StartHub(t, natstest.WithConfigFile(filepath.Join("..", "..", "configs", "nats", "production.conf.template"),
 		nats.UserInfo("admin", "CHANGE-ME-admin"), nats.CustomInboxPrefix("_INBOX_admin")))
-	serveRemote(t, h.URL(), t.TempDir(), "S0001", nats.UserInfo("S0001", "CHANGE-ME-S0001"), nats.CustomInboxPrefix("_INBOX_S0001"))
+	seed, pub := operatorSeed(t)
+	serveRemote(t, h.URL(), t.TempDir(), "S0001", pub, nats.UserInfo("S0001", "CHANGE-ME-S0001"), nats.CustomInboxPrefix("_INBOX_S0001"))
 
-	ops := []string{"--server", h.URL(), "--user", "ops", "--password", "CHANGE-ME-ops", "--wait", "2s"}
+	ops := []string{"--nkey", seed, "--server", h.URL(), "--user", "ops", "--password", "CHANGE-ME-ops", "--wait", "2s"}
 	if stdout, stderr, code := cli(t, append([]string{"remote", "status", "--store", "S0001"}, ops...)...); code != exitOK || !strings.Contains(stdout, "Store       S0001") {
 		t.Errorf("status as ops: exit %d\n%s%s", code, stdout, stderr)
-	}
-	if stdout, stderr, code := cli(t, append([]string{"remote", "status", "--fleet"}, ops...)...); code != exitOK || !strings.Contains(stdout, "1 store(s) answered") {
-		t.Errorf("fleet as ops: exit %d\n%s%s", code, stdout, stderr)
 	}
 	// With the default inbox the answer has nowhere to go.
 	args := append([]string{"remote", "status", "--store", "S0001", "--inbox-prefix", "_INBOX"}, ops...)

@@ -467,7 +467,7 @@ func TestRunSecondSignalKills(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	fmt.Fprintf(conn, "POST /v1/movements HTTP/1.1\r\nHost: agent\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body)+10, body[:10])
+	fmt.Fprintf(conn, "POST /v1/movements HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body)+10, body[:10])
 	time.Sleep(200 * time.Millisecond) // let the server read the headers
 
 	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {

@@ -1,0 +1,44 @@
+package hub_test
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/rxedge/agent/hub"
+)
+
+// TestTemplateIsGenerated keeps the checked-in production template equal
+// to the generator's output for its example roster.
+func TestTemplateIsGenerated(t *testing.T) {
+	stores, err := hub.ReadRoster(strings.NewReader("# example\nS0001\n\nS0002 # second\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := hub.CentralConfig(&b, stores); err != nil {
+		t.Fatal(err)
+	}
+	have, err := os.ReadFile(productionConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("RXEDGE_UPDATE_TEMPLATE") == "1" {
+		if err := os.WriteFile(productionConfig, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if !bytes.Equal(have, b.Bytes()) {
+		t.Errorf("%s is not the generator's output for S0001 and S0002: run RXEDGE_UPDATE_TEMPLATE=1 go test ./hub -run TestTemplateIsGenerated", productionConfig)
+	}
+}
+
+func TestReadRosterRefuses(t *testing.T) {
+	for _, in := range []string{"", "S1\nS1\n", "S1.>\n", "RX\n", "fleet\n"} {
+		if _, err := hub.ReadRoster(strings.NewReader(in)); err == nil {
+			t.Errorf("roster %q: no error", in)
+		}
+	}
+}
