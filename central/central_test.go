@@ -62,13 +62,13 @@ func TestMessageMsg(t *testing.T) {
 		{name: "controlled",
 			m: central.Message{Store: "S0001", Key: "k1", Digest: "d1", Seq: 42, Schedule: "CII", EnqueuedAt: at, Payload: []byte(`{"n":1}`)},
 			want: map[string]string{
-				"Nats-Msg-Id": "k1", "Nats-Expected-Last-Subject-Sequence": "0", "Rx-Digest": "d1",
+				"Nats-Msg-Id": "k1-d1", "Nats-Expected-Last-Subject-Sequence": "0", "Rx-Digest": "d1",
 				"Rx-Store": "S0001", "Rx-Seq": "42", "Rx-Schedule": "CII", "Rx-Enqueued-At": "2026-03-01T14:30:00.000000005Z",
 			}},
 		{name: "not controlled: no schedule header",
 			m: central.Message{Store: "S0002", Key: "k2", Digest: "d2", Seq: 1, EnqueuedAt: at, Payload: []byte(`{}`)},
 			want: map[string]string{
-				"Nats-Msg-Id": "k2", "Nats-Expected-Last-Subject-Sequence": "0", "Rx-Digest": "d2",
+				"Nats-Msg-Id": "k2-d2", "Nats-Expected-Last-Subject-Sequence": "0", "Rx-Digest": "d2",
 				"Rx-Store": "S0002", "Rx-Seq": "1", "Rx-Enqueued-At": "2026-03-01T14:30:00.000000005Z",
 			}},
 	}

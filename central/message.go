@@ -10,7 +10,7 @@ import (
 
 // Headers of a movement message.
 const (
-	// HeaderMsgID carries the movement key: within the duplicate window
+	// HeaderMsgID carries MsgID(key, digest): within the duplicate window
 	// central answers a resend with a duplicate acknowledgement.
 	HeaderMsgID = jetstream.MsgIDHeader
 	// HeaderExpectLast is always "0": the subject must hold no message yet,
@@ -40,6 +40,20 @@ const (
 	HeaderBatchCommit = "Nats-Batch-Commit"
 )
 
+// MsgID is the Nats-Msg-Id of a movement: its key, a dash and the first
+// 128 bits of its digest in hex. Central's duplicate window spans the whole
+// stream, every store's subjects, so an id that another store could guess
+// would let it pre-empt this store's publish: central would answer that
+// publish "duplicate" and store nothing. The key alone is guessable (it is
+// derived from the store id and the movement id); the digest needs the
+// payload, which only the store has.
+func MsgID(key, digest string) string {
+	if len(digest) > 32 {
+		digest = digest[:32]
+	}
+	return key + "-" + digest
+}
+
 // Message is one movement as an agent publishes it.
 type Message struct {
 	Store      string
@@ -55,7 +69,7 @@ type Message struct {
 // movement headers, and the payload as data.
 func (m Message) Msg() *nats.Msg {
 	msg := nats.NewMsg(Subject(m.Store, m.Key))
-	msg.Header.Set(HeaderMsgID, m.Key)
+	msg.Header.Set(HeaderMsgID, MsgID(m.Key, m.Digest))
 	msg.Header.Set(HeaderExpectLast, "0")
 	msg.Header.Set(HeaderDigest, m.Digest)
 	msg.Header.Set(HeaderStore, m.Store)

@@ -37,7 +37,7 @@ func TestDeliversWithHeaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		"Nats-Msg-Id": p.KeyString(), "Rx-Digest": hex.EncodeToString(p.Digest[:]), "Rx-Store": testStore,
+		"Nats-Msg-Id": p.KeyString() + "-" + hex.EncodeToString(p.Digest[:16]), "Rx-Digest": hex.EncodeToString(p.Digest[:]), "Rx-Store": testStore,
 		"Rx-Seq": "8", "Rx-Schedule": "CII",
 	}
 	for k, v := range want {
