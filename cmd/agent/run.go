@@ -209,7 +209,7 @@ func printDev(s *streams, hubURL string, opts settings.Options, addr string) {
   ingest:                  http://%s%s
   data:                    %s
 Try:
-  curl -s -XPOST http://%s%s -d '{"movement_id":"demo-1","type":"dispense","ndc":"12345-6789-01","quantity":1,"unit":"EA","occurred_at":"%s"}'
+  curl -s -XPOST http://%s%s -H 'Content-Type: application/json' -d '{"movement_id":"demo-1","type":"dispense","ndc":"12345-6789-01","quantity":1,"unit":"EA","occurred_at":"%s"}'
   agent status --data-dir %s
 Ctrl-C stops it; the data stays.
 `, opts.StoreID, hubURL, addr, control.IngestPath, opts.DataDir, addr, control.IngestPath, time.Now().UTC().Format(time.RFC3339), opts.DataDir)
