@@ -9,10 +9,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"time"
 
+	"github.com/rxedge/agent/internal/disk"
 	"github.com/rxedge/agent/queue"
 )
 
@@ -281,7 +281,7 @@ func (s *Service) writePurgeFile(ctx context.Context, dir string, keys [][16]byt
 		err = cerr
 	}
 	if err == nil {
-		err = syncDir(dir)
+		err = disk.SyncDir(dir)
 	}
 	if err != nil {
 		os.Remove(path)
@@ -309,18 +309,4 @@ func createExclusive(dir, base, ext string) (*os.File, string, error) {
 		return f, path, nil
 	}
 	return nil, "", fmt.Errorf("%s: too many export files of the same second", filepath.Join(dir, base+ext))
-}
-
-// syncDir makes a new file's directory entry durable. Windows cannot fsync
-// a directory; NTFS journals the entry.
-func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

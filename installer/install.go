@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/kardianos/service"
+
+	"github.com/rxedge/agent/internal/disk"
 )
 
 // State is the service's state as `agent status` shows it.
@@ -190,19 +192,8 @@ func writeNew(path string, content []byte, check func(string) error) (created bo
 		}
 		return false, err
 	}
-	syncDir(filepath.Dir(path))
+	_ = disk.SyncDir(filepath.Dir(path)) // best effort: the config is written
 	return true, nil
-}
-
-// syncDir makes a new directory entry durable where the OS supports it.
-func syncDir(dir string) {
-	if runtime.GOOS == "windows" {
-		return
-	}
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
 }
 
 // checkExistingConfig returns warnings when a config install kept does not

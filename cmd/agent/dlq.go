@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/dlq"
+	"github.com/rxedge/agent/internal/disk"
 	"github.com/rxedge/agent/internal/progress"
 )
 
@@ -518,7 +518,7 @@ is written.`,
 				}
 				if err == nil {
 					// Report the file only once its name is durable too.
-					err = syncDir(filepath.Dir(file.Name()))
+					err = disk.SyncDir(filepath.Dir(file.Name()))
 				}
 				if err != nil {
 					os.Remove(file.Name())
@@ -542,20 +542,6 @@ is written.`,
 	fs.StringVarP(&out, "output", "o", "", "write to FILE, created new with mode 0600 (default: standard output)")
 	fs.StringVar(&reasonText, "reason-text", "", "why (optional; recorded in the audit journal)")
 	return cmd
-}
-
-// syncDir makes a new file's directory entry durable. Windows cannot
-// fsync a directory; NTFS journals the entry.
-func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 func exportTo(ctx context.Context, loc *location, f dlq.Filter, reasonText, dest string, w io.Writer, showBar bool, s *streams) (int, error) {
