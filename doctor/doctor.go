@@ -238,7 +238,7 @@ func centralChecks(ctx context.Context, o Options, opts settings.Options) []Chec
 			}
 		}),
 	}
-	cred, err := credentials(opts.NATS)
+	cred, err := opts.NATS.Credentials()
 	if err != nil {
 		return append(out, Check{Name: CheckAuth, Detail: err.Error(), Fix: "fix the credential file named in the config's nats section"})
 	}
@@ -294,32 +294,6 @@ func reachable(ctx context.Context, servers []string, timeout time.Duration) Che
 		return Check{Name: CheckReachable, OK: true, Detail: "some servers do not answer: " + strings.Join(failed, "; ")}
 	}
 	return Check{Name: CheckReachable, OK: true, Detail: strings.Join(servers, ", ")}
-}
-
-// credentials turns the config's nats credentials into connect options.
-func credentials(n settings.NATSOptions) ([]nats.Option, error) {
-	var opts []nats.Option
-	switch {
-	case n.User != "":
-		opts = append(opts, nats.UserInfo(n.User, n.Password))
-	case n.Token != "":
-		opts = append(opts, nats.Token(n.Token))
-	case n.NKeySeedFile != "":
-		opt, err := nats.NkeyOptionFromSeed(n.NKeySeedFile)
-		if err != nil {
-			return nil, fmt.Errorf("nats.nkey_seed_file: %w", err)
-		}
-		opts = append(opts, opt)
-	case n.CredsFile != "":
-		opts = append(opts, nats.UserCredentials(n.CredsFile))
-	}
-	if n.CAFile != "" {
-		opts = append(opts, nats.RootCAs(n.CAFile))
-	}
-	if n.CertFile != "" {
-		opts = append(opts, nats.ClientCert(n.CertFile, n.KeyFile))
-	}
-	return opts, nil
 }
 
 // stream checks that RX_MOVEMENTS answers a direct get on the store's own

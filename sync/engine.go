@@ -195,28 +195,11 @@ func connOptions(o Options, s *sender) ([]nats.Option, error) {
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { s.notify(event{kind: evDisconnected, err: err}) }),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { s.notify(event{kind: evAsyncError, err: err}) }),
 	}
-	n := o.NATS
-	switch {
-	case n.User != "":
-		opts = append(opts, nats.UserInfo(n.User, n.Password))
-	case n.Token != "":
-		opts = append(opts, nats.Token(n.Token))
-	case n.NKeySeedFile != "":
-		opt, err := nats.NkeyOptionFromSeed(n.NKeySeedFile)
-		if err != nil {
-			return nil, fmt.Errorf("nats.nkey_seed_file: %w", err)
-		}
-		opts = append(opts, opt)
-	case n.CredsFile != "":
-		opts = append(opts, nats.UserCredentials(n.CredsFile))
+	cred, err := o.NATS.Credentials()
+	if err != nil {
+		return nil, err
 	}
-	if n.CAFile != "" {
-		opts = append(opts, nats.RootCAs(n.CAFile))
-	}
-	if n.CertFile != "" {
-		opts = append(opts, nats.ClientCert(n.CertFile, n.KeyFile))
-	}
-	return opts, nil
+	return append(opts, cred...), nil
 }
 
 // heartbeat publishes the status document (counts and states, never

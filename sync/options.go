@@ -1,8 +1,11 @@
 package sync
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/rxedge/agent/internal/version"
 	"github.com/rxedge/agent/retry"
@@ -124,4 +127,32 @@ func (o Options) withDefaults() Options {
 		o.Rand = rand.Float64
 	}
 	return o
+}
+
+// Credentials are the nats.go options of n's credentials and TLS: the
+// first of user and password, token, NKey seed file or .creds file that
+// is set, and the CA and client certificate.
+func (n NATSOptions) Credentials() ([]nats.Option, error) {
+	var opts []nats.Option
+	switch {
+	case n.User != "":
+		opts = append(opts, nats.UserInfo(n.User, n.Password))
+	case n.Token != "":
+		opts = append(opts, nats.Token(n.Token))
+	case n.NKeySeedFile != "":
+		opt, err := nats.NkeyOptionFromSeed(n.NKeySeedFile)
+		if err != nil {
+			return nil, fmt.Errorf("nats.nkey_seed_file: %w", err)
+		}
+		opts = append(opts, opt)
+	case n.CredsFile != "":
+		opts = append(opts, nats.UserCredentials(n.CredsFile))
+	}
+	if n.CAFile != "" {
+		opts = append(opts, nats.RootCAs(n.CAFile))
+	}
+	if n.CertFile != "" {
+		opts = append(opts, nats.ClientCert(n.CertFile, n.KeyFile))
+	}
+	return opts, nil
 }
