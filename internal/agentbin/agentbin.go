@@ -4,6 +4,7 @@
 package agentbin
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,4 +52,16 @@ func Cleanup() {
 	if dir != "" {
 		os.RemoveAll(dir)
 	}
+}
+
+// FreeAddr returns a loopback address whose port was free a moment ago,
+// for the agent a test starts to listen on.
+func FreeAddr(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }

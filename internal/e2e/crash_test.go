@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rxedge/agent/internal/agentbin"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
 )
@@ -25,7 +26,7 @@ func TestCrashKeepsEveryAcknowledgedMovement(t *testing.T) {
 		killPoints = 12
 	)
 	dir := t.TempDir()
-	addr := freeAddr(t)
+	addr := agentbin.FreeAddr(t)
 
 	var (
 		mu    stdsync.Mutex

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rxedge/agent/internal/agentbin"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
 )
@@ -29,7 +30,7 @@ func TestDiskFull(t *testing.T) {
 		t.Fatal("prlimit (util-linux) is needed for the disk-full test; .ci/run installs it")
 	}
 	dir := t.TempDir()
-	addr := freeAddr(t)
+	addr := agentbin.FreeAddr(t)
 	const limit = 1 << 20
 	a := startAgent(t, dir, addr, []string{prlimit, fmt.Sprintf("--fsize=%d:unlimited", limit), "--"})
 	client := &http.Client{Timeout: 10 * time.Second}

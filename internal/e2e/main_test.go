@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -33,16 +32,6 @@ type agent struct {
 	addr   string // ingest host:port
 	stderr *syncbuf.Buffer
 	exited chan error
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // startAgent runs `agent run` with the given prefix command (e.g. prlimit)

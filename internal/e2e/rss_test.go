@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/rxedge/agent/internal/agentbin"
 )
 
 // TestIngestPeakRSS sends the built agent the worst requests that fit in
@@ -49,7 +51,7 @@ func TestIngestPeakRSS(t *testing.T) {
 	const bound = 96 << 20 // peak RSS, after one request, of a process that idles at ~20 MiB
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			addr := freeAddr(t)
+			addr := agentbin.FreeAddr(t)
 			a := startAgent(t, filepath.Join(t.TempDir(), "data"), addr, nil)
 			idle := peakRSS(t, a.cmd.Process.Pid)
 			req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/movements"+tc.query, bytes.NewReader(tc.body))

@@ -14,9 +14,9 @@ import (
 // directory exits within 2 s, saying the agent is already running.
 func TestSecondAgentExitsQuickly(t *testing.T) {
 	dir := t.TempDir()
-	startAgent(t, dir, freeAddr(t), nil)
+	startAgent(t, dir, agentbin.FreeAddr(t), nil)
 
-	cmd := exec.Command(agentbin.Build(t), "run", "--store-id", "S0042", "--data-dir", dir, "--ingest", freeAddr(t))
+	cmd := exec.Command(agentbin.Build(t), "run", "--store-id", "S0042", "--data-dir", dir, "--ingest", agentbin.FreeAddr(t))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	start := time.Now()

@@ -10,7 +10,6 @@ import (
 	"io"
 	"io/fs"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -151,18 +150,8 @@ func newRig(t *testing.T) *rig {
 	if err := os.WriteFile(r.cfg, []byte("sync:\n  resume_jitter: 10ms\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r.addr = freeAddr(t)
+	r.addr = agentbin.FreeAddr(t)
 	return r
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 func syncDir(dir string) error {

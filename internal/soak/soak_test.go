@@ -9,7 +9,6 @@ import (
 	"io"
 	"maps"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -283,7 +282,7 @@ func newRig(t *testing.T) *rig {
 	if err := os.WriteFile(r.cfg, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r.ingest = freeAddr(t)
+	r.ingest = agentbin.FreeAddr(t)
 	r.hub = natstest.StartHub(t, natstest.WithMaxPayload(hubMaxPayload))
 	p, err := faultproxy.New(r.hub.Addr())
 	if err != nil {
@@ -298,16 +297,6 @@ func newRig(t *testing.T) *rig {
 		t.Logf("prlimit (util-linux) not found: the disk-full fault is skipped")
 	}
 	return r
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // agentRun is one run of the agent binary.
