@@ -16,20 +16,24 @@ const (
 	// duplicate PubAck; after it, with error 10071 (wrong last sequence),
 	// because the subject already holds its one message.
 	DefaultDuplicateWindow = 10 * time.Minute
-	// DefaultMaxAge is the dedupe horizon: a key is refused as already
-	// stored only while its message is in the stream.
-	DefaultMaxAge = 90 * 24 * time.Hour
 	// DefaultReplicas suits a single server; a production cluster uses 3.
 	DefaultReplicas = 1
 )
 
-// StreamOptions are the settings of RX_MOVEMENTS that differ between
-// deployments. The zero value gives the production settings of one server.
+// StreamOptions are the settings of central's streams that differ between
+// deployments. The zero value gives the production settings of one server
+// with one partition.
 type StreamOptions struct {
+	// Partitions is how many partitions central has; 0 means 1. Partition
+	// is the one StreamConfig and ArchiveConfig describe, from 0.
+	Partitions, Partition int
 	// DuplicateWindow is the Nats-Msg-Id window; 0 means DefaultDuplicateWindow.
 	DuplicateWindow time.Duration
-	// MaxAge is the dedupe horizon; 0 means DefaultMaxAge.
+	// MaxAge is the dedupe horizon, the movement stream's max_age; 0 means
+	// DefaultHorizon.
 	MaxAge time.Duration
+	// Retention is the archive's max_age; 0 means DefaultRetention.
+	Retention time.Duration
 	// Replicas is the number of copies in a cluster; 0 means DefaultReplicas.
 	Replicas int
 	// MaxMsgs, MaxBytes and MaxMsgSize bound the stream; 0 means unlimited.
@@ -44,7 +48,13 @@ func (o StreamOptions) withDefaults() StreamOptions {
 		o.DuplicateWindow = DefaultDuplicateWindow
 	}
 	if o.MaxAge <= 0 {
-		o.MaxAge = DefaultMaxAge
+		o.MaxAge = DefaultHorizon
+	}
+	if o.Retention <= 0 {
+		o.Retention = DefaultRetention
+	}
+	if o.Partitions <= 0 {
+		o.Partitions = 1
 	}
 	if o.Replicas <= 0 {
 		o.Replicas = DefaultReplicas
@@ -52,16 +62,17 @@ func (o StreamOptions) withDefaults() StreamOptions {
 	return o
 }
 
-// StreamConfig returns the configuration of RX_MOVEMENTS: one message per
+// StreamConfig returns the configuration of the movement stream of the
+// partition o names (RX_MOVEMENTS with one partition): one message per
 // subject, new messages refused (never old ones evicted) at every limit,
 // no deletes or purges through the API, direct get for the digest check and
 // atomic batches for backlog drains.
 func StreamConfig(o StreamOptions) jetstream.StreamConfig {
 	o = o.withDefaults()
 	return jetstream.StreamConfig{
-		Name:                 StreamName,
+		Name:                 MovementStream(o.Partition, o.Partitions),
 		Description:          "RxEdge inventory movements, one message per store and key",
-		Subjects:             []string{StreamSubjects},
+		Subjects:             []string{PartitionSubjects(o.Partition, o.Partitions)},
 		Retention:            jetstream.LimitsPolicy,
 		Storage:              jetstream.FileStorage,
 		MaxMsgsPerSubject:    1,

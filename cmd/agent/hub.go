@@ -99,6 +99,6 @@ identity (the admin user of configs/nats/production.conf.template).`,
 	nf.register(fs, "")
 	fs.IntVar(&replicas, "replicas", central.DefaultReplicas, "stream replicas (3 on a production cluster)")
 	fs.DurationVar(&window, "duplicate-window", central.DefaultDuplicateWindow, "Nats-Msg-Id duplicate window")
-	fs.DurationVar(&maxAge, "max-age", central.DefaultMaxAge, "how long central keeps each movement (the dedupe horizon)")
+	fs.DurationVar(&maxAge, "max-age", central.DefaultHorizon, "how long central refuses a second message for a key (the dedupe horizon)")
 	return cmd
 }

@@ -32,6 +32,12 @@ func WithStream(so central.StreamOptions) Option {
 	return func(o *hub.Options) { o.Stream = so }
 }
 
+// WithSkipProvision starts the server without central's streams, for a
+// test that creates its own.
+func WithSkipProvision() Option {
+	return func(o *hub.Options) { o.SkipProvision = true }
+}
+
 // WithMaxPayload sets the server's max_payload.
 func WithMaxPayload(n int32) Option {
 	return func(o *hub.Options) { o.MaxPayload = n }
