@@ -77,7 +77,7 @@ func TestProvisionRepairsSettings(t *testing.T) {
 		"allow_direct: false -> true",
 		"allow_atomic: false -> true",
 		"duplicate_window: 2m0s -> 10m0s",
-		"max_age: 0s -> 2160h0m0s",
+		"max_age: 0s -> 840h0m0s",
 		"created stream KV_RX_FLEET",
 	}
 	if !slices.Equal(got, want) {
