@@ -68,10 +68,10 @@ func ReadRoster(r io.Reader) ([]string, error) {
 func CentralConfig(w io.Writer, stores []string) error {
 	var b bytes.Buffer
 	err := centralTemplate.Execute(&b, struct {
-		Stores                                                            []string
-		Stream, DirectGet, Fleet, FleetSubjects, FleetStream, Status, Ctl string
+		Stores                                                                     []string
+		Stream, Archive, DirectGet, Fleet, FleetSubjects, FleetStream, Status, Ctl string
 	}{
-		Stores: stores, Stream: central.StreamName, DirectGet: central.DirectGetSubject(central.Subject("STORE", ">")),
+		Stores: stores, Stream: central.StreamName, Archive: central.ArchiveStreamName, DirectGet: central.DirectGetSubject(central.Subject("STORE", ">")),
 		Fleet: central.FleetSubject("STORE"), FleetSubjects: central.FleetSubjects, FleetStream: central.FleetStreamName,
 		Status: central.StatusSubject("STORE"), Ctl: central.ControlSubject("STORE", ">"),
 	})
@@ -96,7 +96,7 @@ var centralTemplate = template.Must(template.New("central").Funcs(template.FuncM
 #   2. set store_dir and, for a cluster, the cluster block;
 #   3. enable TLS: without it passwords cross the network in clear text;
 #   4. run ` + "`agent provision --server URL --user admin …`" + ` (replicas 3 on a
-#      cluster) to create the streams {{.Stream}} and {{.FleetStream}}.
+#      cluster) to create the streams {{.Stream}}, {{.Archive}} and {{.FleetStream}}.
 #
 # Any value may come from the environment instead: ` + "`password: $S0001_PASS`" + `
 # reads the variable S0001_PASS when the server starts.
@@ -168,6 +168,9 @@ accounts {
               "$JS.API.STREAM.INFO.{{.Stream}}"
               "$JS.API.STREAM.CREATE.{{.Stream}}"
               "$JS.API.STREAM.UPDATE.{{.Stream}}"
+              "$JS.API.STREAM.INFO.{{.Archive}}"
+              "$JS.API.STREAM.CREATE.{{.Archive}}"
+              "$JS.API.STREAM.UPDATE.{{.Archive}}"
               "$JS.API.STREAM.INFO.{{.FleetStream}}"
               "$JS.API.STREAM.CREATE.{{.FleetStream}}"
             ]

@@ -117,7 +117,7 @@ func startProduction(t *testing.T) *hub.Hub {
 		ConfigFile:     productionConfig,
 		ConnectOptions: []nats.Option{nats.UserInfo(admin.user, admin.password), nats.CustomInboxPrefix(admin.inbox)},
 	})
-	if got, want := h.Provisioned(), []string{"created stream RX_MOVEMENTS", "created stream KV_RX_FLEET"}; !slices.Equal(got, want) {
+	if got, want := h.Provisioned(), []string{"created stream RX_MOVEMENTS", "created stream RX_ARCHIVE", "created stream KV_RX_FLEET"}; !slices.Equal(got, want) {
 		t.Fatalf("Provisioned() = %q, want %q", got, want)
 	}
 	if !h.Server().JetStreamConfig().SyncAlways {
@@ -399,7 +399,7 @@ func TestProductionConfigAdminOnlyProvisions(t *testing.T) {
 	if err != nil {
 		t.Fatalf("admin provisions: %v", err)
 	}
-	if want := []string{"duplicate_window: 10m0s -> 5m0s"}; !slices.Equal(changes, want) {
+	if want := []string{"RX_MOVEMENTS: duplicate_window: 10m0s -> 5m0s", "RX_ARCHIVE: duplicate_window: 10m0s -> 5m0s"}; !slices.Equal(changes, want) {
 		t.Errorf("changes = %q, want %q", changes, want)
 	}
 	err = ad.js.DeleteStream(shortContext(t), central.StreamName)
