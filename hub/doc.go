@@ -13,5 +13,7 @@
 // Provision applies them, for every partition of a partitioned central,
 // never lowering a movement stream's max_age before its archive has copied
 // it, and works against any server, so `agent provision` uses the same code
-// for a real cluster as the hub uses for itself.
+// for a real cluster as the hub uses for itself. CentralConfig writes the
+// production server configuration: an account per store, whose imports map
+// the subjects its agent always uses onto its partition's.
 package hub

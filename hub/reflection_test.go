@@ -18,14 +18,16 @@ import (
 // it must not.
 var oneAccountConfig = filepath.Join("testdata", "production-one-account.conf")
 
-// startTemplate starts a server with config and creates RX_MOVEMENTS as
-// its administrator.
-func startTemplate(t *testing.T, config string) *hub.Hub {
+// startTemplate starts a server with config and creates the movement
+// streams of n partitions as its administrator.
+func startTemplate(t *testing.T, config string, n int) *hub.Hub {
 	t.Helper()
 	h := startHub(t, hub.Options{ConfigFile: config, SkipProvision: true})
 	adm := dial(t, h.URL(), admin)
-	if _, err := adm.js.CreateStream(shortContext(t), central.StreamConfig(central.StreamOptions{})); err != nil {
-		t.Fatalf("create %s: %v", central.StreamName, err)
+	for p := range n {
+		if _, err := adm.js.CreateStream(shortContext(t), central.StreamConfig(central.StreamOptions{Partitions: n, Partition: p})); err != nil {
+			t.Fatalf("create %s: %v", central.MovementStream(p, n), err)
+		}
 	}
 	return h
 }
@@ -38,12 +40,14 @@ func startTemplate(t *testing.T, config string) *hub.Hub {
 // account per store they come back into S0001's own account.
 func TestReflection(t *testing.T) {
 	templates := []struct {
-		name   string
-		config string
-		harm   bool
+		name       string
+		config     string
+		partitions int
+		harm       bool
 	}{
-		{"one account", oneAccountConfig, true},
-		{"account per store", productionConfig, false},
+		{"one account", oneAccountConfig, 1, true},
+		{"account per store", productionConfig, 1, false},
+		{"account per store, four partitions", partitionedConfig(t, 4), 4, false},
 	}
 	// Each attack sends its requests as a and reports whether anything
 	// reached b (or, for the API, whether a consumer now exists).
@@ -58,7 +62,8 @@ func TestReflection(t *testing.T) {
 	}
 	for _, tpl := range templates {
 		t.Run(tpl.name, func(t *testing.T) {
-			h := startTemplate(t, tpl.config)
+			h := startTemplate(t, tpl.config, tpl.partitions)
+			victim := stream("S0002", tpl.partitions)
 			a := dial(t, h.URL(), storeA)
 			b := dial(t, h.URL(), storeB)
 			for i, at := range attacks {
@@ -97,7 +102,7 @@ func TestReflection(t *testing.T) {
 				if _, err := b.js.Publish(shortContext(t), central.Subject("S0002", "secret"), []byte(`{"rx_ref":"patient"}`)); err != nil {
 					t.Fatal(err)
 				}
-				req := `{"stream_name":"RX_MOVEMENTS","config":{"name":"steal","deliver_subject":"_INBOX_S0001.steal","ack_policy":"none","deliver_policy":"all"}}`
+				req := `{"stream_name":"` + victim + `","config":{"name":"steal","deliver_subject":"_INBOX_S0001.steal","ack_policy":"none","deliver_policy":"all"}}`
 				if _, err := a.js.Publish(shortContext(t), central.Subject("S0001", "crafted"), []byte(req)); err != nil {
 					t.Fatal(err)
 				}
@@ -107,7 +112,7 @@ func TestReflection(t *testing.T) {
 				}
 				a.nc.Flush()
 				dg := nats.NewMsg(central.DirectGetSubject(central.Subject("S0001", "crafted")))
-				dg.Reply = "$JS.API.CONSUMER.CREATE.RX_MOVEMENTS.steal"
+				dg.Reply = "$JS.API.CONSUMER.CREATE." + victim + ".steal"
 				if err := a.nc.PublishMsg(dg); err != nil {
 					t.Fatal(err)
 				}
@@ -119,15 +124,15 @@ func TestReflection(t *testing.T) {
 					}
 					read[m.Subject] = true
 				}
-				if got := read[central.Subject("S0002", "secret")]; got != tpl.harm {
+				if got := read[central.PartitionSubject(central.Partition("S0002", tpl.partitions), tpl.partitions, "S0002", "secret")]; got != tpl.harm {
 					t.Errorf("S0001 read S0002's movement through a consumer it had the server create: %v, want %v", got, tpl.harm)
 				}
-				info, err := dial(t, h.URL(), admin).js.Stream(shortContext(t), central.StreamName)
+				info, err := dial(t, h.URL(), admin).js.Stream(shortContext(t), victim)
 				if err != nil {
 					t.Fatal(err)
 				}
 				if n := info.CachedInfo().State.Consumers; (n > 0) != tpl.harm {
-					t.Errorf("%d consumers on %s after the attack, want harm %v", n, central.StreamName, tpl.harm)
+					t.Errorf("%d consumers on %s after the attack, want harm %v", n, victim, tpl.harm)
 				}
 			})
 		})
