@@ -13,6 +13,10 @@ import (
 	"github.com/rxedge/agent/central"
 )
 
+// CentralAccount is the account of the generated configuration that holds
+// central's streams, operators, administrator and auditor.
+const CentralAccount = "RX"
+
 // storeID is the form of a store id in a roster (as settings and remote
 // accept it).
 var storeID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
