@@ -1,6 +1,7 @@
 package hub_test
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -95,6 +96,35 @@ func TestReflection(t *testing.T) {
 					}
 				})
 			}
+			t.Run("onto another store's movement subject", func(t *testing.T) {
+				// A publish ack reflected onto the subject that holds
+				// S0002's key (its partition's, with partitions) is stored
+				// there as S0002's movement.
+				pB := central.Partition("S0002", tpl.partitions)
+				held := central.PartitionSubject(pB, tpl.partitions, "S0002", "reflected")
+				for i, reply := range []string{held, central.Subject("S0002", "reflected")} {
+					m := nats.NewMsg(central.Subject("S0001", fmt.Sprintf("reflectmv%d", i)))
+					m.Reply = reply
+					m.Data = []byte("{}")
+					if err := a.nc.PublishMsg(m); err != nil {
+						t.Fatal(err)
+					}
+				}
+				// Nothing signals that no ack was stored: look for a second.
+				stored := false
+				for end := time.Now().Add(time.Second); !stored && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+					got, err := directGet(shortContext(t), b.nc, central.Subject("S0002", "reflected"))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if stored = got.Header.Get("Status") != "404"; stored {
+						t.Logf("S0002's key reflected holds %q", got.Data)
+					}
+				}
+				if stored != tpl.harm {
+					t.Errorf("a publish ack was stored as S0002's movement: %v, want %v", stored, tpl.harm)
+				}
+			})
 			t.Run("a stored message fed to the JetStream API", func(t *testing.T) {
 				// S0002 stores a movement; S0001 stores a consumer request
 				// as a movement of its own, and has the direct get of it
