@@ -46,12 +46,12 @@ func testAudit(t *testing.T, n int) {
 			t.Fatalf("archive info: %v", err)
 		}
 		deadline := time.Now().Add(20 * time.Second)
-		for s.CachedInfo().State.Msgs < 3 {
+		for info := s.CachedInfo(); info.State.Msgs < 3; {
 			if time.Now().After(deadline) {
-				t.Fatalf("%s holds %d messages after 20 s, want 3 (awaited: the source copying them)", arch, s.CachedInfo().State.Msgs)
+				t.Fatalf("%s holds %d messages after 20 s, want 3 (awaited: the source copying them)", arch, info.State.Msgs)
 			}
 			time.Sleep(20 * time.Millisecond)
-			if _, err := s.Info(testContext(t)); err != nil {
+			if info, err = s.Info(testContext(t)); err != nil {
 				t.Fatal(err)
 			}
 		}
