@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxedge/agent/central"
@@ -15,11 +16,15 @@ import (
 
 var audit = identity{"audit", "CHANGE-ME-audit", "_INBOX_audit"}
 
+// api is the auditor's name for a JetStream API request.
+func api(request string) string { return central.AuditAPIPrefix + request }
+
 // TestProductionConfigAudit checks, under each layout, that the audit
 // user reads a store's movements from its archive with an ordered consumer,
-// reads the fleet view and sends the reconcile command; and that it cannot
-// publish a movement, send any other command, delete, purge, create or
-// change a stream, or read a movement stream.
+// reads the fleet view and sends the reconcile command, all from its own
+// account; and that it cannot publish a movement, send any other command,
+// delete, purge, create or change a stream, read a movement stream, or
+// have an answer of JetStream's stored as a movement.
 func TestProductionConfigAudit(t *testing.T) {
 	for _, n := range layouts {
 		t.Run(fmt.Sprintf("partitions=%d", n), func(t *testing.T) { testAudit(t, n) })
@@ -30,6 +35,10 @@ func testAudit(t *testing.T, n int) {
 	h := startProduction(t, n)
 	a := dial(t, h.URL(), storeA)
 	au := dial(t, h.URL(), audit)
+	ajs, err := jetstream.NewWithAPIPrefix(au.nc, central.AuditAPIPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := range 3 {
 		if _, err := publish(testContext(t), a.js, "S0001", fmt.Sprintf("k%d", i), []byte(`{}`)); err != nil {
 			t.Fatalf("store A publishes: %v", err)
@@ -41,7 +50,7 @@ func testAudit(t *testing.T, n int) {
 	arch := archive("S0001", n)
 
 	t.Run("reads the archive with an ordered consumer", func(t *testing.T) {
-		s, err := au.js.Stream(testContext(t), arch)
+		s, err := ajs.Stream(testContext(t), arch)
 		if err != nil {
 			t.Fatalf("archive info: %v", err)
 		}
@@ -55,7 +64,7 @@ func testAudit(t *testing.T, n int) {
 				t.Fatal(err)
 			}
 		}
-		c, err := au.js.OrderedConsumer(testContext(t), arch, jetstream.OrderedConsumerConfig{FilterSubjects: []string{central.ArchiveSubject("S0001")}})
+		c, err := ajs.OrderedConsumer(testContext(t), arch, jetstream.OrderedConsumerConfig{FilterSubjects: []string{central.ArchiveSubject("S0001")}})
 		if err != nil {
 			t.Fatalf("ordered consumer: %v", err)
 		}
@@ -79,7 +88,7 @@ func testAudit(t *testing.T, n int) {
 	})
 
 	t.Run("reads the fleet view", func(t *testing.T) {
-		m, err := au.nc.Request("$JS.API.DIRECT.GET."+central.FleetStreamName+"."+central.FleetSubject("S0001"), nil, 5*time.Second)
+		m, err := au.nc.Request(api("DIRECT.GET."+central.FleetStreamName+"."+central.FleetSubject("S0001")), nil, 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,6 +143,8 @@ func testAudit(t *testing.T, n int) {
 		{name: "publish to the archive", subject: "rx.ar.S0001", do: publishTo("rx.ar.S0001")},
 		{name: "send another command", subject: "rx.ctl.S0001.dlq.redrive", do: publishTo("rx.ctl.S0001.dlq.redrive")},
 		{name: "delete the archive", subject: "$JS.API.STREAM.DELETE." + arch, do: request("$JS.API.STREAM.DELETE."+arch, "")},
+		{name: "delete the archive under its prefix", subject: api("STREAM.DELETE." + arch), do: request(api("STREAM.DELETE."+arch), "")},
+		{name: "use the whole API under its prefix", subject: api("STREAM.NAMES"), do: request(api("STREAM.NAMES"), "")},
 		{name: "purge the archive", subject: "$JS.API.STREAM.PURGE." + arch, do: request("$JS.API.STREAM.PURGE."+arch, "")},
 		{name: "delete an archived message", subject: "$JS.API.STREAM.MSG.DELETE." + arch, do: request("$JS.API.STREAM.MSG.DELETE."+arch, `{"seq":1}`)},
 		{name: "update the archive", subject: "$JS.API.STREAM.UPDATE." + arch, do: request("$JS.API.STREAM.UPDATE."+arch, "{}")},
@@ -167,11 +178,11 @@ func testAudit(t *testing.T, n int) {
 		// delivers nothing there. This pins that.
 		target := central.PartitionSubject(central.Partition("S0002", n), n, "S0002", "forged")
 		req := `{"stream_name":"` + arch + `","config":{"name":"push","deliver_subject":"` + target + `","ack_policy":"none","deliver_policy":"all"}}`
-		if _, err := au.nc.Request("$JS.API.CONSUMER.CREATE."+arch+".push", []byte(req), 5*time.Second); err != nil {
+		if _, err := au.nc.Request(api("CONSUMER.CREATE."+arch+".push"), []byte(req), 5*time.Second); err != nil {
 			t.Fatal(err)
 		}
 		for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-			m, err := au.nc.Request("$JS.API.CONSUMER.INFO."+arch+".push", nil, 5*time.Second)
+			m, err := au.nc.Request(api("CONSUMER.INFO."+arch+".push"), nil, 5*time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -190,6 +201,32 @@ func testAudit(t *testing.T, n int) {
 		m, err := directGet(testContext(t), b.nc, central.Subject("S0002", "forged"))
 		if err != nil || m.Header.Get("Status") != "404" {
 			t.Errorf("store B reads its key forged: %v, status %q; want 404", err, m.Header.Get("Status"))
+		}
+	})
+
+	t.Run("its answers cannot be stored as a movement", func(t *testing.T) {
+		// In the account RX a reply subject the auditor named would take
+		// JetStream's answer onto S0002's movement subject, where the
+		// stream would store it; from AUDIT the answer comes back into
+		// AUDIT.
+		held := central.PartitionSubject(central.Partition("S0002", n), n, "S0002", "byaudit")
+		for _, reply := range []string{held, central.Subject("S0002", "byaudit")} {
+			m := nats.NewMsg(api("STREAM.INFO." + arch))
+			m.Reply = reply
+			if err := au.nc.PublishMsg(m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b := dial(t, h.URL(), storeB)
+		// Nothing signals that no answer was stored: look for a second.
+		for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+			got, err := directGet(testContext(t), b.nc, central.Subject("S0002", "byaudit"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Header.Get("Status") != "404" {
+				t.Fatalf("S0002's key byaudit holds %q", got.Data)
+			}
 		}
 	})
 

@@ -14,8 +14,12 @@ import (
 )
 
 // CentralAccount is the account of the generated configuration that holds
-// central's streams, operators, administrator and auditor.
-const CentralAccount = "RX"
+// central's streams, operators and administrator; AuditAccount holds the
+// auditor.
+const (
+	CentralAccount = "RX"
+	AuditAccount   = "AUDIT"
+)
 
 // storeID is the form of a store id in a roster (as settings and remote
 // accept it).
@@ -23,7 +27,7 @@ var storeID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
 
 // reservedAccounts are the names of the template's own accounts, and the
 // fleet token, which no store may take.
-var reservedAccounts = []string{"RX", "SYS", "admin", "audit", "ops", "sys", central.FleetToken}
+var reservedAccounts = []string{"RX", "SYS", "AUDIT", "admin", "audit", "ops", "sys", central.FleetToken}
 
 // ReadRoster reads a roster: one store id per line; blank lines and
 // everything after a # are ignored. It refuses invalid, reserved and
@@ -66,10 +70,12 @@ func ReadRoster(r io.Reader) ([]string, error) {
 // configs/nats/production.conf.template is its output for S0001 and S0002
 // with one partition): one account per store, which holds only that
 // store's user and imports only that store's services from the central
-// account RX, where the streams, the operators, the administrator and the
-// auditor live. A store can then reach nothing of another store's, not
-// even through the reply subject of a JetStream request: the server
-// answers into the requester's own account.
+// account RX, where the streams, the operators and the administrator live.
+// A store can then reach nothing of another store's, not even through the
+// reply subject of a JetStream request: the server answers into the
+// requester's own account. The auditor has an account of its own, AUDIT,
+// for the same reason: it imports from RX only the reads of the archives
+// and of the fleet view, and from each store only the command reconcile.
 //
 // With more than one partition each store account's imports map the
 // subjects an agent uses, which do not change, onto its partition's
@@ -102,12 +108,13 @@ func CentralConfig(w io.Writer, stores []string, partitions int) error {
 		Stores                                   []confStore
 		Partitions                               []confPartition
 		Streams, FleetStream, Fleet, Status, Ctl string
-		Reconcile                                string
+		Reconcile, ReconcileAll, AuditAPI        string
 	}{
 		Stores: ss, Partitions: parts, Streams: streamList(parts),
 		FleetStream: central.FleetStreamName, Fleet: central.FleetSubject("STORE"),
 		Status: central.StatusSubject("STORE"), Ctl: central.ControlSubject("STORE", ">"),
-		Reconcile: central.ControlSubject("*", "reconcile"),
+		Reconcile: central.ControlSubject("STORE", "reconcile"), ReconcileAll: central.ControlSubject("*", "reconcile"),
+		AuditAPI: central.AuditAPIPrefix,
 	})
 	if err != nil {
 		return err
@@ -208,9 +215,9 @@ jetstream {
 # }
 
 accounts {
-  # Central: the streams, the operators, the administrator and the auditor.
-  # It offers each store, and only that store, the services it needs, and
-  # takes each store's control service and heartbeat.
+  # Central: the streams, the operators and the administrator. It offers
+  # each store, and only that store, the services it needs, the auditor
+  # its reads, and takes each store's control service and heartbeat.
   RX {
     jetstream: enabled
     users: [
@@ -251,34 +258,19 @@ accounts {
         }
       }
 
-      # Head office's reconciliation: reads the archives with ordered
-      # consumers (nats.go jetstream.OrderedConsumer: create, next, info
-      # and delete of its own ephemeral consumers) and the fleet view, and
-      # sends stores the signed read-only command reconcile. It cannot
-      # publish movements, delete, purge, or create or change a stream.
-      {
-        user: audit
-        password: "CHANGE-ME-audit"
-        permissions: {
-          publish: {
-            allow: [
-{{- range .Partitions}}
-              "$JS.API.STREAM.INFO.{{.Archive}}"
-              "$JS.API.CONSUMER.CREATE.{{.Archive}}.>"
-              "$JS.API.CONSUMER.MSG.NEXT.{{.Archive}}.*"
-              "$JS.API.CONSUMER.INFO.{{.Archive}}.*"
-              "$JS.API.CONSUMER.DELETE.{{.Archive}}.*"
-{{- end}}
-              "$JS.API.DIRECT.GET.{{.FleetStream}}"
-              "$JS.API.DIRECT.GET.{{.FleetStream}}.>"
-              "{{.Reconcile}}"
-            ]
-          }
-          subscribe: { allow: ["_INBOX_audit.>"] }
-        }
-      }
     ]
     exports: [
+      # The auditor: its reads of the archives (a pull consumer's next
+      # request is answered by many messages) and of the fleet view.
+{{- range .Partitions}}
+      { service: "$JS.API.STREAM.INFO.{{.Archive}}", accounts: [AUDIT] }
+      { service: "$JS.API.CONSUMER.CREATE.{{.Archive}}.>", accounts: [AUDIT] }
+      { service: "$JS.API.CONSUMER.MSG.NEXT.{{.Archive}}.*", accounts: [AUDIT], response: stream }
+      { service: "$JS.API.CONSUMER.INFO.{{.Archive}}.*", accounts: [AUDIT] }
+      { service: "$JS.API.CONSUMER.DELETE.{{.Archive}}.*", accounts: [AUDIT] }
+{{- end}}
+      { service: "$JS.API.DIRECT.GET.{{.FleetStream}}", accounts: [AUDIT] }
+      { service: "$JS.API.DIRECT.GET.{{.FleetStream}}.>", accounts: [AUDIT] }
 {{- range .Stores}}
       # {{.ID}}: its movements, reading back its own, its fleet summary.
       { service: "{{.Movements}}", accounts: [{{.ID}}] }
@@ -339,10 +331,61 @@ accounts {
     ]
     exports: [
       { service: "{{for $.Ctl .ID}}", accounts: [RX] }
+      { service: "{{for $.Reconcile .ID}}", accounts: [AUDIT] }
       { stream: "{{for $.Status .ID}}", accounts: [RX] }
     ]
   }
 {{end}}
+  # Head office's reconciliation: reads the archives with ordered consumers
+  # (nats.go jetstream.OrderedConsumer: create, next, info and delete of
+  # its own ephemeral consumers) and the fleet view, and sends stores the
+  # signed read-only command reconcile. It cannot publish movements,
+  # delete, purge, or create or change a stream. An account of its own, so
+  # that JetStream's answers to its requests come back into it: in RX, a
+  # reply subject it named could have an answer stored as a movement. Its
+  # JetStream API is central's under the prefix {{.AuditAPI}} (nats.go:
+  # jetstream.NewWithAPIPrefix; nats CLI: --js-api-prefix), because the
+  # server answers an account's own $JS.API itself.
+  AUDIT {
+    users: [
+      {
+        user: audit
+        password: "CHANGE-ME-audit"
+        permissions: {
+          publish: {
+            allow: [
+{{- range .Partitions}}
+              "{{$.AuditAPI}}STREAM.INFO.{{.Archive}}"
+              "{{$.AuditAPI}}CONSUMER.CREATE.{{.Archive}}.>"
+              "{{$.AuditAPI}}CONSUMER.MSG.NEXT.{{.Archive}}.*"
+              "{{$.AuditAPI}}CONSUMER.INFO.{{.Archive}}.*"
+              "{{$.AuditAPI}}CONSUMER.DELETE.{{.Archive}}.*"
+{{- end}}
+              "{{.AuditAPI}}DIRECT.GET.{{.FleetStream}}"
+              "{{.AuditAPI}}DIRECT.GET.{{.FleetStream}}.>"
+              "{{.ReconcileAll}}"
+            ]
+          }
+          subscribe: { allow: ["_INBOX_audit.>"] }
+        }
+      }
+    ]
+    imports: [
+{{- range .Partitions}}
+      { service: { account: RX, subject: "$JS.API.STREAM.INFO.{{.Archive}}" }, to: "{{$.AuditAPI}}STREAM.INFO.{{.Archive}}" }
+      { service: { account: RX, subject: "$JS.API.CONSUMER.CREATE.{{.Archive}}.>" }, to: "{{$.AuditAPI}}CONSUMER.CREATE.{{.Archive}}.>" }
+      { service: { account: RX, subject: "$JS.API.CONSUMER.MSG.NEXT.{{.Archive}}.*" }, to: "{{$.AuditAPI}}CONSUMER.MSG.NEXT.{{.Archive}}.*" }
+      { service: { account: RX, subject: "$JS.API.CONSUMER.INFO.{{.Archive}}.*" }, to: "{{$.AuditAPI}}CONSUMER.INFO.{{.Archive}}.*" }
+      { service: { account: RX, subject: "$JS.API.CONSUMER.DELETE.{{.Archive}}.*" }, to: "{{$.AuditAPI}}CONSUMER.DELETE.{{.Archive}}.*" }
+{{- end}}
+      { service: { account: RX, subject: "$JS.API.DIRECT.GET.{{.FleetStream}}" }, to: "{{.AuditAPI}}DIRECT.GET.{{.FleetStream}}" }
+      { service: { account: RX, subject: "$JS.API.DIRECT.GET.{{.FleetStream}}.>" }, to: "{{.AuditAPI}}DIRECT.GET.{{.FleetStream}}.>" }
+{{- range .Stores}}
+      { service: { account: {{.ID}}, subject: "{{for $.Reconcile .ID}}" } }
+{{- end}}
+    ]
+  }
+
   # The server's own account, for monitoring (` + "`nats server report`" + `).
   SYS {
     users: [

@@ -36,7 +36,7 @@ func TestTemplateIsGenerated(t *testing.T) {
 }
 
 func TestReadRosterRefuses(t *testing.T) {
-	for _, in := range []string{"", "S1\nS1\n", "S1.>\n", "RX\n", "fleet\n", "audit\n"} {
+	for _, in := range []string{"", "S1\nS1\n", "S1.>\n", "RX\n", "fleet\n", "audit\n", "AUDIT\n"} {
 		if _, err := hub.ReadRoster(strings.NewReader(in)); err == nil {
 			t.Errorf("roster %q: no error", in)
 		}

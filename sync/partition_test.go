@@ -85,7 +85,10 @@ func TestClusterPartitionLeaderStoppedMidDrain(t *testing.T) {
 
 	// The archives, read as head office's audit user does.
 	audit := natstest.Connect(t, live, nats.UserInfo("audit", "CHANGE-ME-audit"), nats.CustomInboxPrefix("_INBOX_audit"))
-	ajs := natstest.JetStream(t, audit)
+	ajs, err := jetstream.NewWithAPIPrefix(audit, central.AuditAPIPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		st, err := ajs.Stream(ctx, archive)
