@@ -57,6 +57,11 @@ const (
 	// PartitionPrefix starts the subjects of a partitioned central's
 	// movement streams: rx.mvp.<p>.<store>.<key>.
 	PartitionPrefix = "rx.mvp."
+	// AuditAPIPrefix is the JetStream API prefix of head office's auditor,
+	// whose account of its own imports its reads of the archives and the
+	// fleet view from central's $JS.API under it: its client uses
+	// jetstream.NewWithAPIPrefix(nc, AuditAPIPrefix).
+	AuditAPIPrefix = "rx.audit.api."
 )
 
 // Partition is the partition of store among n: FNV-1a (32 bits) of the

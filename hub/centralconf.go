@@ -13,13 +13,21 @@ import (
 	"github.com/rxedge/agent/central"
 )
 
+// CentralAccount is the account of the generated configuration that holds
+// central's streams, operators and administrator; AuditAccount holds the
+// auditor.
+const (
+	CentralAccount = "RX"
+	AuditAccount   = "AUDIT"
+)
+
 // storeID is the form of a store id in a roster (as settings and remote
 // accept it).
 var storeID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
 
 // reservedAccounts are the names of the template's own accounts, and the
 // fleet token, which no store may take.
-var reservedAccounts = []string{"RX", "SYS", "admin", "ops", "sys", central.FleetToken}
+var reservedAccounts = []string{"RX", "SYS", "AUDIT", "admin", "audit", "ops", "sys", central.FleetToken}
 
 // ReadRoster reads a roster: one store id per line; blank lines and
 // everything after a # are ignored. It refuses invalid, reserved and
@@ -58,22 +66,55 @@ func ReadRoster(r io.Reader) ([]string, error) {
 }
 
 // CentralConfig writes the production nats-server configuration for the
-// stores of a roster (configs/nats/production.conf.template is its output
-// for S0001 and S0002): one account per store, which holds only that
+// stores of a roster and a central of partitions partitions (0 means 1;
+// configs/nats/production.conf.template is its output for S0001 and S0002
+// with one partition): one account per store, which holds only that
 // store's user and imports only that store's services from the central
-// account RX, where the streams, the operators and the administrator
-// live. A store can then reach nothing of another store's, not even
-// through the reply subject of a JetStream request: the server answers
-// into the requester's own account.
-func CentralConfig(w io.Writer, stores []string) error {
+// account RX, where the streams, the operators and the administrator live.
+// A store can then reach nothing of another store's, not even through the
+// reply subject of a JetStream request: the server answers into the
+// requester's own account. The auditor has an account of its own, AUDIT,
+// for the same reason: it imports from RX only the reads of the archives
+// and of the fleet view, and from each store only the command reconcile.
+//
+// With more than one partition each store account's imports map the
+// subjects an agent uses, which do not change, onto its partition's
+// (central.Partition): rx.mv.<store>.> onto rx.mvp.<p>.<store>.>, and the
+// direct get of RX_MOVEMENTS onto that of RX_MOVEMENTS_<p>.
+func CentralConfig(w io.Writer, stores []string, partitions int) error {
+	n := max(partitions, 1)
+	if n > central.MaxPartitions {
+		return fmt.Errorf("central config: %d partitions, at most %d", n, central.MaxPartitions)
+	}
+	var (
+		ss    []confStore
+		parts []confPartition
+	)
+	for _, id := range stores {
+		p := central.Partition(id, n)
+		ss = append(ss, confStore{
+			ID: id, Partitioned: n > 1,
+			Movements:      central.PartitionSubject(p, n, id, ">"),
+			LocalMovements: central.Subject(id, ">"),
+			DirectGet:      central.PartitionDirectGetSubject(p, n, id, ">"),
+			LocalDirectGet: central.DirectGetSubject(central.Subject(id, ">")),
+		})
+	}
+	for p := range n {
+		parts = append(parts, confPartition{Stream: central.MovementStream(p, n), Archive: central.ArchiveStream(p, n)})
+	}
 	var b bytes.Buffer
 	err := centralTemplate.Execute(&b, struct {
-		Stores                                                            []string
-		Stream, DirectGet, Fleet, FleetSubjects, FleetStream, Status, Ctl string
+		Stores                                   []confStore
+		Partitions                               []confPartition
+		Streams, FleetStream, Fleet, Status, Ctl string
+		Reconcile, ReconcileAll, AuditAPI        string
 	}{
-		Stores: stores, Stream: central.StreamName, DirectGet: central.DirectGetSubject(central.Subject("STORE", ">")),
-		Fleet: central.FleetSubject("STORE"), FleetSubjects: central.FleetSubjects, FleetStream: central.FleetStreamName,
+		Stores: ss, Partitions: parts, Streams: streamList(parts),
+		FleetStream: central.FleetStreamName, Fleet: central.FleetSubject("STORE"),
 		Status: central.StatusSubject("STORE"), Ctl: central.ControlSubject("STORE", ">"),
+		Reconcile: central.ControlSubject("STORE", "reconcile"), ReconcileAll: central.ControlSubject("*", "reconcile"),
+		AuditAPI: central.AuditAPIPrefix,
 	})
 	if err != nil {
 		return err
@@ -82,21 +123,43 @@ func CentralConfig(w io.Writer, stores []string) error {
 	return err
 }
 
+// confStore is one store of the generated configuration: the subjects RX
+// exports to it, and the ones its agent uses, which its imports map them to.
+type confStore struct {
+	ID                                                   string
+	Partitioned                                          bool
+	Movements, LocalMovements, DirectGet, LocalDirectGet string
+}
+
+// confPartition names one partition's streams.
+type confPartition struct{ Stream, Archive string }
+
+// streamList names every movement stream and archive for the template's
+// header.
+func streamList(parts []confPartition) string {
+	var names []string
+	for _, p := range parts {
+		names = append(names, p.Stream, p.Archive)
+	}
+	return strings.Join(names, ", ")
+}
+
 var centralTemplate = template.Must(template.New("central").Funcs(template.FuncMap{
 	"for": func(pattern, store string) string { return strings.ReplaceAll(pattern, "STORE", store) },
-	"mv":  func(store string) string { return central.Subject(store, ">") },
 }).Parse(`# nats-server configuration for the RxEdge central: JetStream on disk with
 # every acknowledged write fsynced, and one account per store, so that no
 # store identity can reach, spoof or flood another (DESIGN §5, P7).
 #
-# Generated by ` + "`agent central-config --roster FILE`" + ` from a roster (one store id
-# per line); this copy is its output for the example stores S0001 and
-# S0002. Regenerate it when a store joins or leaves, then:
+# Generated by ` + "`agent central-config --roster FILE [--partitions N]`" + ` from a
+# roster (one store id per line); this copy is its output for the example
+# stores S0001 and S0002 with one partition. Regenerate it when a store
+# joins or leaves, then:
 #   1. replace every CHANGE-ME password (or switch to NKeys, see the end);
 #   2. set store_dir and, for a cluster, the cluster block;
 #   3. enable TLS: without it passwords cross the network in clear text;
 #   4. run ` + "`agent provision --server URL --user admin …`" + ` (replicas 3 on a
-#      cluster) to create the streams {{.Stream}} and {{.FleetStream}}.
+#      cluster, the same --partitions) to create the streams
+#      {{.Streams}} and {{.FleetStream}}.
 #
 # Any value may come from the environment instead: ` + "`password: $S0001_PASS`" + `
 # reads the variable S0001_PASS when the server starts.
@@ -153,8 +216,8 @@ jetstream {
 
 accounts {
   # Central: the streams, the operators and the administrator. It offers
-  # each store, and only that store, the services it needs, and takes each
-  # store's control service and heartbeat.
+  # each store, and only that store, the services it needs, the auditor
+  # its reads, and takes each store's control service and heartbeat.
   RX {
     jetstream: enabled
     users: [
@@ -165,9 +228,14 @@ accounts {
         permissions: {
           publish: {
             allow: [
+{{- range .Partitions}}
               "$JS.API.STREAM.INFO.{{.Stream}}"
               "$JS.API.STREAM.CREATE.{{.Stream}}"
               "$JS.API.STREAM.UPDATE.{{.Stream}}"
+              "$JS.API.STREAM.INFO.{{.Archive}}"
+              "$JS.API.STREAM.CREATE.{{.Archive}}"
+              "$JS.API.STREAM.UPDATE.{{.Archive}}"
+{{- end}}
               "$JS.API.STREAM.INFO.{{.FleetStream}}"
               "$JS.API.STREAM.CREATE.{{.FleetStream}}"
             ]
@@ -189,48 +257,60 @@ accounts {
           subscribe: { allow: ["_INBOX_ops.>", "rx.status.>"] }
         }
       }
+
     ]
     exports: [
+      # The auditor: its reads of the archives (a pull consumer's next
+      # request is answered by many messages) and of the fleet view.
+{{- range .Partitions}}
+      { service: "$JS.API.STREAM.INFO.{{.Archive}}", accounts: [AUDIT] }
+      { service: "$JS.API.CONSUMER.CREATE.{{.Archive}}.>", accounts: [AUDIT] }
+      { service: "$JS.API.CONSUMER.MSG.NEXT.{{.Archive}}.*", accounts: [AUDIT], response: stream }
+      { service: "$JS.API.CONSUMER.INFO.{{.Archive}}.*", accounts: [AUDIT] }
+      { service: "$JS.API.CONSUMER.DELETE.{{.Archive}}.*", accounts: [AUDIT] }
+{{- end}}
+      { service: "$JS.API.DIRECT.GET.{{.FleetStream}}", accounts: [AUDIT] }
+      { service: "$JS.API.DIRECT.GET.{{.FleetStream}}.>", accounts: [AUDIT] }
 {{- range .Stores}}
-      # {{.}}: its movements, reading back its own, its fleet summary.
-      { service: "{{mv .}}", accounts: [{{.}}] }
-      { service: "{{for $.DirectGet .}}", accounts: [{{.}}] }
-      { service: "{{for $.Fleet .}}", accounts: [{{.}}] }
+      # {{.ID}}: its movements, reading back its own, its fleet summary.
+      { service: "{{.Movements}}", accounts: [{{.ID}}] }
+      { service: "{{.DirectGet}}", accounts: [{{.ID}}] }
+      { service: "{{for $.Fleet .ID}}", accounts: [{{.ID}}] }
 {{- end}}
     ]
     imports: [
 {{- range .Stores}}
-      { service: { account: {{.}}, subject: "{{for $.Ctl .}}" } }
-      { stream: { account: {{.}}, subject: "{{for $.Status .}}" } }
+      { service: { account: {{.ID}}, subject: "{{for $.Ctl .ID}}" } }
+      { stream: { account: {{.ID}}, subject: "{{for $.Status .ID}}" } }
 {{- end}}
     ]
   }
 {{range .Stores}}
-  # Store {{.}}: its agent is the only user of this account.
-  {{.}} {
+  # Store {{.ID}}: its agent is the only user of this account.
+  {{.ID}} {
     users: [
       {
-        user: {{.}}
-        password: "CHANGE-ME-{{.}}"
+        user: {{.ID}}
+        password: "CHANGE-ME-{{.ID}}"
         permissions: {
           publish: {
             allow: [
               # its movements, one subject per key
-              "{{mv .}}"
+              "{{.LocalMovements}}"
               # read back one of its own stored movements for the digest
               # check (a plain request, no stream info)
-              "{{for $.DirectGet .}}"
+              "{{.LocalDirectGet}}"
               # its heartbeat and its fleet summary
-              "{{for $.Status .}}"
-              "{{for $.Fleet .}}"
+              "{{for $.Status .ID}}"
+              "{{for $.Fleet .ID}}"
             ]
           }
           subscribe: {
             allow: [
               # commands for this store
-              "{{for $.Ctl .}}"
+              "{{for $.Ctl .ID}}"
               # replies to its own requests
-              "_INBOX_{{.}}.>"
+              "_INBOX_{{.ID}}.>"
             ]
           }
           # Lets the store answer a command it received, once.
@@ -239,16 +319,73 @@ accounts {
       }
     ]
     imports: [
-      { service: { account: RX, subject: "{{mv .}}" } }
-      { service: { account: RX, subject: "{{for $.DirectGet .}}" } }
-      { service: { account: RX, subject: "{{for $.Fleet .}}" } }
+{{- if .Partitioned}}
+      # its partition's subjects, under the names its agent uses
+      { service: { account: RX, subject: "{{.Movements}}" }, to: "{{.LocalMovements}}" }
+      { service: { account: RX, subject: "{{.DirectGet}}" }, to: "{{.LocalDirectGet}}" }
+{{- else}}
+      { service: { account: RX, subject: "{{.Movements}}" } }
+      { service: { account: RX, subject: "{{.DirectGet}}" } }
+{{- end}}
+      { service: { account: RX, subject: "{{for $.Fleet .ID}}" } }
     ]
     exports: [
-      { service: "{{for $.Ctl .}}", accounts: [RX] }
-      { stream: "{{for $.Status .}}", accounts: [RX] }
+      { service: "{{for $.Ctl .ID}}", accounts: [RX] }
+      { service: "{{for $.Reconcile .ID}}", accounts: [AUDIT] }
+      { stream: "{{for $.Status .ID}}", accounts: [RX] }
     ]
   }
 {{end}}
+  # Head office's reconciliation: reads the archives with ordered consumers
+  # (nats.go jetstream.OrderedConsumer: create, next, info and delete of
+  # its own ephemeral consumers) and the fleet view, and sends stores the
+  # signed read-only command reconcile. It cannot publish movements,
+  # delete, purge, or create or change a stream. An account of its own, so
+  # that JetStream's answers to its requests come back into it: in RX, a
+  # reply subject it named could have an answer stored as a movement. Its
+  # JetStream API is central's under the prefix {{.AuditAPI}} (nats.go:
+  # jetstream.NewWithAPIPrefix; nats CLI: --js-api-prefix), because the
+  # server answers an account's own $JS.API itself.
+  AUDIT {
+    users: [
+      {
+        user: audit
+        password: "CHANGE-ME-audit"
+        permissions: {
+          publish: {
+            allow: [
+{{- range .Partitions}}
+              "{{$.AuditAPI}}STREAM.INFO.{{.Archive}}"
+              "{{$.AuditAPI}}CONSUMER.CREATE.{{.Archive}}.>"
+              "{{$.AuditAPI}}CONSUMER.MSG.NEXT.{{.Archive}}.*"
+              "{{$.AuditAPI}}CONSUMER.INFO.{{.Archive}}.*"
+              "{{$.AuditAPI}}CONSUMER.DELETE.{{.Archive}}.*"
+{{- end}}
+              "{{.AuditAPI}}DIRECT.GET.{{.FleetStream}}"
+              "{{.AuditAPI}}DIRECT.GET.{{.FleetStream}}.>"
+              "{{.ReconcileAll}}"
+            ]
+          }
+          subscribe: { allow: ["_INBOX_audit.>"] }
+        }
+      }
+    ]
+    imports: [
+{{- range .Partitions}}
+      { service: { account: RX, subject: "$JS.API.STREAM.INFO.{{.Archive}}" }, to: "{{$.AuditAPI}}STREAM.INFO.{{.Archive}}" }
+      { service: { account: RX, subject: "$JS.API.CONSUMER.CREATE.{{.Archive}}.>" }, to: "{{$.AuditAPI}}CONSUMER.CREATE.{{.Archive}}.>" }
+      { service: { account: RX, subject: "$JS.API.CONSUMER.MSG.NEXT.{{.Archive}}.*" }, to: "{{$.AuditAPI}}CONSUMER.MSG.NEXT.{{.Archive}}.*" }
+      { service: { account: RX, subject: "$JS.API.CONSUMER.INFO.{{.Archive}}.*" }, to: "{{$.AuditAPI}}CONSUMER.INFO.{{.Archive}}.*" }
+      { service: { account: RX, subject: "$JS.API.CONSUMER.DELETE.{{.Archive}}.*" }, to: "{{$.AuditAPI}}CONSUMER.DELETE.{{.Archive}}.*" }
+{{- end}}
+      { service: { account: RX, subject: "$JS.API.DIRECT.GET.{{.FleetStream}}" }, to: "{{.AuditAPI}}DIRECT.GET.{{.FleetStream}}" }
+      { service: { account: RX, subject: "$JS.API.DIRECT.GET.{{.FleetStream}}.>" }, to: "{{.AuditAPI}}DIRECT.GET.{{.FleetStream}}.>" }
+{{- range .Stores}}
+      { service: { account: {{.ID}}, subject: "{{for $.Reconcile .ID}}" } }
+{{- end}}
+    ]
+  }
+
   # The server's own account, for monitoring (` + "`nats server report`" + `).
   SYS {
     users: [

@@ -17,7 +17,7 @@ func TestTemplateIsGenerated(t *testing.T) {
 		t.Fatal(err)
 	}
 	var b bytes.Buffer
-	if err := hub.CentralConfig(&b, stores); err != nil {
+	if err := hub.CentralConfig(&b, stores, 1); err != nil {
 		t.Fatal(err)
 	}
 	have, err := os.ReadFile(productionConfig)
@@ -36,7 +36,7 @@ func TestTemplateIsGenerated(t *testing.T) {
 }
 
 func TestReadRosterRefuses(t *testing.T) {
-	for _, in := range []string{"", "S1\nS1\n", "S1.>\n", "RX\n", "fleet\n"} {
+	for _, in := range []string{"", "S1\nS1\n", "S1.>\n", "RX\n", "fleet\n", "audit\n", "AUDIT\n"} {
 		if _, err := hub.ReadRoster(strings.NewReader(in)); err == nil {
 			t.Errorf("roster %q: no error", in)
 		}

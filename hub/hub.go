@@ -25,7 +25,8 @@ const DefaultListen = "127.0.0.1:4222"
 const DefaultStartTimeout = 30 * time.Second
 
 // Options configure a hub. The zero value plus a StoreDir is a durable hub
-// on 127.0.0.1:4222 with RX_MOVEMENTS provisioned.
+// on 127.0.0.1:4222 with central's streams provisioned: one partition,
+// RX_MOVEMENTS and its archive RX_ARCHIVE, and KV_RX_FLEET.
 type Options struct {
 	// Listen is the client address, host:port. Port 0 picks a free port;
 	// URL and Addr then tell which. Empty means the ConfigFile's listen
@@ -48,16 +49,16 @@ type Options struct {
 	// configs/nats/production.conf.template, read before the fields above
 	// are applied over it.
 	ConfigFile string
-	// Stream sets the stream's deployment settings; see
-	// central.StreamOptions.
+	// Stream sets the streams' deployment settings, the number of
+	// partitions among them; see central.StreamOptions and Provision.
 	Stream central.StreamOptions
-	// SkipProvision leaves the stream alone: Start then only starts the
+	// SkipProvision leaves the streams alone: Start then only starts the
 	// server.
 	SkipProvision bool
 	// ConnectOptions are given to the hub's own connection (to URL) that
-	// provisions the stream. A ConfigFile with authorization needs
-	// credentials here of a user that may create and update RX_MOVEMENTS,
-	// e.g. nats.UserInfo("admin", password).
+	// provisions the streams. A ConfigFile with authorization needs
+	// credentials here of a user that may create and update them, e.g.
+	// nats.UserInfo("admin", password).
 	ConnectOptions []nats.Option
 	// Logger receives the server's log; nil keeps the server quiet. Fatal
 	// messages are passed on as errors: they make Start fail, never exit
@@ -80,8 +81,8 @@ type Hub struct {
 }
 
 // Start starts the server, waits until it accepts clients and, unless
-// SkipProvision is set, creates or updates RX_MOVEMENTS. On error nothing is
-// left running.
+// SkipProvision is set, creates or updates central's streams (Provision).
+// On error nothing is left running.
 func Start(o Options) (*Hub, error) {
 	if o.StoreDir == "" {
 		return nil, errors.New("hub: start: no store directory given")
@@ -217,12 +218,12 @@ func (h *Hub) provision(ctx context.Context, o Options) ([]string, error) {
 	copts := append([]nats.Option{nats.Name("rxedge hub provisioning"), nats.NoReconnect()}, o.ConnectOptions...)
 	nc, err := nats.Connect(h.URL(), copts...)
 	if err != nil {
-		return nil, fmt.Errorf("hub: connect to provision %s (a config with authorization needs Options.ConnectOptions with credentials that may manage streams): %w", central.StreamName, err)
+		return nil, fmt.Errorf("hub: connect to provision the streams (a config with authorization needs Options.ConnectOptions with credentials that may manage streams): %w", err)
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return nil, fmt.Errorf("hub: provision %s: %w", central.StreamName, err)
+		return nil, fmt.Errorf("hub: provision the streams: %w", err)
 	}
 	return Provision(ctx, js, o.Stream)
 }
@@ -236,8 +237,8 @@ func (h *Hub) Addr() string { return h.addr }
 // Server is the embedded server, for what this package does not wrap.
 func (h *Hub) Server() *server.Server { return h.srv }
 
-// Provisioned is what Start changed on the stream, as Provision reports it;
-// empty when the stream was already as wanted or SkipProvision was set.
+// Provisioned is what Start changed on the streams, as Provision reports
+// it; empty when they were already as wanted or SkipProvision was set.
 func (h *Hub) Provisioned() []string { return h.provisioned }
 
 // Shutdown stops the server at once, closing every client connection, and

@@ -19,7 +19,7 @@ import (
 // so a server upgrade that changes it fails here and the README's
 // residual risks are looked at again.
 func TestOracle(t *testing.T) {
-	h := startProduction(t)
+	h := startProduction(t, 1)
 	a := dial(t, h.URL(), storeA) // the curious store
 	b := dial(t, h.URL(), storeB) // the other store
 	ctx := shortContext

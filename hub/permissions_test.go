@@ -1,12 +1,16 @@
 package hub_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -111,13 +115,55 @@ func directGet(ctx context.Context, nc *nats.Conn, subject string) (*nats.Msg, e
 	return nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+central.StreamName+"."+subject, nil)
 }
 
-func startProduction(t *testing.T) *hub.Hub {
+// partitionedConfig writes the generator's configuration for S0001 and
+// S0002 with n partitions; for one partition it is the shipped template.
+func partitionedConfig(t *testing.T, n int) string {
+	t.Helper()
+	if n <= 1 {
+		return productionConfig
+	}
+	var b bytes.Buffer
+	if err := hub.CentralConfig(&b, []string{"S0001", "S0002"}, n); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), fmt.Sprintf("central-%d.conf", n))
+	if err := os.WriteFile(path, b.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// layouts are the partition counts the permission tests run under: the
+// shipped template, and a partitioned central in which S0001 (partition
+// 1) and S0002 (partition 0) are held apart.
+var layouts = []int{1, 4}
+
+// stream is the movement stream that holds store's movements with n
+// partitions.
+func stream(store string, n int) string {
+	return central.MovementStream(central.Partition(store, n), n)
+}
+
+// archive is the archive that holds store's movements with n partitions.
+func archive(store string, n int) string {
+	return central.ArchiveStream(central.Partition(store, n), n)
+}
+
+// startProduction starts a server with the generated configuration for n
+// partitions and provisions it as its administrator.
+func startProduction(t *testing.T, n int) *hub.Hub {
 	t.Helper()
 	h := startHub(t, hub.Options{
-		ConfigFile:     productionConfig,
+		ConfigFile:     partitionedConfig(t, n),
+		Stream:         central.StreamOptions{Partitions: n},
 		ConnectOptions: []nats.Option{nats.UserInfo(admin.user, admin.password), nats.CustomInboxPrefix(admin.inbox)},
 	})
-	if got, want := h.Provisioned(), []string{"created stream RX_MOVEMENTS", "created stream KV_RX_FLEET"}; !slices.Equal(got, want) {
+	var want []string
+	for p := range n {
+		want = append(want, "created stream "+central.MovementStream(p, n), "created stream "+central.ArchiveStream(p, n))
+	}
+	want = append(want, "created stream KV_RX_FLEET")
+	if got := h.Provisioned(); !slices.Equal(got, want) {
 		t.Fatalf("Provisioned() = %q, want %q", got, want)
 	}
 	if !h.Server().JetStreamConfig().SyncAlways {
@@ -127,7 +173,15 @@ func startProduction(t *testing.T) *hub.Hub {
 }
 
 func TestProductionConfigStorePermissions(t *testing.T) {
-	h := startProduction(t)
+	for _, n := range layouts {
+		t.Run(fmt.Sprintf("partitions=%d", n), func(t *testing.T) { testStorePermissions(t, n) })
+	}
+}
+
+// testStorePermissions checks, with n partitions, that a store's agent
+// does all it needs through the subjects it always uses, and nothing else.
+func testStorePermissions(t *testing.T, n int) {
+	h := startProduction(t, n)
 	a := dial(t, h.URL(), storeA)
 	b := dial(t, h.URL(), storeB)
 
@@ -141,8 +195,19 @@ func TestProductionConfigStorePermissions(t *testing.T) {
 		if err != nil {
 			t.Fatalf("publish: %v", err)
 		}
-		if ack.Stream != central.StreamName || ack.Duplicate {
-			t.Errorf("PubAck = %+v, want a new message in %s", ack, central.StreamName)
+		if want := stream("S0001", n); ack.Stream != want || ack.Duplicate {
+			t.Errorf("PubAck = %+v, want a new message in %s", ack, want)
+		}
+	})
+
+	t.Run("its liveness probe is refused with an API error", func(t *testing.T) {
+		// As sync's alive does: central must answer, and store nothing.
+		m := nats.NewMsg(central.Subject("S0001", "alive"))
+		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatInt(math.MaxInt64, 10))
+		_, err := a.js.PublishMsg(testContext(t), m, jetstream.WithRetryAttempts(0))
+		var api *jetstream.APIError
+		if !errors.As(err, &api) || api.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence {
+			t.Fatalf("probe error = %v, want API error %d (wrong last sequence)", err, jetstream.JSErrCodeStreamWrongLastSequence)
 		}
 	})
 
@@ -161,6 +226,9 @@ func TestProductionConfigStorePermissions(t *testing.T) {
 		if string(m.Data) != `{"n":1}` {
 			t.Errorf("data = %q, want the movement", m.Data)
 		}
+		if got, want := m.Header.Get(jetstream.StreamHeader), stream("S0001", n); got != want {
+			t.Errorf("answered by stream %q, want %q", got, want)
+		}
 	})
 
 	t.Run("publishes an atomic batch with no further permission", func(t *testing.T) {
@@ -177,8 +245,8 @@ func TestProductionConfigStorePermissions(t *testing.T) {
 		if err != nil {
 			t.Fatalf("PublishMsgBatch: %v", err)
 		}
-		if ack.BatchSize != 3 {
-			t.Errorf("BatchAck.BatchSize = %d, want 3", ack.BatchSize)
+		if ack.BatchSize != 3 || ack.Stream != stream("S0001", n) {
+			t.Errorf("BatchAck = %+v, want 3 messages in %s", ack, stream("S0001", n))
 		}
 	})
 
@@ -268,6 +336,45 @@ func TestProductionConfigStorePermissions(t *testing.T) {
 			violation: `Publish to "$JS.API.STREAM.PURGE.RX_MOVEMENTS"`,
 		},
 		{
+			name:      "publish to its partition's subject",
+			do:        func(t *testing.T) error { return a.nc.Publish(central.PartitionPrefix+"1.S0001.kp", []byte(`{}`)) },
+			violation: `Publish to "rx.mvp.1.S0001.kp"`,
+		},
+		{
+			name:      "publish to another store's partition",
+			do:        func(t *testing.T) error { return a.nc.Publish(central.PartitionPrefix+"0.S0002.kp", []byte(`{}`)) },
+			violation: `Publish to "rx.mvp.0.S0002.kp"`,
+		},
+		{
+			name:      "publish to the archive",
+			do:        func(t *testing.T) error { return a.nc.Publish(central.ArchiveSubject("S0001"), []byte(`{}`)) },
+			violation: `Publish to "rx.ar.S0001"`,
+		},
+		{
+			name: "direct-get from a partition's stream",
+			do: func(t *testing.T) error {
+				_, err := a.nc.RequestWithContext(shortContext(t), central.PartitionDirectGetSubject(0, 4, "S0002", "kb"), nil)
+				return err
+			},
+			violation: `Publish to "$JS.API.DIRECT.GET.RX_MOVEMENTS_0.rx.mvp.0.S0002.kb"`,
+		},
+		{
+			name: "direct-get from the archive",
+			do: func(t *testing.T) error {
+				_, err := a.nc.RequestWithContext(shortContext(t), "$JS.API.DIRECT.GET.RX_ARCHIVE."+central.ArchiveSubject("S0002"), nil)
+				return err
+			},
+			violation: `Publish to "$JS.API.DIRECT.GET.RX_ARCHIVE.rx.ar.S0002"`,
+		},
+		{
+			name: "read the archive's info",
+			do: func(t *testing.T) error {
+				_, err := a.js.Stream(shortContext(t), archive("S0001", n))
+				return err
+			},
+			violation: `Publish to "$JS.API.STREAM.INFO.` + archive("S0001", n) + `"`,
+		},
+		{
 			name: "subscribe to another store's inbox",
 			do: func(t *testing.T) error {
 				_, err := a.nc.SubscribeSync("_INBOX_S0002.>")
@@ -314,15 +421,23 @@ func TestProductionConfigStorePermissions(t *testing.T) {
 		plain.wantViolation(t, `Subscription to "_INBOX.`)
 	})
 
-	t.Run("stream and B's movement are intact", func(t *testing.T) {
-		s, err := dial(t, h.URL(), admin).js.Stream(testContext(t), central.StreamName)
-		if err != nil {
-			t.Fatalf("stream info as admin: %v", err)
-		}
-		// kb, ka, three batch members, and noinbox: the server stored the
-		// publish whose ack it could not deliver.
-		if got := s.CachedInfo().State.Msgs; got != 6 {
-			t.Errorf("stream holds %d messages, want 6", got)
+	t.Run("streams and B's movement are intact", func(t *testing.T) {
+		// ka, three batch members, and noinbox (the server stored the
+		// publish whose ack it could not deliver) in A's partition; kb in
+		// B's; nothing anywhere else, nor the liveness probe.
+		ad := dial(t, h.URL(), admin)
+		want := map[string]uint64{}
+		want[stream("S0001", n)] += 5
+		want[stream("S0002", n)]++
+		for p := range n {
+			name := central.MovementStream(p, n)
+			s, err := ad.js.Stream(testContext(t), name)
+			if err != nil {
+				t.Fatalf("stream info as admin: %v", err)
+			}
+			if got := s.CachedInfo().State.Msgs; got != want[name] {
+				t.Errorf("%s holds %d messages, want %d", name, got, want[name])
+			}
 		}
 		m, err := directGet(testContext(t), b.nc, central.Subject("S0002", "kb"))
 		if err != nil || m.Header.Get("Status") != "" {
@@ -335,7 +450,7 @@ func TestProductionConfigStorePermissions(t *testing.T) {
 }
 
 func TestProductionConfigControl(t *testing.T) {
-	h := startProduction(t)
+	h := startProduction(t, 1)
 	o := dial(t, h.URL(), ops)
 	stores := []*client{dial(t, h.URL(), storeA), dial(t, h.URL(), storeB)}
 
@@ -392,21 +507,34 @@ func TestProductionConfigControl(t *testing.T) {
 }
 
 func TestProductionConfigAdminOnlyProvisions(t *testing.T) {
-	h := startProduction(t)
+	for _, n := range layouts {
+		t.Run(fmt.Sprintf("partitions=%d", n), func(t *testing.T) { testAdminOnlyProvisions(t, n) })
+	}
+}
+
+// testAdminOnlyProvisions checks that the administrator creates (in
+// startProduction) and updates every stream of n partitions, and does
+// nothing else.
+func testAdminOnlyProvisions(t *testing.T, n int) {
+	h := startProduction(t, n)
 	ad := dial(t, h.URL(), admin)
 
-	changes, err := hub.Provision(testContext(t), ad.js, central.StreamOptions{DuplicateWindow: 5 * time.Minute})
+	changes, err := hub.Provision(testContext(t), ad.js, central.StreamOptions{Partitions: n, DuplicateWindow: 5 * time.Minute})
 	if err != nil {
 		t.Fatalf("admin provisions: %v", err)
 	}
-	if want := []string{"duplicate_window: 10m0s -> 5m0s"}; !slices.Equal(changes, want) {
+	var want []string
+	for p := range n {
+		want = append(want, central.MovementStream(p, n)+": duplicate_window: 10m0s -> 5m0s", central.ArchiveStream(p, n)+": duplicate_window: 10m0s -> 5m0s")
+	}
+	if !slices.Equal(changes, want) {
 		t.Errorf("changes = %q, want %q", changes, want)
 	}
-	err = ad.js.DeleteStream(shortContext(t), central.StreamName)
+	err = ad.js.DeleteStream(shortContext(t), central.MovementStream(0, n))
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("admin DeleteStream error = %v, want a timeout", err)
 	}
-	ad.wantViolation(t, `Publish to "$JS.API.STREAM.DELETE.RX_MOVEMENTS"`)
+	ad.wantViolation(t, `Publish to "$JS.API.STREAM.DELETE.`+central.MovementStream(0, n)+`"`)
 	if err := ad.nc.Publish(central.Subject("S0001", "x"), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -419,7 +547,7 @@ func TestProductionConfigAdminOnlyProvisions(t *testing.T) {
 // command and gathers the fleet; a store holding that same signed command
 // cannot send it.
 func TestProductionConfigRemoteControl(t *testing.T) {
-	h := startProduction(t)
+	h := startProduction(t, 1)
 	kp, err := nkeys.CreateUser()
 	if err != nil {
 		t.Fatal(err)

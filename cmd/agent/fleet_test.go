@@ -32,7 +32,7 @@ func TestRemoteFleetView(t *testing.T) {
 	dir := t.TempDir()
 	config := filepath.Join(dir, "central.conf")
 	var b bytes.Buffer
-	if err := hub.CentralConfig(&b, stores); err != nil {
+	if err := hub.CentralConfig(&b, stores, 1); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(config, b.Bytes(), 0o600); err != nil {

@@ -21,11 +21,12 @@ func newHubCmd(s *streams) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "hub",
-		Short: "Run a local central: an embedded NATS server with RX_MOVEMENTS provisioned",
+		Short: "Run a local central: an embedded NATS server with central's streams provisioned",
 		Long: `Run a local central for a trial or a test: an embedded nats-server with
 JetStream on disk under --store-dir (every acknowledged write fsynced) and
-the RX_MOVEMENTS stream provisioned. Prints its URL, then runs until
-interrupted. For production, run nats-server with configs/nats/ and
+central's streams provisioned: one partition, the movement stream
+RX_MOVEMENTS with its archive RX_ARCHIVE, and the fleet view KV_RX_FLEET.
+Prints its URL, then runs until interrupted. For production, run nats-server with configs/nats/ and
 ` + "`agent provision`" + `.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -55,21 +56,42 @@ interrupted. For production, run nats-server with configs/nats/ and
 
 func newProvisionCmd(s *streams) *cobra.Command {
 	var (
-		nf       natsFlags
-		replicas int
-		window   time.Duration
-		maxAge   time.Duration
+		nf         natsFlags
+		replicas   int
+		partitions int
+		window     time.Duration
+		maxAge     time.Duration
+		retention  time.Duration
+		shortOK    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "provision --server URL",
-		Short: "Create or update the RX_MOVEMENTS stream on a central server or cluster",
-		Long: `Create the RX_MOVEMENTS stream, or bring an existing one to the product's
-settings, idempotently, and print what changed. Use the provisioning
-identity (the admin user of configs/nats/production.conf.template).`,
+		Short: "Create or update central's streams on a central server or cluster",
+		Long: `Create central's streams, or bring existing ones to the product's settings,
+idempotently, and print what changed: for each of --partitions partitions a
+movement stream (RX_MOVEMENTS, or RX_MOVEMENTS_<p>), which refuses a second
+message for a key for the dedupe horizon (--max-age), and its archive
+(RX_ARCHIVE, or RX_ARCHIVE_<p>), which copies every movement and keeps it
+for --retention; then the fleet view KV_RX_FLEET. The partitions must be
+those of the server configuration (agent central-config --partitions).
+
+A movement stream's max_age is never lowered before its archive has copied
+it: provision then keeps the old max_age, says so, and lowers it when run
+again after the archive has caught up. Use the provisioning identity (the
+admin user of configs/nats/production.conf.template).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if replicas < 1 || replicas > 5 {
 				return usageError("--replicas must be between 1 and 5 (3 for a production cluster)")
+			}
+			if partitions < 1 || partitions > central.MaxPartitions {
+				return usageError("--partitions must be between 1 and %d", central.MaxPartitions)
+			}
+			if retention < hub.MinRetention && !shortOK {
+				return usageError("--retention %s is shorter than %s: records of controlled substances must be kept for two years", retention, hub.MinRetention)
+			}
+			if maxAge <= 0 || retention <= maxAge {
+				return usageError("--max-age must be positive and shorter than --retention")
 			}
 			nc, err := nf.connect("rxedge-provision")
 			if err != nil {
@@ -80,9 +102,10 @@ identity (the admin user of configs/nats/production.conf.template).`,
 			if err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second+time.Duration(partitions)*5*time.Second)
 			defer cancel()
-			changes, err := hub.Provision(ctx, js, central.StreamOptions{Replicas: replicas, DuplicateWindow: window, MaxAge: maxAge})
+			changes, err := hub.Provision(ctx, js, central.StreamOptions{Partitions: partitions, Replicas: replicas,
+				DuplicateWindow: window, MaxAge: maxAge, Retention: retention})
 			for _, c := range changes {
 				fmt.Fprintln(s.out, c)
 			}
@@ -90,15 +113,19 @@ identity (the admin user of configs/nats/production.conf.template).`,
 				return fmt.Errorf("provision: %w", err)
 			}
 			if len(changes) == 0 {
-				fmt.Fprintf(s.out, "%s is up to date\n", central.StreamName)
+				fmt.Fprintln(s.out, "central's streams are up to date")
 			}
 			return nil
 		},
 	}
 	fs := cmd.Flags()
 	nf.register(fs, "")
+	fs.IntVar(&partitions, "partitions", 1, fmt.Sprintf("partitions of central, 1 to %d, as in the server configuration", central.MaxPartitions))
 	fs.IntVar(&replicas, "replicas", central.DefaultReplicas, "stream replicas (3 on a production cluster)")
 	fs.DurationVar(&window, "duplicate-window", central.DefaultDuplicateWindow, "Nats-Msg-Id duplicate window")
 	fs.DurationVar(&maxAge, "max-age", central.DefaultHorizon, "how long central refuses a second message for a key (the dedupe horizon)")
+	fs.DurationVar(&retention, "retention", central.DefaultRetention, "how long the archive keeps every movement; at least 17520h (two years)")
+	fs.BoolVar(&shortOK, "allow-short-retention", false, "accept a --retention under two years (test centrals only)")
+	_ = fs.MarkHidden("allow-short-retention")
 	return cmd
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,12 +21,19 @@ import (
 // needs far less than this.
 const clusterTimeout = 30 * time.Second
 
-// Cluster is a JetStream cluster on loopback with RX_MOVEMENTS replicated
-// on three of its nodes. Its methods are safe for concurrent use, except
-// that those taking a testing.TB must be called from the test's goroutine.
+// Cluster is a JetStream cluster on loopback with central's streams
+// replicated on three of its nodes: every partition's movement stream and
+// archive, and the fleet view. Its methods are safe for concurrent use,
+// except that those taking a testing.TB must be called from the test's
+// goroutine.
 type Cluster struct {
 	mu    sync.Mutex
 	nodes []*clusterNode
+	// account holds the streams: the server's global account, or
+	// hub.CentralAccount when the nodes run a configuration file.
+	account string
+	// streams are the movement streams, then the archives.
+	movements, archives []string
 }
 
 type clusterNode struct {
@@ -34,9 +42,13 @@ type clusterNode struct {
 }
 
 // StartCluster starts an n-node cluster (n at least 3), each node with its
-// own store in a new temporary directory, and provisions RX_MOVEMENTS with
-// three replicas. It returns once the stream has a leader. Options apply to
-// every node; the stream's Replicas is set to 3. The cluster is stopped when
+// own store in a new temporary directory, and provisions central's streams
+// (hub.Provision) with three replicas, for as many partitions as the
+// stream options (WithStream) give. It returns once every movement stream
+// and archive has a leader. Options apply to every node; the streams'
+// Replicas is set to 3. With WithConfigFile, such as the generated
+// production configuration, the streams are in its account RX and are
+// provisioned with the option's credentials. The cluster is stopped when
 // the test ends.
 func StartCluster(tb testing.TB, n int, opts ...Option) *Cluster {
 	tb.Helper()
@@ -54,7 +66,7 @@ func StartCluster(tb testing.TB, n int, opts ...Option) *Cluster {
 	for _, p := range routePorts {
 		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
 	}
-	c := &Cluster{}
+	c := &Cluster{account: server.DEFAULT_GLOBAL_ACCOUNT}
 	tb.Cleanup(c.stopAll)
 	for i := range n {
 		o := hub.Options{StoreDir: tb.TempDir()}
@@ -77,10 +89,19 @@ func StartCluster(tb testing.TB, n int, opts ...Option) *Cluster {
 		c.startNode(tb, i)
 	}
 
-	// The first options of a node carry the stream's.
-	so := c.nodes[0].opts.Stream
+	// The first node's options carry the streams' and the credentials.
+	first := c.nodes[0].opts
+	so := first.Stream
 	so.Replicas = 3
-	nc := Connect(tb, strings.Join(c.URLs(), ","))
+	if first.ConfigFile != "" {
+		c.account = hub.CentralAccount
+	}
+	parts := max(so.Partitions, 1)
+	for p := range parts {
+		c.movements = append(c.movements, central.MovementStream(p, parts))
+		c.archives = append(c.archives, central.ArchiveStream(p, parts))
+	}
+	nc := Connect(tb, strings.Join(c.URLs(), ","), first.ConnectOptions...)
 	js := JetStream(tb, nc)
 	deadline := time.Now().Add(clusterTimeout)
 	for {
@@ -92,12 +113,14 @@ func StartCluster(tb testing.TB, n int, opts ...Option) *Cluster {
 			break
 		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("natstest: provision %s on the cluster: still failing after %v: %v", central.StreamName, clusterTimeout, err)
+			tb.Fatalf("natstest: provision the streams on the cluster: still failing after %v: %v", clusterTimeout, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	nc.Close()
-	c.WaitStreamLeader(tb)
+	for _, s := range append(slices.Clone(c.movements), c.archives...) {
+		c.WaitLeaderOf(tb, s)
+	}
 	return c
 }
 
@@ -182,33 +205,46 @@ func (c *Cluster) RestartNode(tb testing.TB, i int) {
 	c.WaitNodeCurrent(tb, i)
 }
 
-// StreamLeader is the index of the node leading RX_MOVEMENTS, or -1 when
-// no running node does.
-func (c *Cluster) StreamLeader() int {
+// StreamLeader is the index of the node leading the first partition's
+// movement stream (RX_MOVEMENTS with one partition), or -1 when no running
+// node does.
+func (c *Cluster) StreamLeader() int { return c.LeaderOf(c.movements[0]) }
+
+// LeaderOf is the index of the node leading stream, or -1 when no running
+// node does.
+func (c *Cluster) LeaderOf(stream string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i, n := range c.nodes {
-		if n.h != nil && n.h.Server().JetStreamIsStreamLeader(server.DEFAULT_GLOBAL_ACCOUNT, central.StreamName) {
+		if n.h != nil && n.h.Server().JetStreamIsStreamLeader(c.account, stream) {
 			return i
 		}
 	}
 	return -1
 }
 
-// WaitStreamLeader waits until a running node leads RX_MOVEMENTS and
-// returns its index.
+// WaitStreamLeader waits until a running node leads the first partition's
+// movement stream and returns its index.
 func (c *Cluster) WaitStreamLeader(tb testing.TB) int {
 	tb.Helper()
+	return c.WaitLeaderOf(tb, c.movements[0])
+}
+
+// WaitLeaderOf waits until a running node leads stream and returns its
+// index.
+func (c *Cluster) WaitLeaderOf(tb testing.TB, stream string) int {
+	tb.Helper()
 	var leader int
-	waitFor(tb, "a stream leader for "+central.StreamName, func() bool {
-		leader = c.StreamLeader()
+	waitFor(tb, "a stream leader for "+stream, func() bool {
+		leader = c.LeaderOf(stream)
 		return leader >= 0
 	})
 	return leader
 }
 
 // WaitNodeCurrent waits until node i is running, knows the cluster's
-// current state and holds a current copy of RX_MOVEMENTS.
+// current state and holds a current copy of every movement stream and
+// archive.
 func (c *Cluster) WaitNodeCurrent(tb testing.TB, i int) {
 	tb.Helper()
 	waitFor(tb, fmt.Sprintf("node %d to be current", i), func() bool {
@@ -217,7 +253,15 @@ func (c *Cluster) WaitNodeCurrent(tb testing.TB, i int) {
 			return false
 		}
 		s := h.Server()
-		return s.JetStreamIsCurrent() && s.JetStreamIsStreamCurrent(server.DEFAULT_GLOBAL_ACCOUNT, central.StreamName)
+		if !s.JetStreamIsCurrent() {
+			return false
+		}
+		for _, st := range append(slices.Clone(c.movements), c.archives...) {
+			if !s.JetStreamIsStreamCurrent(c.account, st) {
+				return false
+			}
+		}
+		return true
 	})
 }
 

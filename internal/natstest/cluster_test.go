@@ -1,11 +1,18 @@
 package natstest_test
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/internal/natstest"
 )
 
@@ -74,5 +81,46 @@ func TestClusterStreamLeaderFailover(t *testing.T) {
 		if r.Offline {
 			t.Errorf("replica %s is offline after its node restarted", r.Name)
 		}
+	}
+}
+
+// TestClusterPartitioned starts a cluster with the generated per-store
+// configuration and two partitions: every movement stream and archive is
+// R3 in the account RX, and a store's publish to its usual subject lands in
+// its partition's stream.
+func TestClusterPartitioned(t *testing.T) {
+	var conf bytes.Buffer
+	if err := hub.CentralConfig(&conf, []string{"S0001", "S0002"}, 2); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "central.conf")
+	if err := os.WriteFile(path, conf.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := natstest.StartCluster(t, 3,
+		natstest.WithConfigFile(path, nats.UserInfo("admin", "CHANGE-ME-admin"), nats.CustomInboxPrefix("_INBOX_admin")),
+		natstest.WithStream(central.StreamOptions{Partitions: 2}))
+	admin := natstest.JetStream(t, natstest.Connect(t, strings.Join(c.URLs(), ","), nats.UserInfo("admin", "CHANGE-ME-admin"), nats.CustomInboxPrefix("_INBOX_admin")))
+	for _, name := range []string{"RX_MOVEMENTS_0", "RX_MOVEMENTS_1", "RX_ARCHIVE_0", "RX_ARCHIVE_1"} {
+		if c.LeaderOf(name) < 0 {
+			t.Errorf("%s has no leader", name)
+		}
+		s, err := admin.Stream(testContext(t), name)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got := s.CachedInfo().Config.Replicas; got != 3 {
+			t.Errorf("%s replicas = %d, want 3", name, got)
+		}
+	}
+	store := natstest.JetStream(t, natstest.Connect(t, strings.Join(c.URLs(), ","), nats.UserInfo("S0001", "CHANGE-ME-S0001"), nats.CustomInboxPrefix("_INBOX_S0001")))
+	m := nats.NewMsg(central.Subject("S0001", "k1"))
+	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
+	ack, err := store.PublishMsg(testContext(t), m)
+	if err != nil {
+		t.Fatalf("publish as S0001: %v", err)
+	}
+	if want := central.MovementStream(central.Partition("S0001", 2), 2); ack.Stream != want {
+		t.Errorf("PubAck stream = %s, want %s", ack.Stream, want)
 	}
 }

@@ -1,7 +1,9 @@
 // Package natstest starts real NATS servers for other packages' tests: a
-// hub (one embedded nats-server, JetStream on disk, RX_MOVEMENTS
-// provisioned) on a free loopback port, and a JetStream cluster with the
-// stream replicated on three nodes.
+// hub (one embedded nats-server, JetStream on disk, central's streams
+// provisioned) on a free loopback port, and a JetStream cluster with
+// central's streams replicated on three nodes, for one partition or
+// several, optionally under a configuration file such as the generated
+// production one.
 //
 // Its promise: every server listens on loopback only, keeps its store in
 // the test's temporary directory, fsyncs every acknowledged write like

@@ -1,0 +1,4 @@
+package hub
+
+// ArchiveCaughtUp exposes archiveCaughtUp to the table test.
+var ArchiveCaughtUp = archiveCaughtUp
