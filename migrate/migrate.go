@@ -111,6 +111,27 @@ type Summary struct {
 // OK reports whether every movement read is now in its partition.
 func (s *Summary) OK() bool { return len(s.Conflicts) == 0 && len(s.Failures) == 0 }
 
+// Grants are the subjects the migrating identity must be allowed to
+// publish to (its inbox aside): the info of every stream involved, an
+// ordered consumer on the old stream, the partitions' subjects and direct
+// gets on the partitions' movement streams.
+func Grants(from string, n int) []string {
+	if from == "" {
+		from = central.StreamName
+	}
+	g := []string{
+		"$JS.API.STREAM.INFO." + from,
+		"$JS.API.CONSUMER.CREATE." + from + ".>",
+		"$JS.API.CONSUMER.MSG.NEXT." + from + ".>",
+		"$JS.API.CONSUMER.DELETE." + from + ".>",
+	}
+	for p := range n {
+		g = append(g, "$JS.API.STREAM.INFO."+central.MovementStream(p, n), "$JS.API.STREAM.INFO."+central.ArchiveStream(p, n),
+			"$JS.API.DIRECT.GET."+central.MovementStream(p, n)+".>", central.PartitionSubjects(p, n))
+	}
+	return g
+}
+
 // ErrMissingStream: a stream the migration needs does not exist.
 var ErrMissingStream = errors.New("migrate: stream missing")
 
@@ -207,7 +228,7 @@ func Run(ctx context.Context, nc *nats.Conn, o Options) (*Summary, error) {
 	}
 	info, err := Check(ctx, js, o)
 	if err != nil {
-		return sum, err
+		return sum, denied(nc, err)
 	}
 	sum.Total = info.State.Msgs
 	last := info.State.LastSeq
@@ -235,9 +256,21 @@ func Run(ctx context.Context, nc *nats.Conn, o Options) (*Summary, error) {
 	m.wg.Wait()
 	m.finish()
 	if settleErr != nil {
-		return sum, settleErr
+		return sum, denied(nc, settleErr)
 	}
-	return sum, readErr
+	return sum, denied(nc, readErr)
+}
+
+// denied adds the connection's last permissions violation to err: a
+// request the server did not let through is otherwise only a timeout.
+func denied(nc *nats.Conn, err error) error {
+	if err == nil {
+		return nil
+	}
+	if last := nc.LastError(); last != nil && strings.Contains(strings.ToLower(last.Error()), "permissions violation") {
+		return fmt.Errorf("%w (%v: the identity needs migrate.Grants)", err, last)
+	}
+	return err
 }
 
 // migration is one run's state.

@@ -6,14 +6,17 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/internal/natstest"
 	"github.com/rxedge/agent/migrate"
 )
@@ -300,5 +303,59 @@ func TestMigrateRefusesWithoutPartitions(t *testing.T) {
 	}
 	if _, err := migrate.Run(ctx, nc, migrate.Options{Partitions: 1}); err == nil {
 		t.Error("one partition: no error")
+	}
+}
+
+// TestMigrateWithOnlyItsGrants migrates as an identity allowed to publish
+// only to Grants (and to read its own inbox), as central's administrator
+// is configured; without one of them it says which was denied.
+func TestMigrateWithOnlyItsGrants(t *testing.T) {
+	grants := migrate.Grants("", partitions)
+	user := func(allow []string) *server.User {
+		return &server.User{Username: "admin", Password: "pw", Permissions: &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: allow},
+			Subscribe: &server.SubjectPermission{Allow: []string{central.InboxPrefix("admin") + ".>"}},
+		}}
+	}
+	for _, tc := range []struct {
+		name  string
+		allow []string
+	}{
+		{"all grants", grants},
+		{"no info of the last archive", slices.DeleteFunc(slices.Clone(grants), func(g string) bool {
+			return g == "$JS.API.STREAM.INFO."+central.ArchiveStream(partitions-1, partitions)
+		})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := natstest.StartHub(t, natstest.WithSkipProvision(), func(o *hub.Options) {
+				o.Configure = func(so *server.Options) {
+					so.Users = []*server.User{{Username: "root"}, user(tc.allow)}
+					so.NoAuthUser = "root"
+				}
+			})
+			js := natstest.JetStream(t, natstest.Connect(t, srv.URL()))
+			createStreams(t, js, 1)
+			createStreams(t, js, partitions)
+			var msgs []*nats.Msg
+			for s := range 10 {
+				msgs = append(msgs, mv(fmt.Sprintf("S%04d", s), 1, "").Msg())
+			}
+			publish(t, js, msgs)
+			nc := natstest.Connect(t, srv.URL(), nats.UserInfo("admin", "pw"), nats.CustomInboxPrefix(central.InboxPrefix("admin")),
+				nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+			o := migrate.Options{Partitions: partitions, Timeout: 2 * time.Second}
+			for run := range 2 {
+				sum, err := migrate.Run(testContext(t), nc, o)
+				if len(tc.allow) < len(grants) {
+					if err == nil || !strings.Contains(err.Error(), "Permissions Violation") || !strings.Contains(err.Error(), "RX_ARCHIVE_3") {
+						t.Fatalf("error %v, want the permissions violation named", err)
+					}
+					return
+				}
+				if err != nil || !sum.OK() || sum.Migrated+sum.Already != 10 || run == 1 && sum.Already != 10 {
+					t.Fatalf("run %d: %+v, %v", run, sum, err)
+				}
+			}
+		})
 	}
 }
