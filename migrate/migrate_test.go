@@ -33,11 +33,17 @@ func testContext(t *testing.T) context.Context {
 // partitions (what `agent provision --partitions n` creates).
 func createStreams(t *testing.T, js jetstream.JetStream, n int) {
 	t.Helper()
+	createReplicated(t, js, n, 1)
+}
+
+// createReplicated is createStreams with the given replicas.
+func createReplicated(t *testing.T, js jetstream.JetStream, n, replicas int) {
+	t.Helper()
 	ctx := testContext(t)
 	for p := range max(n, 1) {
-		o := central.StreamOptions{Partitions: n, Partition: p}
+		o := central.StreamOptions{Partitions: n, Partition: p, Replicas: replicas}
 		for _, cfg := range []jetstream.StreamConfig{central.StreamConfig(o), central.ArchiveConfig(o)} {
-			if _, err := js.CreateStream(ctx, cfg); err != nil {
+			if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
 				t.Fatalf("create %s: %v", cfg.Name, err)
 			}
 		}
@@ -90,7 +96,9 @@ func toPartition(m central.Message) *nats.Msg {
 }
 
 // keyCounts counts the messages of a stream by movement key (from
-// Nats-Msg-Id) with an ordered consumer.
+// Nats-Msg-Id), reading each sequence with a direct get. On a cluster any
+// replica may answer one, so a "not found" from a replica still catching
+// up is asked again.
 func keyCounts(t *testing.T, js jetstream.JetStream, stream string, into map[string]int) {
 	t.Helper()
 	ctx := testContext(t)
@@ -98,25 +106,26 @@ func keyCounts(t *testing.T, js jetstream.JetStream, stream string, into map[str
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := s.CachedInfo().State.Msgs
-	if n == 0 {
+	st := s.CachedInfo().State
+	if st.Msgs == 0 {
 		return
 	}
-	c, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		t.Fatal(err)
+	if st.LastSeq-st.FirstSeq+1 != st.Msgs {
+		t.Fatalf("%s holds %d messages between sequences %d and %d: some were removed", stream, st.Msgs, st.FirstSeq, st.LastSeq)
 	}
-	it, err := c.Messages()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer it.Stop()
-	for range n {
-		msg, err := it.Next(jetstream.NextMaxWait(10 * time.Second))
-		if err != nil {
-			t.Fatalf("read %s: %v", stream, err)
+	deadline := time.Now().Add(30 * time.Second)
+	for seq := st.FirstSeq; seq <= st.LastSeq; seq++ {
+		for {
+			m, err := s.GetMsg(ctx, seq)
+			if err == nil {
+				into[central.KeyOfMsgID(m.Header.Get(central.HeaderMsgID))]++
+				break
+			}
+			if !errors.Is(err, jetstream.ErrMsgNotFound) || time.Now().After(deadline) {
+				t.Fatalf("read %s sequence %d: %v", stream, seq, err)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		into[central.KeyOfMsgID(msg.Headers().Get(central.HeaderMsgID))]++
 	}
 }
 
@@ -357,5 +366,56 @@ func TestMigrateWithOnlyItsGrants(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMigrateOnACluster migrates into R3 partitions on a three-node
+// cluster, where a republished id still inside the duplicate window is
+// answered "duplicate" before its subject is checked: the second run
+// finds every key by its digest all the same, and every key is in the
+// partitions once.
+func TestMigrateOnACluster(t *testing.T) {
+	c := natstest.StartCluster(t, 3) // RX_MOVEMENTS, R3
+	nc := natstest.Connect(t, strings.Join(c.URLs(), ","))
+	js := natstest.JetStream(t, nc)
+	createReplicated(t, js, 1, 3)
+	createReplicated(t, js, partitions, 3)
+	var msgs []*nats.Msg
+	for s := range 20 {
+		for i := range 20 {
+			msgs = append(msgs, mv(fmt.Sprintf("S%04d", s), i, "").Msg())
+		}
+	}
+	publish(t, js, msgs)
+	// An agent resends one of them into its partition first.
+	publish(t, js, []*nats.Msg{toPartition(mv("S0011", 7, ""))})
+
+	ctx := testContext(t)
+	for run, want := range []struct{ migrated, already uint64 }{{399, 1}, {0, 400}} {
+		sum, err := migrate.Run(ctx, nc, migrate.Options{Partitions: partitions})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sum.OK() || sum.Migrated != want.migrated || sum.Already != want.already {
+			t.Fatalf("run %d: %+v, want %d migrated and %d already", run, sum, want.migrated, want.already)
+		}
+	}
+	moved, archived := map[string]int{}, map[string]int{}
+	for p := range partitions {
+		keyCounts(t, js, central.MovementStream(p, partitions), moved)
+	}
+	waitArchives(t, js, 400)
+	for p := range partitions {
+		keyCounts(t, js, central.ArchiveStream(p, partitions), archived)
+	}
+	for name, counts := range map[string]map[string]int{"movement streams": moved, "archives": archived} {
+		if len(counts) != 400 {
+			t.Errorf("the partitions' %s hold %d keys, want 400", name, len(counts))
+		}
+		for k, n := range counts {
+			if n != 1 {
+				t.Errorf("the partitions' %s hold key %s %d times", name, k, n)
+			}
+		}
 	}
 }
