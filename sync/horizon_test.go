@@ -20,7 +20,7 @@ import (
 // max_age. Long enough for an agent on a busy machine to resend inside it,
 // short enough to wait out.
 const (
-	testHorizon = 4 * time.Second
+	testHorizon = 6 * time.Second
 	testWindow  = 500 * time.Millisecond // the Nats-Msg-Id window, inside the horizon
 )
 
