@@ -279,7 +279,7 @@ func centralChecks(ctx context.Context, o Options, opts settings.Options) []Chec
 	other := central.Subject(opts.StoreID+"_doctor_other", probeKey)
 	out = append(out, publishOwn(ctx, o, nc, own, perm), publishOther(ctx, o, nc, other, perm))
 	out = append(out, clock(ctx, o, servers, opts))
-	out = append(out, durable(ctx, o, servers))
+	out = append(out, durable(ctx, o, servers, opts.NATS.CAFile))
 	return out
 }
 

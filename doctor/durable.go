@@ -14,7 +14,7 @@ import (
 // movement streams and archives: visible only to central's system account
 // or on its monitoring endpoints, so without either it is skipped, never
 // passed.
-func durable(ctx context.Context, o Options, servers []string) Check {
+func durable(ctx context.Context, o Options, servers []string, caFile string) Check {
 	d := o.Durability
 	if d == nil || d.SystemUser == "" && len(d.MonitorURLs) == 0 {
 		return Check{Name: CheckDurability, Skipped: true,
@@ -27,8 +27,12 @@ func durable(ctx context.Context, o Options, servers []string) Check {
 	)
 	if d.SystemUser != "" {
 		var nc *nats.Conn
-		nc, err = nats.Connect(strings.Join(servers, ","), nats.UserInfo(d.SystemUser, d.SystemPassword),
-			nats.CustomInboxPrefix("_INBOX_"+d.SystemUser), nats.Timeout(o.Timeout), nats.NoReconnect())
+		nopts := []nats.Option{nats.UserInfo(d.SystemUser, d.SystemPassword),
+			nats.CustomInboxPrefix("_INBOX_" + d.SystemUser), nats.Timeout(o.Timeout), nats.NoReconnect()}
+		if caFile != "" {
+			nopts = append(nopts, nats.RootCAs(caFile))
+		}
+		nc, err = nats.Connect(strings.Join(servers, ","), nopts...)
 		if err == nil {
 			defer nc.Close()
 			r, err = durability.FromSystem(ctx, nc, o.Timeout)

@@ -30,7 +30,7 @@ func TestDurabilityCheck(t *testing.T) {
 	}
 	o := Options{}
 	o.defaults()
-	if c := durable(context.Background(), o, nil); c.OK || !c.Skipped || !strings.Contains(c.Fix, "--system-user") {
+	if c := durable(context.Background(), o, nil, ""); c.OK || !c.Skipped || !strings.Contains(c.Fix, "--system-user") {
 		t.Errorf("without access: %+v", c)
 	}
 }
