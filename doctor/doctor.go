@@ -3,8 +3,11 @@
 // reachable and accepts its credentials, the stream is there with the
 // settings central.StreamConfig gives it, the store may publish on its own
 // subjects and not on another's, its clock agrees with central's where
-// central shows its time, and the disk and the queue are healthy. Every
-// failed check carries a one-line fix.
+// central shows its time, central fsyncs every write and replicates its
+// movement streams where its system account or monitoring endpoint shows
+// that, and the disk and the queue are healthy. Every failed check carries
+// a one-line fix; a check that could not be run says so, and how to run
+// it, and never passes.
 //
 // Its promise: Run changes nothing, locally or centrally. The publish
 // probes carry an expected last subject sequence no subject can have, so
@@ -39,9 +42,15 @@ type Check struct {
 	OK     bool   `json:"ok"`
 	Detail string `json:"detail"`
 	Fix    string `json:"fix,omitempty"` // one line, when not OK
+	// Warning: not OK, but not what keeps a store from being ready (a
+	// single-server central, for one).
+	Warning bool `json:"warning,omitempty"`
+	// Skipped: not run, for want of access; Fix says how to run it.
+	Skipped bool `json:"skipped,omitempty"`
 }
 
-// Report is every check, in order; Ready when all passed.
+// Report is every check, in order; Ready when each passed, warned or was
+// skipped.
 type Report struct {
 	Ready  bool    `json:"ready"`
 	Checks []Check `json:"checks"`
@@ -54,6 +63,14 @@ type Admin struct {
 	User, Password string
 }
 
+// Durability is how to see central's fsync setting and replicas (either
+// field): a user of central's system account, or its servers' monitoring
+// URLs.
+type Durability struct {
+	SystemUser, SystemPassword string
+	MonitorURLs                []string
+}
+
 // Options is what Run examines.
 type Options struct {
 	ConfigPath string
@@ -61,6 +78,9 @@ type Options struct {
 	// Status reads the agent's status document (running or stopped).
 	Status func(ctx context.Context) (*status.Status, error)
 	Admin  *Admin
+	// Durability, when set, runs the central durability check; nil reports
+	// it skipped.
+	Durability *Durability
 	// Timeout bounds each network step; 0 means 5 s.
 	Timeout time.Duration
 	// MinFree is the least free disk space that passes; 0 means 1 GiB.
@@ -103,6 +123,7 @@ const (
 	CheckPublishOwn = "publish own subjects"
 	CheckPublishOne = "refused another store's subjects"
 	CheckClock      = "clock"
+	CheckDurability = "central durability"
 	CheckDisk       = "disk space"
 	CheckPending    = "oldest pending"
 )
@@ -132,7 +153,7 @@ func Run(ctx context.Context, o Options) Report {
 	}
 	r.Ready = true
 	for _, c := range r.Checks {
-		r.Ready = r.Ready && c.OK
+		r.Ready = r.Ready && (c.OK || c.Warning || c.Skipped)
 	}
 	return r
 }
@@ -258,6 +279,7 @@ func centralChecks(ctx context.Context, o Options, opts settings.Options) []Chec
 	other := central.Subject(opts.StoreID+"_doctor_other", probeKey)
 	out = append(out, publishOwn(ctx, o, nc, own, perm), publishOther(ctx, o, nc, other, perm))
 	out = append(out, clock(ctx, o, servers, opts))
+	out = append(out, durable(ctx, o, servers, opts.NATS.CAFile))
 	return out
 }
 

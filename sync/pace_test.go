@@ -36,6 +36,10 @@ type scripted struct {
 	batchErr   error // every atomic batch fails with it
 	singleErr  error // every single publish fails with it
 	digestHang bool  // direct gets are never answered
+	// digestDelay, when set, is how long a direct get takes; digests and
+	// maxDigests count the direct gets and the most in flight at once.
+	digestDelay                    time.Duration
+	digests, inDigest, maxInDigest int
 }
 
 type scriptedFuture struct {
@@ -109,6 +113,17 @@ func (c *scripted) publishBatch(context.Context, []*nats.Msg) (uint64, error) {
 }
 
 func (c *scripted) lastDigest(ctx context.Context, _ string) (string, uint64, error) {
+	if c.digestDelay > 0 {
+		c.mu.Lock()
+		c.digests++
+		c.inDigest++
+		c.maxInDigest = max(c.maxInDigest, c.inDigest)
+		c.mu.Unlock()
+		time.Sleep(c.digestDelay)
+		c.mu.Lock()
+		c.inDigest--
+		c.mu.Unlock()
+	}
 	if c.digestHang {
 		<-ctx.Done()
 		return "", 0, ctx.Err()

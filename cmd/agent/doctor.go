@@ -21,6 +21,9 @@ func newDoctorCmd(s *streams) *cobra.Command {
 		asJSON    bool
 		adminUser string
 		adminPass string
+		sysUser   string
+		sysPass   string
+		monitor   []string
 		timeout   time.Duration
 		maxAge    time.Duration
 	)
@@ -32,14 +35,18 @@ config is valid; the config and token are private; the ingest token is set;
 central is reachable and accepts the store's credentials; the stream is
 there (and, with --admin-user, has central's settings); the store may
 publish on its own subjects and not on another store's; the clock agrees
-with central's (visible with --admin-user); there is disk space; and the
+with central's (visible with --admin-user); central fsyncs every write and
+replicates its streams on a cluster (visible with --system-user or
+--monitor-url; skipped, never passed, without); there is disk space; and the
 oldest pending movement is recent.
 
 Doctor changes nothing: its publish probes are refused by the stream by
 design and store nothing. Run it as an administrator (it reads the config).
-Exit status 0 when the store is ready, 3 when any check fails.`,
+Exit status 0 when the store is ready, 3 when any check fails (a warning
+or a skipped check does not).`,
 		Example: `  sudo rxedge-agent doctor
-  sudo rxedge-agent doctor --json --admin-user admin --admin-password-file /root/admin.pw`,
+  sudo rxedge-agent doctor --json --admin-user admin --admin-password-file /root/admin.pw
+  sudo rxedge-agent doctor --system-user sys --system-password-file /root/sys.pw`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, path, err := loc.loadConfig()
@@ -60,6 +67,16 @@ Exit status 0 when the store is ready, 3 when any check fails.`,
 				}
 				o.Admin = &doctor.Admin{User: adminUser, Password: strings.TrimRight(string(pw), "\r\n")}
 			}
+			if sysUser != "" || len(monitor) > 0 {
+				o.Durability = &doctor.Durability{SystemUser: sysUser, MonitorURLs: monitor}
+				if sysUser != "" {
+					pw, err := os.ReadFile(sysPass)
+					if err != nil {
+						return usageError("--system-user needs --system-password-file: %v", err)
+					}
+					o.Durability.SystemPassword = strings.TrimRight(string(pw), "\r\n")
+				}
+			}
 			if c.DataDir != "" {
 				o.Status = func(ctx context.Context) (*status.Status, error) { return readStatus(ctx, c.DataDir) }
 			}
@@ -71,6 +88,9 @@ Exit status 0 when the store is ready, 3 when any check fails.`,
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	fs.StringVar(&adminUser, "admin-user", "", "central's administrator (may read the stream's info): compare the stream's settings and the clock")
 	fs.StringVar(&adminPass, "admin-password-file", "", "file holding --admin-user's password")
+	fs.StringVar(&sysUser, "system-user", "", "a user of central's system account: check its fsync setting and replicas")
+	fs.StringVar(&sysPass, "system-password-file", "", "file holding --system-user's password")
+	fs.StringSliceVar(&monitor, "monitor-url", nil, "central's monitoring URL, one per server (instead of --system-user), e.g. http://central-1:8222")
 	fs.DurationVar(&timeout, "timeout", 5*time.Second, "limit of each network step")
 	fs.DurationVar(&maxAge, "max-age", time.Hour, "oldest pending movement that passes")
 	return cmd
@@ -87,7 +107,13 @@ func printDoctor(s *streams, r doctor.Report, asJSON bool) error {
 	} else {
 		for _, ch := range r.Checks {
 			mark := "ok  "
-			if !ch.OK {
+			switch {
+			case ch.OK:
+			case ch.Skipped:
+				mark = "skip"
+			case ch.Warning:
+				mark = "warn"
+			default:
 				mark = "FAIL"
 			}
 			fmt.Fprintf(s.out, "%s %-33s %s\n", mark, ch.Name, ch.Detail)

@@ -77,7 +77,11 @@ func StartCluster(tb testing.TB, n int, opts ...Option) *Cluster {
 		o.SkipProvision = true
 		name, port := fmt.Sprintf("n%d", i), routePorts[i]
 		o.ServerName = name
+		configure := o.Configure // an option's, applied first
 		o.Configure = func(so *server.Options) {
+			if configure != nil {
+				configure(so)
+			}
 			so.Cluster.Name = "rxedge-test"
 			so.Cluster.Host = "127.0.0.1"
 			so.Cluster.Port = port
