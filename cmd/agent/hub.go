@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -63,6 +65,9 @@ func newProvisionCmd(s *streams) *cobra.Command {
 		maxAge     time.Duration
 		retention  time.Duration
 		shortOK    bool
+		sysUser    string
+		sysPass    string
+		monitor    []string
 	)
 	cmd := &cobra.Command{
 		Use:   "provision --server URL",
@@ -78,7 +83,13 @@ those of the server configuration (agent central-config --partitions).
 A movement stream's max_age is never lowered before its archive has copied
 it: provision then keeps the old max_age, says so, and lowers it when run
 again after the archive has caught up. Use the provisioning identity (the
-admin user of configs/nats/production.conf.template).`,
+admin user of configs/nats/production.conf.template).
+
+Then, with --system-user or --monitor-url, it checks that every server
+fsyncs each write (sync_interval: always) and that the streams have three
+replicas on a cluster (as agent central durability does), and exits 3 when
+central can lose acknowledged movements; without them it says the check
+was not run.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if replicas < 1 || replicas > 5 {
@@ -92,6 +103,14 @@ admin user of configs/nats/production.conf.template).`,
 			}
 			if maxAge <= 0 || retention <= maxAge {
 				return usageError("--max-age must be positive and shorter than --retention")
+			}
+			dnf := &nf // who checks durability: the system user when given
+			if sysUser != "" {
+				pw, err := os.ReadFile(sysPass)
+				if err != nil {
+					return usageError("--system-user needs --system-password-file: %v", err)
+				}
+				dnf = nf.asUser(sysUser, strings.TrimRight(string(pw), "\r\n"))
 			}
 			nc, err := nf.connect("rxedge-provision")
 			if err != nil {
@@ -115,7 +134,15 @@ admin user of configs/nats/production.conf.template).`,
 			if len(changes) == 0 {
 				fmt.Fprintln(s.out, "central's streams are up to date")
 			}
-			return nil
+			if sysUser == "" && len(monitor) == 0 {
+				fmt.Fprintln(s.out, "durability not checked: give --system-user and --system-password-file, or --monitor-url, to check fsync and replicas")
+				return nil
+			}
+			r, err := checkDurability(cmd.Context(), dnf, monitor)
+			if err != nil {
+				return fmt.Errorf("provisioned, but the durability check failed: %w", err)
+			}
+			return printDurability(s, r, false)
 		},
 	}
 	fs := cmd.Flags()
@@ -127,5 +154,8 @@ admin user of configs/nats/production.conf.template).`,
 	fs.DurationVar(&retention, "retention", central.DefaultRetention, "how long the archive keeps every movement; at least 17520h (two years)")
 	fs.BoolVar(&shortOK, "allow-short-retention", false, "accept a --retention under two years (test centrals only)")
 	_ = fs.MarkHidden("allow-short-retention")
+	fs.StringVar(&sysUser, "system-user", "", "a user of central's system account: then check fsync and replicas")
+	fs.StringVar(&sysPass, "system-password-file", "", "file holding --system-user's password")
+	fs.StringSliceVar(&monitor, "monitor-url", nil, "central's monitoring URL, one per server (instead of --system-user)")
 	return cmd
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -44,11 +45,31 @@ func TestProvision(t *testing.T) {
 		{name: "back to two years and a month", extra: []string{"--duplicate-window", "2m"},
 			want: "RX_MOVEMENTS: max_age: 24h0m0s -> 840h0m0s\nRX_ARCHIVE: max_age: 48h0m0s -> 18264h0m0s\n"},
 	}
+	const notChecked = "durability not checked: give --system-user and --system-password-file, or --monitor-url, to check fsync and replicas\n"
 	for _, tc := range tests {
 		stdout, stderr, code := cli(t, append(admin, tc.extra...)...)
+		if tc.code == 0 {
+			tc.want += notChecked
+		}
 		if code != tc.code || stdout != tc.want {
 			t.Errorf("%s: exit %d, stdout %q; want exit %d, stdout %q\nstderr: %s", tc.name, code, stdout, tc.code, tc.want, stderr)
 		}
+	}
+
+	// With the system account's user, provision reports central's
+	// durability: this server fsyncs every write (ok) and, being alone,
+	// keeps one replica (a warning, not a failure).
+	pw := filepath.Join(t.TempDir(), "sys.pw")
+	if err := os.WriteFile(pw, []byte("CHANGE-ME-sys\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := cli(t, append(admin, "--duplicate-window", "2m", "--system-user", "sys", "--system-password-file", pw)...)
+	if code != 0 || !strings.Contains(stdout, "central's streams are up to date\ncentral durability") ||
+		!strings.Contains(stdout, "sync_interval") || !strings.Contains(stdout, "warn") {
+		t.Errorf("with the system user: exit %d, stdout %q, stderr %q; want the durability report, exit 0", code, stdout, stderr)
+	}
+	if _, _, code := cli(t, append(admin, "--system-user", "sys", "--system-password-file", filepath.Join(t.TempDir(), "none"))...); code != exitUsage {
+		t.Errorf("system user without its password file: exit %d, want %d", code, exitUsage)
 	}
 
 	nc := natstest.Connect(t, srv.URL(), nats.UserInfo("admin", "CHANGE-ME-admin"), nats.CustomInboxPrefix(central.InboxPrefix("admin")))

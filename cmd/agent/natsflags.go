@@ -246,6 +246,14 @@ func (f *natsFlags) resolve() (natsSettings, error) {
 	return s, nil
 }
 
+// asUser is f with its identity replaced by user and password: the
+// servers and TLS settings still come from f, the flags, the environment
+// or a context.
+func (f natsFlags) asUser(user, password string) *natsFlags {
+	f.user, f.password, f.token, f.nkeySeed, f.creds, f.inboxPrefix = user, password, "", "", "", ""
+	return &f
+}
+
 // connect dials the server with the resolved settings. Errors name where
 // the server and the credentials came from, never a password.
 func (f *natsFlags) connect(name string) (*nats.Conn, error) {
