@@ -11,6 +11,7 @@ import (
 	"text/template"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/migrate"
 )
 
 // CentralAccount is the account of the generated configuration that holds
@@ -27,7 +28,7 @@ var storeID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
 
 // reservedAccounts are the names of the template's own accounts, and the
 // fleet token, which no store may take.
-var reservedAccounts = []string{"RX", "SYS", "AUDIT", "admin", "audit", "ops", "sys", central.FleetToken}
+var reservedAccounts = []string{"RX", "SYS", "AUDIT", "admin", "audit", "migrate", "ops", "sys", central.FleetToken}
 
 // ReadRoster reads a roster: one store id per line; blank lines and
 // everything after a # are ignored. It refuses invalid, reserved and
@@ -63,6 +64,15 @@ func ReadRoster(r io.Reader) ([]string, error) {
 		return nil, fmt.Errorf("roster: no store ids")
 	}
 	return stores, nil
+}
+
+// migrateGrants are the migrating user's grants for n partitions; none
+// for one partition, which has nothing to move into.
+func migrateGrants(n int) []string {
+	if n <= 1 {
+		return nil
+	}
+	return migrate.Grants(central.StreamName, n)
 }
 
 // CentralConfig writes the production nats-server configuration for the
@@ -109,8 +119,9 @@ func CentralConfig(w io.Writer, stores []string, partitions int) error {
 		Partitions                               []confPartition
 		Streams, FleetStream, Fleet, Status, Ctl string
 		Reconcile, ReconcileAll, AuditAPI        string
+		Migrate                                  []string
 	}{
-		Stores: ss, Partitions: parts, Streams: streamList(parts),
+		Stores: ss, Partitions: parts, Streams: streamList(parts), Migrate: migrateGrants(n),
 		FleetStream: central.FleetStreamName, Fleet: central.FleetSubject("STORE"),
 		Status: central.StatusSubject("STORE"), Ctl: central.ControlSubject("STORE", ">"),
 		Reconcile: central.ControlSubject("STORE", "reconcile"), ReconcileAll: central.ControlSubject("*", "reconcile"),
@@ -257,6 +268,27 @@ accounts {
           subscribe: { allow: ["_INBOX_ops.>", "rx.status.>"] }
         }
       }
+{{- if .Migrate}}
+
+      # Moves a one-partition central's movements into the partitions
+      # (` + "`agent central migrate`" + `, README "Moving to a partitioned central"):
+      # reads RX_MOVEMENTS, publishes into the partitions. Remove this
+      # user once the move is done and reconciled.
+      {
+        user: migrate
+        password: "CHANGE-ME-migrate"
+        permissions: {
+          publish: {
+            allow: [
+{{- range .Migrate}}
+              "{{.}}"
+{{- end}}
+            ]
+          }
+          subscribe: { allow: ["_INBOX_migrate.>"] }
+        }
+      }
+{{- end}}
 
     ]
     exports: [
