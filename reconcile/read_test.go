@@ -53,7 +53,8 @@ func TestReadThroughput(t *testing.T) {
 	start := time.Now()
 	for i := range n {
 		store := fmt.Sprintf("S%04d", i%stores)
-		m := archiveMsg(store, uint64(i/stores+1), "", payload)
+		m := archiveMsg(store, uint64(i/stores+1), "", "", time.Now())
+		m.Data = payload
 		if _, err := js.PublishMsgAsync(m); err != nil {
 			t.Fatal(err)
 		}
@@ -83,10 +84,12 @@ func TestReadThroughput(t *testing.T) {
 func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
 // archiveMsg is an archived movement of store with sequence seq: its key
-// derived from the store and the sequence (or id, when given), its digest
-// from the key and variant.
-func archiveMsg(store string, seq uint64, variant string, payload []byte) *nats.Msg {
-	id := strconv.FormatUint(seq, 10)
+// derived from the store and the movement id (the sequence when id is
+// empty), its digest from the key and variant, enqueued at at.
+func archiveMsg(store string, seq uint64, id, variant string, at time.Time) *nats.Msg {
+	if id == "" {
+		id = strconv.FormatUint(seq, 10)
+	}
 	k := sha256.Sum256([]byte(store + "\x00" + id))
 	key := hex.EncodeToString(k[:16])
 	d := sha256.Sum256(append(k[:], variant...))
@@ -96,7 +99,6 @@ func archiveMsg(store string, seq uint64, variant string, payload []byte) *nats.
 	m.Header.Set(central.HeaderDigest, digest)
 	m.Header.Set(central.HeaderStore, store)
 	m.Header.Set(central.HeaderSeq, strconv.FormatUint(seq, 10))
-	m.Header.Set(central.HeaderEnqueuedAt, time.Now().UTC().Format(time.RFC3339Nano))
-	m.Data = payload
+	m.Header.Set(central.HeaderEnqueuedAt, at.UTC().Format(time.RFC3339Nano))
 	return m
 }
