@@ -6,10 +6,10 @@ import (
 )
 
 // bloom is a Bloom filter of movement keys: the first pass over the
-// archive asks it whether each key was seen before, at a fixed memory of
-// bitsPerKey bits per archived record, and only the keys it says yes to
-// (every key archived twice, and about 0.05% of the others) are looked at
-// again, exactly, by a second pass. A key is already the first 128 bits of
+// archive asks it whether each key was seen before, at a memory of
+// bitsPerKey to twice that bits per archived record, and only the keys it
+// says yes to (every key archived twice, and at most about 0.05% of the
+// others) are looked at again, exactly, by a second pass. A key is already the first 128 bits of
 // a SHA-256, so its two halves are the two hashes of double hashing.
 type bloom struct {
 	bits []uint64
@@ -21,14 +21,18 @@ const (
 	bloomHashes = 11
 )
 
-// newBloom returns a filter for n keys, of at most maxBytes (rounded down
-// to a power of two, at least 8 KiB).
+// newBloom returns a filter for n keys: bitsPerKey bits per key rounded
+// up to a power of two, at least 8 KiB, and at most maxBytes rounded down
+// to a power of two (0: no bound).
 func newBloom(n uint64, maxBytes uint64) *bloom {
-	want := max(n*bitsPerKey, 1<<16)
-	if maxBytes > 0 && want > maxBytes*8 {
-		want = maxBytes * 8
+	size := uint64(1) << 16
+	for size < n*bitsPerKey && size < 1<<62 {
+		size <<= 1
 	}
-	size := uint64(1) << (63 - bits.LeadingZeros64(want)) // a power of two, ≤ want
+	if maxBytes > 0 && maxBytes*8 >= 1<<16 {
+		limit := uint64(1) << (63 - bits.LeadingZeros64(maxBytes*8))
+		size = min(size, limit)
+	}
 	return &bloom{bits: make([]uint64, size/64), mask: size - 1}
 }
 

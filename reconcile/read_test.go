@@ -76,9 +76,14 @@ func TestReadThroughput(t *testing.T) {
 		t.Errorf("read %d records, %d held, %d missing, ok %v, %d stores; want %d, %d, 0, true, %d", rep.Records, rep.Total.Held, rep.Total.Missing, rep.OK(), len(rep.Stores), n, n, stores)
 	}
 	var ms runtime.MemStats
+	runtime.GC()
 	runtime.ReadMemStats(&ms)
-	t.Logf("reconcile read %d archive records of %d stores in %.2fs: %.0f records/s (GOMAXPROCS %d, heap in use %s)",
-		rep.Records, stores, rep.ReadSeconds, rep.RecordsPerSecond, runtime.GOMAXPROCS(0), mib(ms.HeapInuse))
+	t.Logf("reconcile read %d archive records of %d stores in %.2fs: %.0f records/s (GOMAXPROCS %d, heap in use after a GC %s, filter %s)",
+		rep.Records, stores, rep.ReadSeconds, rep.RecordsPerSecond, runtime.GOMAXPROCS(0), mib(ms.HeapInuse), mib(rep.FilterBytes))
+	if rep.RereadStores > 0 {
+		t.Logf("then read again %d records of %d stores in %.2fs: %.0f records/s (filter false positives)",
+			rep.RereadRecords, rep.RereadStores, rep.RereadSeconds, float64(rep.RereadRecords)/rep.RereadSeconds)
+	}
 }
 
 func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }

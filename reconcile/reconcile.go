@@ -173,15 +173,21 @@ func (s *StoreReport) Noteworthy() bool {
 
 // Report is a whole reconciliation.
 type Report struct {
-	GeneratedAt      time.Time     `json:"generated_at"`
-	Since            *time.Time    `json:"since,omitempty"`
-	Streams          []StreamRead  `json:"streams"`
-	Records          uint64        `json:"records"`
-	ReadSeconds      float64       `json:"read_seconds"`
-	RecordsPerSecond float64       `json:"records_per_second"`
-	Stores           []StoreReport `json:"stores"`
-	Total            StoreReport   `json:"total"`
-	Notes            []string      `json:"notes,omitempty"`
+	GeneratedAt      time.Time    `json:"generated_at"`
+	Since            *time.Time   `json:"since,omitempty"`
+	Streams          []StreamRead `json:"streams"`
+	Records          uint64       `json:"records"`
+	ReadSeconds      float64      `json:"read_seconds"`
+	RecordsPerSecond float64      `json:"records_per_second"`
+	// The second read, of the stores with a key or a sequence that may be
+	// archived twice, and the memory of the filter that chose them.
+	RereadStores  int           `json:"reread_stores"`
+	RereadRecords uint64        `json:"reread_records"`
+	RereadSeconds float64       `json:"reread_seconds"`
+	FilterBytes   uint64        `json:"filter_bytes"`
+	Stores        []StoreReport `json:"stores"`
+	Total         StoreReport   `json:"total"`
+	Notes         []string      `json:"notes,omitempty"`
 }
 
 // OK reports whether no store needs someone.
@@ -305,7 +311,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			sr.Checked = &Range{lo, hi}
 		}
 	}
-	if err := findDuplicates(ctx, js, o, a, stores); err != nil {
+	rep.FilterBytes = a.filterBytes
+	if err := findDuplicates(ctx, js, o, a, stores, rep); err != nil {
 		return nil, err
 	}
 	var asks []*StoreReport
@@ -455,12 +462,16 @@ func readArchive(ctx context.Context, js jetstream.JetStream, o Options) (*archi
 	return a, nil
 }
 
+// maxFilterSubjects is the most stores the second read names in its
+// consumer's filter; past it, it reads everything.
+const maxFilterSubjects = 256
+
 // findDuplicates reads again the records of the stores that have a
 // sequence archived more than once or a key the filter may have seen
 // twice, and counts exactly: a key archived more than once with one
 // digest is a repeat, with two a conflict; a sequence archived with two
 // keys is reused. Nothing is read again when there is no such store.
-func findDuplicates(ctx context.Context, js jetstream.JetStream, o Options, a *archive, stores map[string]*StoreReport) error {
+func findDuplicates(ctx context.Context, js jetstream.JetStream, o Options, a *archive, stores map[string]*StoreReport, rep *Report) error {
 	involved := map[string]bool{}
 	for id, t := range a.tallies {
 		if t.dupSeqs.Len() > 0 {
@@ -480,6 +491,7 @@ func findDuplicates(ctx context.Context, js jetstream.JetStream, o Options, a *a
 		return nil
 	}
 	slices.Sort(subjects)
+	rep.RereadStores = len(subjects)
 	type copyOf struct {
 		key    [16]byte
 		digest [32]byte
@@ -490,31 +502,42 @@ func findDuplicates(ctx context.Context, js jetstream.JetStream, o Options, a *a
 	if err != nil {
 		return err
 	}
-	for len(subjects) > 0 {
-		batch := subjects[:min(len(subjects), 64)]
-		subjects = subjects[len(batch):]
-		for _, n := range names {
-			_, err := readStream(ctx, js, n, readFilter{subjects: batch, since: o.Since}, func(store string, h map[string][]string) {
-				t := a.tallies[store]
-				r, ok := parseRecord(store, h)
-				if !ok || !r.whole || t == nil {
-					return
-				}
-				if t.dupSeqs.Contains(r.seq) {
-					if bySeq[store] == nil {
-						bySeq[store] = map[uint64][]copyOf{}
-					}
-					bySeq[store][r.seq] = append(bySeq[store][r.seq], copyOf{r.key, r.digest})
-				}
-				sk := storeKey{store, r.key}
-				if _, ok := a.candidates[sk]; ok {
-					byKey[sk] = append(byKey[sk], r.digest)
-				}
-			}, nil)
-			if err != nil {
-				return err
-			}
+	// One read: filtered by store when few are involved, else the whole
+	// archive (the server scans it all for a filter anyway, and a read
+	// per batch of stores would scan it once per batch).
+	filter := readFilter{subjects: subjects, since: o.Since}
+	if len(subjects) > maxFilterSubjects {
+		filter.subjects = nil
+		for _, s := range o.Stores {
+			filter.subjects = append(filter.subjects, central.ArchiveSubject(s))
 		}
+	}
+	for _, n := range names {
+		sr, err := readStream(ctx, js, n, filter, func(store string, h map[string][]string) {
+			t := a.tallies[store]
+			if t == nil || !involved[store] || stores[store] == nil {
+				return
+			}
+			r, ok := parseRecord(store, h)
+			if !ok || !r.whole {
+				return
+			}
+			if t.dupSeqs.Contains(r.seq) {
+				if bySeq[store] == nil {
+					bySeq[store] = map[uint64][]copyOf{}
+				}
+				bySeq[store][r.seq] = append(bySeq[store][r.seq], copyOf{r.key, r.digest})
+			}
+			sk := storeKey{store, r.key}
+			if _, ok := a.candidates[sk]; ok {
+				byKey[sk] = append(byKey[sk], r.digest)
+			}
+		}, nil)
+		if err != nil {
+			return err
+		}
+		rep.RereadRecords += sr.Records
+		rep.RereadSeconds += sr.Seconds
 	}
 	for store, seqs := range bySeq {
 		for _, copies := range seqs {

@@ -34,6 +34,9 @@ func WriteTable(w io.Writer, r *Report) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d store(s), %d with something to say; %d archive records read in %.1fs (%.0f records/s)\n",
 		len(r.Stores), shown, r.Records, r.ReadSeconds, r.RecordsPerSecond)
+	if r.RereadStores > 0 {
+		fmt.Fprintf(&b, "Read again the %d store(s) with a key or a sequence that may be archived twice: %d records in %.1fs.\n", r.RereadStores, r.RereadRecords, r.RereadSeconds)
+	}
 	if r.Since != nil {
 		fmt.Fprintf(&b, "Archive read since %s: each store checked from its first sequence enqueued since then.\n", r.Since.Format("2006-01-02 15:04:05Z07:00"))
 	}
