@@ -19,8 +19,9 @@ const CmdReconcile = "reconcile"
 const (
 	// MaxReconcileSeqs bounds the sequences one request asks about.
 	MaxReconcileSeqs = 10_000
-	// MaxReconcileRanges bounds the ranges that name them.
-	MaxReconcileRanges = 2_000
+	// MaxReconcileRanges bounds the ranges that name them: a thousand
+	// ranges of the largest sequences take 44 KB of the envelope's 64 KiB.
+	MaxReconcileRanges = 1_000
 )
 
 // SeqRange is the sequences From..To, both included, sent as [from,to].

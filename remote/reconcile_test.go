@@ -115,3 +115,23 @@ func TestReconcileCommand(t *testing.T) {
 		t.Errorf("%d remote events journalled after refused requests, want still 3", n)
 	}
 }
+
+// TestReconcileLimitsFitAnEnvelope: the largest request allowed, with the
+// largest sequences, fits in a command's envelope, signed.
+func TestReconcileLimitsFitAnEnvelope(t *testing.T) {
+	a := remote.ReconcileArgs{SyncedAfter: time.Now()}
+	for i := range remote.MaxReconcileRanges {
+		s := ^uint64(0) - uint64(2*i)
+		a.Seqs = append(a.Seqs, remote.SeqRange{s, s})
+	}
+	e, err := remote.NewEnvelope("S0001", remote.CmdReconcile, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := operator(t).Sign(&e, time.Now(), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(mustJSON(t, e)); n > remote.MaxEnvelopeBytes {
+		t.Errorf("the largest reconcile request is %d bytes, over the envelope's %d", n, remote.MaxEnvelopeBytes)
+	}
+}
