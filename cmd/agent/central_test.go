@@ -416,8 +416,8 @@ func TestCentralReconcileChain(t *testing.T) {
 		t.Errorf("explained stores: exit %d, want 0\n%s%s", code, out, stderr)
 	}
 	// With the default grace, S0030's movement, synced moments ago, is
-	// in transit.
-	out, stderr, code = cli(t, "central", "reconcile", "--server", c.url, "--nkey", seed, "--store", "S0030")
+	// in transit (and --operator-key is --nkey).
+	out, stderr, code = cli(t, "central", "reconcile", "--server", c.url, "--operator-key", seed, "--store", "S0030")
 	if code != exitOK || !strings.Contains(out, "Explained: 1 in_transit") {
 		t.Errorf("S0030 with the default grace: exit %d, want 0\n%s%s", code, out, stderr)
 	}
