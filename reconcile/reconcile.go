@@ -77,9 +77,34 @@ type Options struct {
 	// Default DefaultMaxCandidates.
 	MaxCandidates int
 	// Progress, when set, is called now and then while the archive is
-	// read, with the records read and the records the archives held when
-	// the read began.
-	Progress func(done, total uint64)
+	// read, with the read (ReadFirst, then ReadAgain), the records read and
+	// the records the archives held when the read began (an upper bound
+	// for a read filtered by store).
+	Progress func(read string, done, total uint64)
+}
+
+// The reads of the archive, as Progress names them.
+const (
+	ReadFirst = "reading the archive"
+	ReadAgain = "reading again for keys archived twice"
+)
+
+// progressOf returns what readStream calls for the streams of one read,
+// one after the other: it adds up their records.
+func progressOf(o Options, read string, total uint64) func(stream int) func(uint64) {
+	var done, base uint64
+	last := -1
+	return func(stream int) func(uint64) {
+		return func(k uint64) {
+			if stream != last {
+				base, last = done, stream
+			}
+			done = base + k
+			if o.Progress != nil {
+				o.Progress(read, done, total)
+			}
+		}
+	}
 }
 
 // Explanations and non-explanations of a missing sequence, the keys of
@@ -387,6 +412,7 @@ type archive struct {
 	candidates  map[storeKey]struct{}
 	incomplete  bool // candidates reached MaxCandidates
 	filterBytes uint64
+	total       uint64 // the records the archives held when the read began
 }
 
 type storeKey struct {
@@ -417,15 +443,9 @@ func readArchive(ctx context.Context, js jetstream.JetStream, o Options) (*archi
 	a := &archive{tallies: map[string]*tally{}, candidates: map[storeKey]struct{}{}}
 	filter := newBloom(total, o.MaxFilterBytes)
 	a.filterBytes = filter.bytes()
-	var done uint64
-	for _, n := range names {
-		base := done
-		progress := func(k uint64) {
-			done = base + k
-			if o.Progress != nil {
-				o.Progress(done, total)
-			}
-		}
+	a.total = total
+	progress := progressOf(o, ReadFirst, total)
+	for i, n := range names {
 		sr, err := readStream(ctx, js, n, f, func(store string, h map[string][]string) {
 			t := a.tallies[store]
 			if t == nil {
@@ -453,7 +473,7 @@ func readArchive(ctx context.Context, js jetstream.JetStream, o Options) (*archi
 			if !o.Since.IsZero() && !r.enqueuedAt.Before(floorAt) && (t.floor == 0 || r.seq < t.floor) {
 				t.floor = r.seq
 			}
-		}, progress)
+		}, progress(i))
 		if err != nil {
 			return nil, err
 		}
@@ -512,7 +532,8 @@ func findDuplicates(ctx context.Context, js jetstream.JetStream, o Options, a *a
 			filter.subjects = append(filter.subjects, central.ArchiveSubject(s))
 		}
 	}
-	for _, n := range names {
+	progress := progressOf(o, ReadAgain, a.total)
+	for i, n := range names {
 		sr, err := readStream(ctx, js, n, filter, func(store string, h map[string][]string) {
 			t := a.tallies[store]
 			if t == nil || !involved[store] || stores[store] == nil {
@@ -532,7 +553,7 @@ func findDuplicates(ctx context.Context, js jetstream.JetStream, o Options, a *a
 			if _, ok := a.candidates[sk]; ok {
 				byKey[sk] = append(byKey[sk], r.digest)
 			}
-		}, nil)
+		}, progress(i))
 		if err != nil {
 			return err
 		}

@@ -135,9 +135,14 @@ func TestRunAcrossPartitions(t *testing.T) {
 	r.fleet("S0004", 0) // a new store: nothing to say
 
 	k := &asker{answer: allPending}
-	rep, err := reconcile.Run(r.ctx, reconcile.Options{Conn: r.nc, Asker: k})
+	last := map[string][2]uint64{}
+	progress := func(read string, done, total uint64) { last[read] = [2]uint64{done, total} }
+	rep, err := reconcile.Run(r.ctx, reconcile.Options{Conn: r.nc, Asker: k, Progress: progress})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if want := map[string][2]uint64{reconcile.ReadFirst: {14, 14}, reconcile.ReadAgain: {10, 14}}; !reflect.DeepEqual(last, want) {
+		t.Errorf("progress ended at %v, want %v (the second read is of S0001 only)", last, want)
 	}
 	if len(rep.Streams) != 2 || rep.Records != 14 {
 		t.Errorf("streams %+v, %d records; want 2 streams, 14 records", rep.Streams, rep.Records)

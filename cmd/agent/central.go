@@ -117,13 +117,14 @@ reused sequence or malformed record; 3 otherwise (as agent status);
 				o.Asker = c
 			}
 			var (
-				bar     *progress.Bar
-				started bool
-				drawn   uint64
+				bar   *progress.Bar
+				phase string
+				drawn uint64
 			)
-			o.Progress = func(done, total uint64) {
-				if !started {
-					bar, started = progress.New(s.err, "reading the archive", int(total)), true
+			o.Progress = func(read string, done, total uint64) {
+				if read != phase {
+					bar.Done()
+					bar, phase, drawn = progress.New(s.err, read, int(total)), read, 0
 				}
 				bar.Add(int(done - drawn))
 				drawn = done
