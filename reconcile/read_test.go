@@ -78,7 +78,7 @@ func TestReadThroughput(t *testing.T) {
 	var ms runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
-	t.Logf("reconcile read %d archive records of %d stores in %.2fs: %.0f records/s (GOMAXPROCS %d, heap in use after a GC %s, filter %s)",
+	t.Logf("reconcile read %d archive records of %d stores in %.2fs: %.0f records/s (GOMAXPROCS %d, process heap after a GC, embedded server included, %s; filter %s)",
 		rep.Records, stores, rep.ReadSeconds, rep.RecordsPerSecond, runtime.GOMAXPROCS(0), mib(ms.HeapInuse), mib(rep.FilterBytes))
 	if rep.RereadStores > 0 {
 		t.Logf("then read again %d records of %d stores in %.2fs: %.0f records/s (filter false positives)",
