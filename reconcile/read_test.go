@@ -19,21 +19,21 @@ import (
 )
 
 // TestReadThroughput reads an archive of RXEDGE_RECONCILE_RECORDS records
-// (default 20,000, 5,000 with -short; 1000000 for the figure in the
+// (default 5,000, 1,000 with -short; 1000000 for the figure in the
 // README) spread over 200 stores, with nothing missing, and logs the
 // records read per second. The records are published straight into an
 // archive that takes rx.ar.> itself instead of sourcing it from the
 // movement stream: what is measured is the read, and sourcing a million
 // messages would only make the test slower.
 func TestReadThroughput(t *testing.T) {
-	n := 20_000
+	n := 5_000
 	if v := os.Getenv("RXEDGE_RECONCILE_RECORDS"); v != "" {
 		var err error
 		if n, err = strconv.Atoi(v); err != nil {
 			t.Fatal(err)
 		}
 	} else if testing.Short() {
-		n = 5_000
+		n = 1_000
 	}
 	const stores = 200
 	srv := natstest.StartHub(t, natstest.WithSkipProvision())
