@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -96,5 +97,54 @@ func TestBloomFindsEveryKeySeenTwice(t *testing.T) {
 	}
 	if fp > 100 {
 		t.Errorf("%d false positives in 10,000 keys, want about 0.05%%", fp)
+	}
+}
+
+// TestCheckAnswerBelievesOnlyExactCover sends random answers to random
+// requests: checkAnswer never panics, and whatever it accepts covers
+// every sequence asked exactly once and nothing else.
+func TestCheckAnswerBelievesOnlyExactCover(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	states := []string{remote.SeqPending, remote.SeqQuarantined, remote.SeqPurged, remote.SeqSynced, remote.SeqUnknown, "lost"}
+	reasons := []string{"", remote.SeqRecent, remote.SeqPruned, remote.SeqNotAssigned, "permanent:too_large"}
+	accepted := 0
+	for range 20_000 {
+		var asked Set
+		var req []Range
+		for x := uint64(1 + r.IntN(3)); x < 30 && len(req) < 4; x += uint64(2 + r.IntN(6)) {
+			rg := Range{x, x + uint64(r.IntN(4))}
+			req = append(req, rg)
+			asked.AddRange(rg)
+			x = rg.To
+		}
+		res := remote.ReconcileResult{Highest: uint64(r.IntN(40))}
+		if r.IntN(2) == 0 {
+			// Often right: the request itself, in random states.
+			for _, rg := range req {
+				res.Runs = append(res.Runs, remote.SeqRun{From: rg.From, To: rg.To, State: states[r.IntN(5)], Reason: reasons[r.IntN(len(reasons))]})
+			}
+		}
+		for range r.IntN(3) {
+			from := uint64(r.IntN(35))
+			res.Runs = append(res.Runs, remote.SeqRun{From: from, To: from + uint64(r.IntN(5)) - 1, State: states[r.IntN(len(states))], Reason: reasons[r.IntN(len(reasons))]})
+		}
+		if checkAnswer(req, res) != "" {
+			continue
+		}
+		accepted++
+		var got Set
+		for _, run := range res.Runs {
+			for x := run.From; x <= run.To; x++ {
+				if !asked.Contains(x) || !got.Add(x) {
+					t.Fatalf("accepted %+v for %v: %d not asked or twice", res, req, x)
+				}
+			}
+		}
+		if got.Len() != asked.Len() {
+			t.Fatalf("accepted %+v for %v: covers %d of %d", res, req, got.Len(), asked.Len())
+		}
+	}
+	if accepted == 0 {
+		t.Error("no answer was accepted: the test does not test acceptance")
 	}
 }
