@@ -2,6 +2,9 @@ package reconcile_test
 
 import (
 	"context"
+	"encoding/hex"
+	"fmt"
+	"path/filepath"
 	"reflect"
 	stdsync "sync"
 	"testing"
@@ -9,9 +12,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/internal/natstest"
+	"github.com/rxedge/agent/movement"
+	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/reconcile"
 	"github.com/rxedge/agent/remote"
 	"github.com/rxedge/agent/status"
@@ -250,5 +257,98 @@ func TestRunAskingGoesWrong(t *testing.T) {
 	// S0001 was asked 2..6, then in halves until each part fitted.
 	if got := len(k.asked["S0001"]); got < 3 {
 		t.Errorf("S0001 asked %d times (%v), want the request halved", got, k.asked["S0001"])
+	}
+}
+
+// TestRunHalvesWhatDoesNotFitAMessage: a real store's answer about 100
+// missing sequences in 100 runs is over a server's 4 KiB max_payload;
+// its responder says so, and the reconciliation asks again in halves
+// until each answer fits, and explains every sequence.
+func TestRunHalvesWhatDoesNotFitAMessage(t *testing.T) {
+	srv := natstest.StartHub(t, natstest.WithSkipProvision(), natstest.WithMaxPayload(4096))
+	r := &rig{t: t, nc: natstest.Connect(t, srv.URL())}
+	r.js = natstest.JetStream(t, r.nc)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	r.ctx = ctx
+	cfg := central.ArchiveConfig(central.StreamOptions{})
+	cfg.Sources, cfg.Subjects = nil, []string{central.ArchiveSubject("S0001")}
+	for _, c := range []jetstream.StreamConfig{cfg, central.FleetStreamConfig(1)} {
+		if _, err := r.js.CreateStream(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q, err := queue.Open(queue.Options{Path: filepath.Join(t.TempDir(), "agent.db"), StoreID: "S0001"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	var items []movement.Prepared
+	for i := range 200 {
+		p, es := movement.Prepare(fmt.Appendf(nil, `{"movement_id":"M%d","type":"dispense","ndc":"12345-6789-01","quantity":1,"unit":"EA","occurred_at":"2026-03-01T09:30:00Z"}`, i), "S0001", time.Now())
+		if es != nil {
+			t.Fatal(es)
+		}
+		items = append(items, p)
+	}
+	if _, err := q.Enqueue(items); err != nil {
+		t.Fatal(err)
+	}
+	leased, err := q.Lease(time.Now(), 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Even sequences are delivered, odd ones quarantined.
+	var acks []queue.Ack
+	var quarantined []queue.QuarantineAt
+	for _, rec := range leased {
+		if rec.Seq%2 == 1 {
+			quarantined = append(quarantined, queue.QuarantineAt{Seq: rec.Seq, Reason: "permanent:too_large", Failure: queue.Failure{Kind: "permanent:too_large"}})
+			continue
+		}
+		m := central.Message{Store: "S0001", Key: rec.KeyString(), Digest: hex.EncodeToString(rec.Digest[:]), Seq: rec.Seq, EnqueuedAt: rec.EnqueuedAt}.Msg()
+		m.Subject = central.ArchiveSubject("S0001")
+		m.Header.Del(central.HeaderExpectLast)
+		if _, err := r.js.PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		acks = append(acks, queue.Ack{Seq: rec.Seq})
+	}
+	if err := q.Settle(queue.Settlement{Acks: acks, Quarantines: quarantined}); err != nil {
+		t.Fatal(err)
+	}
+	r.fleet("S0001", 200)
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, _ := kp.Seed()
+	signer, err := remote.NewSigner(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	storeConn := natstest.Connect(t, srv.URL(), nats.CustomInboxPrefix(central.InboxPrefix("S0001")))
+	resp := remote.New(remote.Options{Queue: q, DLQ: dlq.New(q), StoreID: "S0001", OperatorKeys: []string{signer.PublicKey()}})
+	defer resp.Close()
+	if err := resp.Subscribe(storeConn); err != nil {
+		t.Fatal(err)
+	}
+	if err := storeConn.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	client := remote.NewClient(r.nc, signer)
+	k := &asker{answer: func(ctx context.Context, store string, a remote.ReconcileArgs) (remote.ReconcileResult, error) {
+		return client.Reconcile(ctx, store, a)
+	}}
+	rep, err := reconcile.Run(ctx, reconcile.Options{Conn: r.nc, Asker: k})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := storeOf(t, rep, "S0001")
+	if s.Missing != 100 || !reflect.DeepEqual(s.Explained, map[string]uint64{reconcile.ExplainedQuarantined: 100}) || len(s.Unexplained) != 0 {
+		t.Errorf("S0001: %d missing, explained %v, unexplained %v; want 100 quarantined", s.Missing, s.Explained, s.Unexplained)
+	}
+	if n := len(k.asked["S0001"]); n < 3 {
+		t.Errorf("asked %d times, want the request halved until the answers fit", n)
 	}
 }
