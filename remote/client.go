@@ -128,3 +128,11 @@ func (c *Client) Redrive(ctx context.Context, store string, a RedriveArgs) (Redr
 	err := c.call(ctx, store, CmdDLQRedrive, a, &res)
 	return res, err
 }
+
+// Reconcile asks a store what it holds for sequences (see ReconcileArgs
+// for the limits). It must be signed.
+func (c *Client) Reconcile(ctx context.Context, store string, a ReconcileArgs) (ReconcileResult, error) {
+	var res ReconcileResult
+	err := c.call(ctx, store, CmdReconcile, a, &res)
+	return res, err
+}

@@ -1,7 +1,8 @@
 // Package remote is control over NATS (DESIGN §5): the agent's responder
-// for rx.ctl.<store>.status, rx.ctl.<store>.dlq.list and
-// rx.ctl.<store>.dlq.redrive, the operator's client that signs and sends
-// them, and the fleet view: each agent's summary in central's bucket
+// for rx.ctl.<store>.status, rx.ctl.<store>.dlq.list,
+// rx.ctl.<store>.dlq.redrive and rx.ctl.<store>.reconcile (what the store
+// holds for sequences central's archive lacks), the operator's client
+// that signs and sends them, and the fleet view: each agent's summary in central's bucket
 // RX_FLEET under its own key (PublishSummary), read by head office
 // (ReadFleet, JudgeFleet).
 //

@@ -35,7 +35,7 @@ func Subject(store, cmd string) string {
 func readOnly(cmd string) bool { return cmd == CmdStatus || cmd == CmdDLQList }
 
 // storeCommands are the commands one store answers on its own subjects.
-var storeCommands = []string{CmdStatus, CmdDLQList, CmdDLQRedrive}
+var storeCommands = []string{CmdStatus, CmdDLQList, CmdDLQRedrive, CmdReconcile}
 
 // storePattern is the form of a store id (as config validates store_id).
 var storePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)

@@ -43,6 +43,10 @@ func TestFleetViewOverARealServer(t *testing.T) {
 	if want := []string{"S0001 needs_attention", "S0002 ok", "S0003 missing"}; !slices.Equal(got, want) {
 		t.Errorf("fleet view = %q, want %q", got, want)
 	}
+	// The summary carries the last sequence assigned, for reconciliation.
+	if view[0].Summary == nil || view[0].Summary.HighestSeq != 2 || view[1].Summary == nil || view[1].Summary.HighestSeq != 0 {
+		t.Errorf("highest sequences: %+v, %+v; want 2 and 0", view[0].Summary, view[1].Summary)
+	}
 }
 
 // TestJudgeFleet is the fleet view's rule as a table.

@@ -115,6 +115,10 @@ type Summary struct {
 	Quarantined           uint64 `json:"quarantined"`
 	QuarantinedControlled uint64 `json:"quarantined_controlled"`
 	SyncedTotal           uint64 `json:"synced_total"`
+	// HighestSeq is the last sequence the store assigned (status
+	// HighestSeq): head office's reconciliation expects 1..HighestSeq in
+	// the archive. Absent (0) from agents older than the field.
+	HighestSeq uint64 `json:"highest_seq,omitempty"`
 	// OldestPendingAge is in seconds at GeneratedAt; absent when nothing is
 	// pending.
 	OldestPendingAge *float64   `json:"oldest_pending_age_seconds,omitempty"`
@@ -134,6 +138,7 @@ func SummaryOf(st *status.Status) Summary {
 		Quarantined:           st.Counts.Quarantined.Total,
 		QuarantinedControlled: st.Counts.Quarantined.Controlled,
 		SyncedTotal:           st.SyncedTotal,
+		HighestSeq:            st.HighestSeq,
 		LastSyncAt:            st.Connection.LastSyncAt,
 		Version:               st.Agent.Version,
 		GeneratedAt:           st.GeneratedAt,

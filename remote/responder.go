@@ -204,7 +204,7 @@ func (r *Responder) handle(m *nats.Msg, cmd string, maxPayload int64) {
 func (r *Responder) serve(data []byte, subject, cmd string) Reply {
 	store := r.o.StoreID
 	if !slices.Contains(storeCommands, cmd) {
-		return Reply{Store: store, Code: CodeUnknownCommand, Error: fmt.Sprintf("no command %q on %s: send status, dlq.list or dlq.redrive", clip(cmd), Subject(store, "…"))}
+		return Reply{Store: store, Code: CodeUnknownCommand, Error: fmt.Sprintf("no command %q on %s: send status, dlq.list, dlq.redrive or reconcile", clip(cmd), Subject(store, "…"))}
 	}
 	c, ref := r.authenticate(data, subject, cmd, store)
 	if ref != nil {
@@ -484,6 +484,16 @@ func (r *Responder) prepare(c command) (run func() (any, error), reasonText stri
 			return nil, "", &badRequest{"reason_text (--reason-text) is required: say why the movements are sent again (it is recorded in the store's audit journal)"}
 		}
 		return func() (any, error) { return r.redrive(c, a, reasonText, spread) }, reasonText, nil
+	case CmdReconcile:
+		var a ReconcileArgs
+		if err := args(c, &a); err != nil {
+			return nil, "", err
+		}
+		n, err := checkSeqs(a.Seqs)
+		if err != nil {
+			return nil, "", err
+		}
+		return func() (any, error) { return r.reconcile(a, n) }, "", nil
 	}
 	return nil, "", &badRequest{"no such command"}
 }

@@ -77,6 +77,7 @@ func (b *Builder) Status() (*Status, error) {
 		StoreID:     qs.StoreID,
 		Agent:       Agent{Running: b.src.Running, Version: version.Get().Version},
 		SyncedTotal: qs.SyncedTotal,
+		HighestSeq:  qs.NextSeq - 1,
 		Leased:      q.Leased(),
 		DataFile:    DataFile{Path: qs.Path, SizeBytes: qs.FileSize, Schema: qs.SchemaVersion},
 		GeneratedAt: now.UTC(),

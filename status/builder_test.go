@@ -54,6 +54,9 @@ func TestBuilder(t *testing.T) {
 			if st.Connection.State != tt.state || st.Agent.Running != tt.running || (st.Agent.PID != 0) != tt.running {
 				t.Errorf("got state %q, running %v, pid %d; want %q, %v", st.Connection.State, st.Agent.Running, st.Agent.PID, tt.state, tt.running)
 			}
+			if st.HighestSeq != 3 {
+				t.Errorf("highest_seq %d, want 3 (the last sequence assigned)", st.HighestSeq)
+			}
 			if want := (ClassCounts{Controlled: 1, Ordinary: 2, Total: 3}); st.StoreID != "S0042" || st.Counts.Pending != want {
 				t.Errorf("got store %q, pending %+v; want S0042, %+v", st.StoreID, st.Counts.Pending, want)
 			}

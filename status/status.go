@@ -37,7 +37,11 @@ type Status struct {
 	// SyncedTotal counts every movement ever synced, including keys pruned
 	// after the retention horizon.
 	SyncedTotal uint64 `json:"synced_total"`
-	Leased      int    `json:"in_flight"`
+	// HighestSeq is the last per-store sequence (Rx-Seq) the agent
+	// assigned: every movement from 1 to HighestSeq was acknowledged, which
+	// is what central's reconciliation checks its archive against.
+	HighestSeq uint64 `json:"highest_seq"`
+	Leased     int    `json:"in_flight"`
 	// OldestPendingAt is when the oldest pending movement was accepted.
 	OldestPendingAt *time.Time `json:"oldest_pending_at,omitempty"`
 	// OldestPendingAge is its age in seconds, at GeneratedAt.

@@ -52,6 +52,7 @@ delivered wait in a local quarantine for an operator.`,
 		newDLQCmd(s),
 		newAuditCmd(s),
 		newRemoteCmd(s),
+		newCentralCmd(s),
 		newCompactCmd(s),
 		newVersionCmd(s),
 	)

@@ -1,0 +1,114 @@
+package queue
+
+import (
+	"encoding/binary"
+	"slices"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// SeqState is what the file holds for one per-store sequence.
+type SeqState struct {
+	Seq uint64
+	// State is 0 when the file holds nothing for Seq: either it was never
+	// assigned (Seq > Lookup.Last) or its key was synced and then pruned
+	// after retention.synced_keys.
+	State     State
+	Key       [16]byte
+	At        time.Time // when the key entered its state
+	StreamSeq uint64    // central's stream sequence, when synced
+	Reason    string    // the quarantine reason, when quarantined
+}
+
+// Lookup is the answer of LookupSeqs.
+type Lookup struct {
+	// Last is the last sequence assigned: every sequence from 1 to Last
+	// was given to a movement the agent acknowledged.
+	Last uint64
+	// States holds one entry per distinct sequence asked, ascending.
+	States []SeqState
+	// Scanned counts the entries of the keys bucket read to answer.
+	Scanned int
+}
+
+// LastSeq is the last sequence the queue assigned (0 when none): the
+// highest sequence of a movement the agent acknowledged.
+func (q *Queue) LastSeq() (uint64, error) {
+	var last uint64
+	err := q.db.View(func(tx *bolt.Tx) error {
+		last = getU64(tx.Bucket(bucketMeta), metaNextSeq)
+		return nil
+	})
+	return last, err
+}
+
+// LookupSeqs says, in one read transaction, what the file holds for each
+// of seqs. The file has no index by sequence except for pending movements
+// (the pending bucket is keyed by it): those are read directly, and the
+// others are found by one pass over the keys bucket, which holds every key
+// the file still knows (pending, quarantined, purged, and synced within
+// retention.synced_keys), reading only each entry's fixed-offset sequence
+// and stopping as soon as every sequence asked was found. The pass costs
+// the number of keys held, not the number asked; callers bound how many
+// sequences they ask at once.
+func (q *Queue) LookupSeqs(seqs []uint64) (Lookup, error) {
+	want := slices.Clone(seqs)
+	slices.Sort(want)
+	want = slices.Compact(want)
+	var out Lookup
+	err := q.db.View(func(tx *bolt.Tx) error {
+		b := buckets(tx)
+		out = Lookup{Last: getU64(b.meta, metaNextSeq), States: make([]SeqState, len(want))}
+		index := make(map[uint64]int, len(want))
+		for i, s := range want {
+			out.States[i] = SeqState{Seq: s}
+			if s == 0 || s > out.Last {
+				continue
+			}
+			if v := b.pending.Get(u64(s)); v != nil {
+				r, err := unmarshalRecord(v)
+				if err != nil {
+					return err
+				}
+				out.States[i] = SeqState{Seq: s, State: Pending, Key: r.Key, At: r.EnqueuedAt}
+				continue
+			}
+			index[s] = i
+		}
+		if len(index) == 0 {
+			return nil
+		}
+		c := b.keys.Cursor()
+		for k, v := c.First(); k != nil && len(index) > 0; k, v = c.Next() {
+			out.Scanned++
+			if len(v) != keyEntryLen {
+				return errCorrupt
+			}
+			i, ok := index[binary.BigEndian.Uint64(v[2:10])]
+			if !ok {
+				continue
+			}
+			e, err := unmarshalKeyEntry(v)
+			if err != nil {
+				return err
+			}
+			delete(index, e.Seq)
+			st := SeqState{Seq: e.Seq, State: e.State, Key: [16]byte(k), At: e.At, StreamSeq: e.StreamSeq}
+			if e.State == Quarantined {
+				if rv := b.quarantine.Get(k); rv != nil {
+					r, err := unmarshalRecord(rv)
+					if err != nil {
+						return err
+					}
+					if r.Quarantine != nil {
+						st.Reason = r.Quarantine.Reason
+					}
+				}
+			}
+			out.States[i] = st
+		}
+		return nil
+	})
+	return out, err
+}

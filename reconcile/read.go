@@ -1,0 +1,158 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rxedge/agent/central"
+)
+
+// StreamRead is what was read of one archive stream.
+type StreamRead struct {
+	Name    string  `json:"name"`
+	Records uint64  `json:"records"`
+	Seconds float64 `json:"seconds"`
+}
+
+// tally is what the archive holds for one store.
+type tally struct {
+	held      Set
+	records   uint64
+	dupSeqs   Set    // sequences held more than once
+	malformed uint64 // records without a usable Rx-Seq, or naming another store
+	// floor is, with a --since, the lowest sequence of a record enqueued
+	// at or after the start of the window the report checks; 0 when none.
+	floor uint64
+}
+
+// record is one archive message's identity.
+type record struct {
+	seq    uint64
+	key    [16]byte
+	digest [32]byte
+	// whole says key and digest read.
+	whole      bool
+	enqueuedAt time.Time
+}
+
+// parseRecord reads a message's headers; ok is false when it has no
+// usable Rx-Seq or names a store other than its subject's.
+func parseRecord(store string, h map[string][]string) (record, bool) {
+	get := func(k string) string {
+		if v := h[k]; len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	var r record
+	seq, err := strconv.ParseUint(get(central.HeaderSeq), 10, 64)
+	if err != nil || seq == 0 || get(central.HeaderStore) != store {
+		return r, false
+	}
+	r.seq = seq
+	k, kerr := hex.DecodeString(central.KeyOfMsgID(get(central.HeaderMsgID)))
+	d, derr := hex.DecodeString(get(central.HeaderDigest))
+	if kerr == nil && derr == nil && len(k) == 16 && len(d) == 32 {
+		r.key, r.digest, r.whole = [16]byte(k), [32]byte(d), true
+	}
+	if t, err := time.Parse(time.RFC3339Nano, get(central.HeaderEnqueuedAt)); err == nil {
+		r.enqueuedAt = t
+	}
+	return r, true
+}
+
+// archiveStreams lists the archive streams, sorted by name.
+func archiveStreams(ctx context.Context, js jetstream.JetStream) ([]string, error) {
+	l := js.StreamNames(ctx)
+	var out []string
+	for name := range l.Name() {
+		if central.IsArchiveStream(name) {
+			out = append(out, name)
+		}
+	}
+	if err := l.Err(); err != nil {
+		return nil, fmt.Errorf("reconcile: list the streams: %w", err)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// readFilter is what readStream reads.
+type readFilter struct {
+	subjects []string  // nil: every store
+	since    time.Time // zero: from the start
+}
+
+// readStream reads one archive stream from its start (or since) up to
+// what it held when the read began, headers only, with an ordered
+// consumer, calling fn for each message; progress is called with the
+// messages read so far, now and then.
+func readStream(ctx context.Context, js jetstream.JetStream, name string, f readFilter, fn func(store string, h map[string][]string), progress func(uint64)) (StreamRead, error) {
+	start := time.Now()
+	out := StreamRead{Name: name}
+	st, err := js.Stream(ctx, name)
+	if err != nil {
+		return out, fmt.Errorf("reconcile: stream %s: %w", name, err)
+	}
+	last := st.CachedInfo().State.LastSeq
+	if st.CachedInfo().State.Msgs == 0 {
+		return out, nil
+	}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: f.subjects, HeadersOnly: true, InactiveThreshold: time.Minute}
+	if !f.since.IsZero() {
+		since := f.since
+		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
+	}
+	cons, err := st.OrderedConsumer(ctx, cfg)
+	if err != nil {
+		return out, fmt.Errorf("reconcile: read %s: %w", name, err)
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return out, fmt.Errorf("reconcile: read %s: %w", name, err)
+	}
+	if info.NumPending == 0 {
+		return out, nil
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(4096))
+	if err != nil {
+		return out, fmt.Errorf("reconcile: read %s: %w", name, err)
+	}
+	defer it.Stop()
+	for {
+		m, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+				return out, fmt.Errorf("reconcile: read %s: stopped after %d records: %w", name, out.Records, ctx.Err())
+			}
+			return out, fmt.Errorf("reconcile: read %s after %d records: %w", name, out.Records, err)
+		}
+		meta, err := m.Metadata()
+		if err != nil {
+			return out, fmt.Errorf("reconcile: read %s: %w", name, err)
+		}
+		out.Records++
+		if store, ok := strings.CutPrefix(m.Subject(), central.ArchivePrefix); ok {
+			fn(store, m.Headers())
+		}
+		if progress != nil && out.Records%8192 == 0 {
+			progress(out.Records)
+		}
+		if meta.NumPending == 0 || meta.Sequence.Stream >= last {
+			break
+		}
+	}
+	if progress != nil {
+		progress(out.Records)
+	}
+	out.Seconds = time.Since(start).Seconds()
+	return out, nil
+}
