@@ -30,6 +30,11 @@ const (
 	// HeaderEnqueuedAt is when the agent acknowledged the movement, RFC 3339
 	// with nanoseconds, in UTC.
 	HeaderEnqueuedAt = "Rx-Enqueued-At"
+	// HeaderMigratedFrom names the stream a movement was copied from by
+	// the move to a partitioned central (agent central migrate); agents
+	// never send it. Reconciliation skips such copies when it also reads
+	// the archive of the stream they came from, which holds the original.
+	HeaderMigratedFrom = "Rx-Migrated-From"
 )
 
 // Headers of JetStream's atomic batch publish, which the stream allows for

@@ -120,8 +120,9 @@ func CentralConfig(w io.Writer, stores []string, partitions int) error {
 		Streams, FleetStream, Fleet, Status, Ctl string
 		Reconcile, ReconcileAll, AuditAPI        string
 		Migrate                                  []string
+		AuditArchives                            []confPartition
 	}{
-		Stores: ss, Partitions: parts, Streams: streamList(parts), Migrate: migrateGrants(n),
+		Stores: ss, Partitions: parts, Streams: streamList(parts), Migrate: migrateGrants(n), AuditArchives: auditArchives(parts),
 		FleetStream: central.FleetStreamName, Fleet: central.FleetSubject("STORE"),
 		Status: central.StatusSubject("STORE"), Ctl: central.ControlSubject("STORE", ">"),
 		Reconcile: central.ControlSubject("STORE", "reconcile"), ReconcileAll: central.ControlSubject("*", "reconcile"),
@@ -144,6 +145,17 @@ type confStore struct {
 
 // confPartition names one partition's streams.
 type confPartition struct{ Stream, Archive string }
+
+// auditArchives are the archives the auditor reads: every partition's,
+// and for a partitioned central also the archive of the one-partition
+// central it may have been moved from (README, "Moving to a partitioned
+// central"), which keeps the records older than the move.
+func auditArchives(parts []confPartition) []confPartition {
+	if len(parts) <= 1 {
+		return parts
+	}
+	return append([]confPartition{{Archive: central.ArchiveStreamName}}, parts...)
+}
 
 // streamList names every movement stream and archive for the template's
 // header.
@@ -294,7 +306,7 @@ accounts {
     exports: [
       # The auditor: its reads of the archives (a pull consumer's next
       # request is answered by many messages) and of the fleet view.
-{{- range .Partitions}}
+{{- range .AuditArchives}}
       { service: "$JS.API.STREAM.INFO.{{.Archive}}", accounts: [AUDIT] }
       { service: "$JS.API.CONSUMER.CREATE.{{.Archive}}.>", accounts: [AUDIT] }
       { service: "$JS.API.CONSUMER.MSG.NEXT.{{.Archive}}.*", accounts: [AUDIT], response: stream }
@@ -386,7 +398,7 @@ accounts {
         permissions: {
           publish: {
             allow: [
-{{- range .Partitions}}
+{{- range .AuditArchives}}
               "{{$.AuditAPI}}STREAM.INFO.{{.Archive}}"
               "{{$.AuditAPI}}CONSUMER.CREATE.{{.Archive}}.>"
               "{{$.AuditAPI}}CONSUMER.MSG.NEXT.{{.Archive}}.*"
@@ -403,7 +415,7 @@ accounts {
       }
     ]
     imports: [
-{{- range .Partitions}}
+{{- range .AuditArchives}}
       { service: { account: RX, subject: "$JS.API.STREAM.INFO.{{.Archive}}" }, to: "{{$.AuditAPI}}STREAM.INFO.{{.Archive}}" }
       { service: { account: RX, subject: "$JS.API.CONSUMER.CREATE.{{.Archive}}.>" }, to: "{{$.AuditAPI}}CONSUMER.CREATE.{{.Archive}}.>" }
       { service: { account: RX, subject: "$JS.API.CONSUMER.MSG.NEXT.{{.Archive}}.*" }, to: "{{$.AuditAPI}}CONSUMER.MSG.NEXT.{{.Archive}}.*" }

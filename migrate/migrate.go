@@ -378,6 +378,9 @@ func (m *migration) prepare(msg jetstream.Msg, seq uint64) *item {
 		}
 	}
 	out.Header.Set(central.HeaderExpectLast, "0")
+	if out.Header.Get(central.HeaderMigratedFrom) == "" {
+		out.Header.Set(central.HeaderMigratedFrom, m.o.From)
+	}
 	out.Header.Set(jetstream.ExpectedStreamHeader, central.MovementStream(p, m.o.Partitions))
 	out.Data = msg.Data()
 	return &item{oldSeq: seq, store: store, key: key, digest: digest, part: p, msg: out}

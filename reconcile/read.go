@@ -20,6 +20,10 @@ type StreamRead struct {
 	Name    string  `json:"name"`
 	Records uint64  `json:"records"`
 	Seconds float64 `json:"seconds"`
+	// MigratedCopies are records skipped as copies made by the move to a
+	// partitioned central, whose originals are in the one-partition
+	// archive read too (see skipMigrated).
+	MigratedCopies uint64 `json:"migrated_copies,omitempty"`
 }
 
 // tally is what the archive holds for one store.
@@ -69,8 +73,25 @@ func parseRecord(store string, h map[string][]string) (record, bool) {
 	return r, true
 }
 
-// archiveStreams lists the archive streams, sorted by name.
-func archiveStreams(ctx context.Context, js jetstream.JetStream) ([]string, error) {
+// archiveStreams lists the archive streams, sorted by name: those of
+// names that exist when names is not nil (an identity that may not list
+// streams), else every archive the server lists.
+func archiveStreams(ctx context.Context, js jetstream.JetStream, names []string) ([]string, error) {
+	if names != nil {
+		var out []string
+		for _, name := range names {
+			_, err := js.Stream(ctx, name)
+			if errors.Is(err, jetstream.ErrStreamNotFound) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("reconcile: stream %s: %w", name, err)
+			}
+			out = append(out, name)
+		}
+		slices.Sort(out)
+		return out, nil
+	}
 	l := js.StreamNames(ctx)
 	var out []string
 	for name := range l.Name() {
@@ -89,6 +110,16 @@ func archiveStreams(ctx context.Context, js jetstream.JetStream) ([]string, erro
 type readFilter struct {
 	subjects []string  // nil: every store
 	since    time.Time // zero: from the start
+	// skipMigrated skips the copies made by the move to a partitioned
+	// central (central.HeaderMigratedFrom).
+	skipMigrated bool
+}
+
+// skipMigrated says whether the copies the move to a partitioned central
+// made are to be skipped in archive name: when the one-partition archive,
+// which holds their originals, is read too.
+func skipMigrated(names []string, name string) bool {
+	return name != central.ArchiveStreamName && slices.Contains(names, central.ArchiveStreamName)
 }
 
 // readStream reads one archive stream from its start (or since) up to
@@ -140,7 +171,9 @@ func readStream(ctx context.Context, js jetstream.JetStream, name string, f read
 			return out, fmt.Errorf("reconcile: read %s: %w", name, err)
 		}
 		out.Records++
-		if store, ok := strings.CutPrefix(m.Subject(), central.ArchivePrefix); ok {
+		if f.skipMigrated && m.Headers().Get(central.HeaderMigratedFrom) != "" {
+			out.MigratedCopies++
+		} else if store, ok := strings.CutPrefix(m.Subject(), central.ArchivePrefix); ok {
 			fn(store, m.Headers())
 		}
 		if progress != nil && out.Records%8192 == 0 {

@@ -40,6 +40,14 @@ type Options struct {
 	// list streams, read the archives with ordered consumers and direct
 	// get the fleet bucket.
 	Conn *nats.Conn
+	// APIPrefix is the JetStream API prefix of Conn's account; empty
+	// means $JS.API. The production configuration's auditor has its own
+	// (central.AuditAPIPrefix).
+	APIPrefix string
+	// Archives names the archive streams to read, those of them that
+	// exist; nil lists the server's streams (which the auditor of the
+	// production configuration may not do) and reads every archive.
+	Archives []string
 	// Asker asks the stores with gaps; nil asks nobody, and every missing
 	// sequence is unexplained (not asked).
 	Asker Asker
@@ -246,6 +254,9 @@ func (o *Options) defaults() {
 func Run(ctx context.Context, o Options) (*Report, error) {
 	o.defaults()
 	js, err := jetstream.New(o.Conn)
+	if o.APIPrefix != "" {
+		js, err = jetstream.NewWithAPIPrefix(o.Conn, o.APIPrefix)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -271,7 +282,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if rep.ReadSeconds > 0 {
 		rep.RecordsPerSecond = float64(rep.Records) / rep.ReadSeconds
 	}
-	fleet, err := remote.ReadFleet(ctx, o.Conn)
+	fleet, err := remote.ReadFleetWith(ctx, js)
 	if err != nil {
 		return nil, fmt.Errorf("%w: may this identity direct get %s?", err, central.FleetStreamName)
 	}
@@ -422,7 +433,7 @@ type storeKey struct {
 
 // readArchive reads every archive stream into one tally per store.
 func readArchive(ctx context.Context, js jetstream.JetStream, o Options) (*archive, error) {
-	names, err := archiveStreams(ctx, js)
+	names, err := archiveStreams(ctx, js, o.Archives)
 	if err != nil {
 		return nil, err
 	}
@@ -446,6 +457,7 @@ func readArchive(ctx context.Context, js jetstream.JetStream, o Options) (*archi
 	a.total = total
 	progress := progressOf(o, ReadFirst, total)
 	for i, n := range names {
+		f.skipMigrated = skipMigrated(names, n)
 		sr, err := readStream(ctx, js, n, f, func(store string, h map[string][]string) {
 			t := a.tallies[store]
 			if t == nil {
@@ -518,7 +530,7 @@ func findDuplicates(ctx context.Context, js jetstream.JetStream, o Options, a *a
 	}
 	bySeq := map[string]map[uint64][]copyOf{}
 	byKey := map[storeKey][][32]byte{}
-	names, err := archiveStreams(ctx, js)
+	names, err := archiveStreams(ctx, js, o.Archives)
 	if err != nil {
 		return err
 	}
@@ -534,6 +546,7 @@ func findDuplicates(ctx context.Context, js jetstream.JetStream, o Options, a *a
 	}
 	progress := progressOf(o, ReadAgain, a.total)
 	for i, n := range names {
+		filter.skipMigrated = skipMigrated(names, n)
 		sr, err := readStream(ctx, js, n, filter, func(store string, h map[string][]string) {
 			t := a.tallies[store]
 			if t == nil || !involved[store] || stores[store] == nil {

@@ -352,3 +352,51 @@ func TestRunHalvesWhatDoesNotFitAMessage(t *testing.T) {
 		t.Errorf("asked %d times, want the request halved until the answers fit", n)
 	}
 }
+
+// TestRunSkipsMigratedCopies: after the move to a partitioned central,
+// the one-partition archive keeps the originals and the partitions'
+// archives hold the copies the migration made (Rx-Migrated-From). Read
+// together, the copies are skipped, not counted as repeats; a partition's
+// archive read alone counts them as its records. Named archives are read
+// without listing the streams, and a missing one is passed over.
+func TestRunSkipsMigratedCopies(t *testing.T) {
+	r := newRig(t, map[string][]string{central.ArchiveStreamName: {"S0001"}})
+	// The partition's archive: the same archive subject, taken through a
+	// transform so the two streams' subjects do not overlap.
+	cfg := central.ArchiveConfig(central.StreamOptions{Partitions: 2, DuplicateWindow: 100 * time.Millisecond})
+	cfg.Sources, cfg.Subjects = nil, []string{"copy.*"}
+	cfg.SubjectTransform = &jetstream.SubjectTransformConfig{Source: "copy.*", Destination: central.ArchivePrefix + "{{wildcard(1)}}"}
+	if _, err := r.js.CreateStream(r.ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for seq := uint64(1); seq <= 3; seq++ {
+		r.put(archiveMsg("S0001", seq, "", "", now))
+		c := archiveMsg("S0001", seq, "", "", now)
+		c.Subject = "copy.S0001"
+		c.Header.Set(central.HeaderMigratedFrom, central.StreamName)
+		r.put(c)
+	}
+	after := archiveMsg("S0001", 4, "", "", now) // stored in the partition after the move
+	after.Subject = "copy.S0001"
+	r.put(after)
+	r.fleet("S0001", 4)
+
+	both := []string{central.ArchiveStreamName, "RX_ARCHIVE_0", "RX_ARCHIVE_1"} // _1 does not exist
+	rep, err := reconcile.Run(r.ctx, reconcile.Options{Conn: r.nc, Archives: both})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1 := storeOf(t, rep, "S0001")
+	if len(rep.Streams) != 2 || rep.Streams[1].MigratedCopies != 3 || s1.Held != 4 || s1.Repeats != 0 || s1.Missing != 0 || !rep.OK() {
+		t.Errorf("both archives: streams %+v, S0001 %+v; want 2 streams, 3 copies skipped, 4 held, no repeat", rep.Streams, s1)
+	}
+	rep, err = reconcile.Run(r.ctx, reconcile.Options{Conn: r.nc, Archives: []string{"RX_ARCHIVE_0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1 = storeOf(t, rep, "S0001")
+	if len(rep.Streams) != 1 || rep.Streams[0].MigratedCopies != 0 || s1.Held != 4 || s1.Repeats != 0 || !rep.OK() {
+		t.Errorf("the partition's archive alone: streams %+v, S0001 %+v; want its 4 records held", rep.Streams, s1)
+	}
+}

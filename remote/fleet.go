@@ -52,6 +52,12 @@ func ReadFleet(ctx context.Context, nc *nats.Conn) ([]FleetEntry, error) {
 	if err != nil {
 		return nil, err
 	}
+	return ReadFleetWith(ctx, js)
+}
+
+// ReadFleetWith is ReadFleet through js, for an identity whose JetStream
+// API has another prefix.
+func ReadFleetWith(ctx context.Context, js jetstream.JetStream) ([]FleetEntry, error) {
 	msgs, err := jetstreamext.GetLastMsgsFor(ctx, js, central.FleetStreamName, []string{central.FleetSubjects})
 	if err != nil {
 		return nil, fmt.Errorf("remote: read the fleet view: %w", err)

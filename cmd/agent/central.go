@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/internal/progress"
 	"github.com/rxedge/agent/reconcile"
@@ -16,10 +17,12 @@ import (
 func newCentralCmd(s *streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "central",
-		Short: "Head office's commands on central as a whole (reconcile)",
+		Short: "Head office's commands on central as a whole (reconcile, migrate, durability)",
 		Long: `Head office's commands on central as a whole:
 
-  reconcile  check central's archive against what every store acknowledged`,
+  reconcile   check central's archive against what every store acknowledged
+  migrate     copy a one-partition central's movements into N partitions
+  durability  check that central fsyncs every write and replicates its streams`,
 	}
 	for _, sub := range centralCommands {
 		cmd.AddCommand(sub(s))
@@ -30,6 +33,8 @@ func newCentralCmd(s *streams) *cobra.Command {
 // centralCommands are the subcommands of agent central.
 var centralCommands = []func(*streams) *cobra.Command{
 	newCentralReconcileCmd,
+	newCentralMigrateCmd,
+	newCentralDurabilityCmd,
 }
 
 func newCentralReconcileCmd(s *streams) *cobra.Command {
@@ -39,6 +44,7 @@ func newCentralReconcileCmd(s *streams) *cobra.Command {
 		since  string
 		asCSV  bool
 		noAsk  bool
+		parts  int
 		o      reconcile.Options
 	)
 	cmd := &cobra.Command{
@@ -74,9 +80,13 @@ after T plus --grace (sequences grow with enqueue time, so every later
 one was stored after T), up to its highest acknowledged: older gaps are
 not reported, and a store with no such movement is not checked.
 
-Connect as an identity that may list the streams, read the archives and
-direct get the fleet view (the audit user), with the same connection flags
-as agent remote. The reconcile command is signed with --nkey (an operator
+Connect as an identity that may read the archives and direct get the
+fleet view, with the same connection flags as agent remote. The audit user
+of the production configuration (agent central-config) has an account of
+its own: give it --js-api-prefix rx.audit.api. and --partitions N (it may
+not list the streams; with --partitions, RX_ARCHIVE and RX_ARCHIVE_0 … _N-1
+are read, those that exist). Without --partitions the streams are listed
+and every archive is read. The reconcile command is signed with --nkey (an operator
 seed whose public key the stores list in control.operator_keys); --no-ask
 reads only, and every missing sequence is then unexplained.
 
@@ -94,6 +104,9 @@ reused sequence or malformed record; 3 otherwise (as agent status);
 			}
 			if f.nkey == "" && !noAsk {
 				return usageError("central reconcile: --nkey OPERATOR_SEED_FILE is required to ask the stores (or --no-ask to read only)")
+			}
+			if parts < 0 || parts > central.MaxPartitions {
+				return usageError("--partitions must be between 1 and %d (0: list the streams)", central.MaxPartitions)
 			}
 			for _, st := range stores {
 				if err := storeFlag(st); err != nil {
@@ -113,6 +126,12 @@ reused sequence or malformed record; 3 otherwise (as agent status);
 			}
 			defer nc.Close()
 			o.Conn, o.Stores, o.Timeout = nc, stores, f.wait
+			if parts > 0 {
+				o.Archives = []string{central.ArchiveStreamName}
+				for p := 0; parts > 1 && p < parts; p++ {
+					o.Archives = append(o.Archives, central.ArchiveStream(p, parts))
+				}
+			}
 			if !noAsk {
 				o.Asker = c
 			}
@@ -153,6 +172,8 @@ reused sequence or malformed record; 3 otherwise (as agent status);
 	}
 	fs := cmd.Flags()
 	fs.StringArrayVar(&stores, "store", nil, "reconcile only this store (repeatable)")
+	fs.IntVar(&parts, "partitions", 0, "central's partitions: read RX_ARCHIVE and RX_ARCHIVE_<p> without listing the streams (0: list them)")
+	fs.StringVar(&o.APIPrefix, "js-api-prefix", "", "JetStream API prefix of this identity's account (rx.audit.api. for the production configuration's audit user)")
 	fs.StringVar(&since, "since", "", "read only the archive stored since then (RFC 3339, a date, or a duration such as 7d); see above")
 	fs.BoolVar(&asCSV, "csv", false, "print one CSV row per store")
 	fs.BoolVar(&noAsk, "no-ask", false, "read the archive and the fleet view only; ask no store")

@@ -24,7 +24,7 @@ func TestCentralDurabilityCLI(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := natstest.StartHub(t, natstest.WithConfigFile(productionTemplate, adminConnect...), func(o *hub.Options) { o.NoSync = tc.noSync })
-			stdout, stderr, code := cli(t, "durability", "--server", srv.URL(), "--user", "sys", "--password", "CHANGE-ME-sys")
+			stdout, stderr, code := cli(t, "central", "durability", "--server", srv.URL(), "--user", "sys", "--password", "CHANGE-ME-sys")
 			if code != tc.code {
 				t.Errorf("exit %d, want %d\n%s%s", code, tc.code, stdout, stderr)
 			}
@@ -37,7 +37,7 @@ func TestCentralDurabilityCLI(t *testing.T) {
 	}
 	// A user outside the system account gets an error, not a report.
 	srv := natstest.StartHub(t, natstest.WithConfigFile(productionTemplate, adminConnect...))
-	_, stderr, code := cli(t, "durability", "--server", srv.URL(), "--user", "admin", "--password", "CHANGE-ME-admin", "--timeout", "1s")
+	_, stderr, code := cli(t, "central", "durability", "--server", srv.URL(), "--user", "admin", "--password", "CHANGE-ME-admin", "--timeout", "1s")
 	if code != exitError || !strings.Contains(stderr, "system account") {
 		t.Errorf("as admin: exit %d, stderr %q", code, stderr)
 	}

@@ -39,7 +39,7 @@ func TestCentralMigrateCLI(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	args := []string{"migrate", "--server", srv.URL(), "--partitions", "2"}
+	args := []string{"central", "migrate", "--server", srv.URL(), "--partitions", "2"}
 
 	_, stderr, code := cli(t, args...)
 	if code != exitError || !strings.Contains(stderr, "RX_MOVEMENTS_0") || !strings.Contains(stderr, "provision --partitions 2") {

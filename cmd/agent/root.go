@@ -47,8 +47,6 @@ delivered wait in a local quarantine for an operator.`,
 		newHubCmd(s),
 		newProvisionCmd(s),
 		newCentralConfigCmd(s),
-		newCentralMigrateCmd(s),    // the integrator moves it under `central`
-		newCentralDurabilityCmd(s), // the integrator moves it under `central`
 		newDLQCmd(s),
 		newAuditCmd(s),
 		newRemoteCmd(s),
