@@ -313,7 +313,7 @@ accounts {
       { service: "$JS.API.CONSUMER.INFO.{{.Archive}}.*", accounts: [AUDIT] }
       { service: "$JS.API.CONSUMER.DELETE.{{.Archive}}.*", accounts: [AUDIT] }
 {{- end}}
-      { service: "$JS.API.DIRECT.GET.{{.FleetStream}}", accounts: [AUDIT] }
+      { service: "$JS.API.DIRECT.GET.{{.FleetStream}}", accounts: [AUDIT], response: stream }
       { service: "$JS.API.DIRECT.GET.{{.FleetStream}}.>", accounts: [AUDIT] }
 {{- range .Stores}}
       # {{.ID}}: its movements, reading back its own, its fleet summary.
