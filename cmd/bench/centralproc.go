@@ -26,7 +26,7 @@ import (
 // one JSON line (serverHello) to stdout once it accepts clients, and then
 // answers commands read from stdin, one a line:
 //
-//	mem   a GC, then one JSON line of runtime.MemStats figures (serverMem)
+//	mem   two GCs, then one JSON line of runtime.MemStats figures (serverMem)
 //	stop  a clean shutdown; so does the end of stdin
 type serverHello struct {
 	URL string `json:"url"`
@@ -64,6 +64,9 @@ func centralServerChild(dir string, noSync bool, stdin io.Reader, stdout io.Writ
 	for sc.Scan() {
 		switch strings.TrimSpace(sc.Text()) {
 		case "mem":
+			// Twice: what sync.Pools hold (the server pools its block
+			// buffers) survives one collection.
+			runtime.GC()
 			runtime.GC()
 			var m runtime.MemStats
 			runtime.ReadMemStats(&m)
@@ -203,8 +206,12 @@ func (p *serverProc) rss() (float64, error) {
 
 // cpuSeconds is the user and system CPU time the child has used, from
 // /proc/<pid>/stat; it fails where there is no /proc.
-func (p *serverProc) cpuSeconds() (float64, error) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(p.pid()) + "/stat")
+func (p *serverProc) cpuSeconds() (float64, error) { return procCPUSeconds(strconv.Itoa(p.pid())) }
+
+// procCPUSeconds is the user and system CPU time of process pid ("self"
+// for this one), from /proc/<pid>/stat.
+func procCPUSeconds(pid string) (float64, error) {
+	data, err := os.ReadFile("/proc/" + pid + "/stat")
 	if err != nil {
 		return 0, err
 	}

@@ -64,7 +64,7 @@ func fullSizes() sizes {
 		herdStores: 2000, herdPerStore: 3, herdJitter: 5 * time.Second, herdOutage: 3 * time.Second,
 		compactN:    1_000_000,
 		centralKeys: 1_000_000, digestGets: 2000,
-		partRounds: 3, partRound: 10 * time.Second, partConns: 64, partInFlight: 4,
+		partRounds: 5, partRound: 6 * time.Second, partConns: 64, partInFlight: 4,
 	}
 }
 
@@ -77,7 +77,7 @@ func quickSizes() sizes {
 		herdStores: 200, herdPerStore: 5, herdJitter: 5 * time.Second, herdOutage: 2 * time.Second,
 		compactN:    100_000,
 		centralKeys: 100_000, digestGets: 2000,
-		partRounds: 2, partRound: 5 * time.Second, partConns: 64, partInFlight: 4,
+		partRounds: 2, partRound: 4 * time.Second, partConns: 64, partInFlight: 4,
 	}
 }
 
