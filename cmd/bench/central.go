@@ -53,10 +53,11 @@ const (
 // steady state sees. The fill uses a short window and waits it out.
 const fillDupWindow = 2 * time.Second
 
-// fillAge is the movement stream's max_age while the new layout is
-// filled: the archive keeps every movement while the movement stream
-// forgets them seconds later, as it forgets them after the horizon.
-const fillAge = 20 * time.Second
+// defaultFillAge is the movement stream's max_age while the new layout is
+// filled (sizes.fillAge): the archive keeps every movement while the
+// movement stream forgets them seconds later, as it forgets them after
+// the horizon.
+const defaultFillAge = 20 * time.Second
 
 // oldMaxAge is the movement stream's max_age of the old layout.
 const oldMaxAge = 90 * 24 * time.Hour
@@ -176,7 +177,7 @@ func (b *bench) centralLayouts(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	time.Sleep(cacheSettle)
+	time.Sleep(b.size.cacheSettle)
 	baseRSS, err := empty.rss()
 	if err != nil {
 		empty.kill()
@@ -207,7 +208,7 @@ func (b *bench) centralLayouts(ctx context.Context) error {
 	marg := func(r layoutResult) float64 { return (r.full.rss - baseRSS) / float64(r.n) }
 	heapOf := func(m memPoint) float64 { return float64(m.heap.HeapAlloc) }
 	sample := fmt.Sprintf("%s movements over %d stores, %d-byte payload (%d bytes a message with subject and headers), filled by atomic batches of %d, %d in flight, server without sync_interval always; duplicate window %s (waited out) so that the restart does not rebuild a duplicate map of the whole fill; memory read %s after a clean restart (the server drops a block's cache 10 s after its last use)",
-		thousands(float64(n)), centralStores, payloadSize, b.centralMsgBytes, fillBatch, fillWorkers, fillDupWindow, cacheSettle)
+		thousands(float64(n)), centralStores, payloadSize, b.centralMsgBytes, fillBatch, fillWorkers, fillDupWindow, b.size.cacheSettle)
 	b.rep.note("central layouts: " + sample + fmt.Sprintf(". Empty server (one empty stream): VmRSS %.1f MiB, heap %.1f MiB; every `_marginal` figure is over it.", baseRSS/(1<<20), heapOf(memPoint{heap: baseMem})/(1<<20)))
 	for _, r := range res {
 		desc := fmt.Sprintf("old layout: %s keys in one movement stream (max_age 90 d)", thousands(float64(r.n)))
@@ -310,12 +311,13 @@ func connectJS(url string) (*nats.Conn, jetstream.JetStream, error) {
 	return nc, js, nil
 }
 
-// cacheSettle is how long a restarted server is left alone before its
-// memory is read: longer than the server keeps a message block's cache
-// after its last use (10 s), so that what is read is what it keeps.
-const cacheSettle = 12 * time.Second
+// defaultCacheSettle is how long a restarted server is left alone before
+// its memory is read (sizes.cacheSettle): longer than the server keeps a
+// message block's cache after its last use (10 s), so that what is read
+// is what it keeps.
+const defaultCacheSettle = 12 * time.Second
 
-// memPoint is a server's memory after a clean restart and cacheSettle.
+// memPoint is a server's memory after a clean restart and a settle.
 type memPoint struct {
 	rss  float64
 	heap serverMem
@@ -351,10 +353,10 @@ func (l *layoutRun) start(ctx context.Context, streams []string, probe string) (
 	return time.Since(t0), infos, err
 }
 
-// settled waits cacheSettle and reads the server's memory.
+// settled waits b.size.cacheSettle and reads the server's memory.
 func (l *layoutRun) settled(ctx context.Context) (memPoint, error) {
 	select {
-	case <-time.After(cacheSettle):
+	case <-time.After(l.b.size.cacheSettle):
 	case <-ctx.Done():
 		return memPoint{}, ctx.Err()
 	}
@@ -592,7 +594,7 @@ func (b *bench) fillLayout(ctx context.Context, l *layoutRun, n int, old bool, r
 		}
 		return []string{cfg.Name}, waitMsgs(ctx, js, cfg.Name, uint64(n))
 	}
-	o := central.StreamOptions{MaxAge: fillAge, DuplicateWindow: fillDupWindow}
+	o := central.StreamOptions{MaxAge: b.size.fillAge, DuplicateWindow: fillDupWindow}
 	mcfg, acfg := central.StreamConfig(o), central.ArchiveConfig(o)
 	if _, err := js.CreateStream(ctx, mcfg); err != nil {
 		return nil, err
@@ -787,7 +789,7 @@ func (b *bench) centralPartitions(ctx context.Context) error {
 	// from as many files in parallel as the layouts have streams.
 	fsync := make(map[int]float64)
 	for _, files := range []int{1, 2, 4, 8} {
-		r, err := fsyncRate(ctx, filepath.Join(dir, "fsync"), files, 2*time.Second)
+		r, err := fsyncRate(ctx, filepath.Join(dir, "fsync"), files, min(2*time.Second, b.size.partRound))
 		if err != nil {
 			return err
 		}

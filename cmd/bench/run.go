@@ -54,6 +54,8 @@ type sizes struct {
 	partRound    time.Duration // length of one variant's turn in a round
 	partConns    int           // publishing stores (connections)
 	partInFlight int           // single publishes in flight per store
+	fillAge      time.Duration // the new layout's movement stream max_age while filled
+	cacheSettle  time.Duration // wait after a central restart before reading its memory
 }
 
 func fullSizes() sizes {
@@ -65,6 +67,7 @@ func fullSizes() sizes {
 		compactN:    1_000_000,
 		centralKeys: 1_000_000, digestGets: 2000,
 		partRounds: 5, partRound: 6 * time.Second, partConns: 64, partInFlight: 4,
+		fillAge: defaultFillAge, cacheSettle: defaultCacheSettle,
 	}
 }
 
@@ -78,6 +81,7 @@ func quickSizes() sizes {
 		compactN:    100_000,
 		centralKeys: 100_000, digestGets: 2000,
 		partRounds: 2, partRound: 4 * time.Second, partConns: 64, partInFlight: 4,
+		fillAge: defaultFillAge, cacheSettle: defaultCacheSettle,
 	}
 }
 
