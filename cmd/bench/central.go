@@ -744,24 +744,25 @@ func (b *bench) centralPartitions(ctx context.Context) error {
 	type variant struct {
 		parts   int
 		archive bool
+		noSync  bool // a diagnosis: the server without sync_interval always
 	}
-	variants := []variant{{1, true}, {4, true}, {1, false}, {4, false}}
+	variants := []variant{{1, true, false}, {4, true, false}, {1, false, false}, {4, false, false}, {1, true, true}, {4, true, true}}
 	res := make(map[variant]*partResult)
 	// Each variant has a server of its own, started for its turn, so
 	// that the streams of one do not weigh on the other.
 	for r := range b.size.partRounds {
 		order := variants
 		if r%2 == 1 {
-			order = []variant{variants[1], variants[0], variants[3], variants[2]}
+			order = []variant{variants[1], variants[0], variants[3], variants[2], variants[5], variants[4]}
 		}
 		for _, v := range order {
-			name := fmt.Sprintf("p%d-archive-%v", v.parts, v.archive)
-			got, err := b.partitionRound(ctx, filepath.Join(dir, name), v.parts, v.archive, r)
+			name := fmt.Sprintf("p%d-archive-%v-nosync-%v", v.parts, v.archive, v.noSync)
+			got, err := b.partitionRound(ctx, filepath.Join(dir, name), v.parts, v.archive, v.noSync, r)
 			if err != nil {
 				return fmt.Errorf("%d partitions: %w", v.parts, err)
 			}
-			b.logf("central: round %d: %d partition(s), archive %v: %s stored in %s: %s/s, server CPU %.0f%% of a core, publishers %.0f%%, machine %s",
-				r+1, v.parts, v.archive, thousands(float64(got.n)), got.elapsed.Round(time.Millisecond), thousands(got.rate()), 100*got.cpu/got.elapsed.Seconds(), 100*got.client/got.elapsed.Seconds(), got.mach)
+			b.logf("central: round %d: %d partition(s), archive %v, no sync %v: %s stored in %s: %s/s, server CPU %.0f%% of a core, publishers %.0f%%, machine %s",
+				r+1, v.parts, v.archive, v.noSync, thousands(float64(got.n)), got.elapsed.Round(time.Millisecond), thousands(got.rate()), 100*got.cpu/got.elapsed.Seconds(), 100*got.client/got.elapsed.Seconds(), got.mach)
 			acc := res[v]
 			if acc == nil {
 				acc = &partResult{}
@@ -776,6 +777,7 @@ func (b *bench) centralPartitions(ctx context.Context) error {
 	}
 	one, four := res[variants[0]], res[variants[1]]
 	oneNA, fourNA := res[variants[2]], res[variants[3]]
+	oneNS, fourNS := res[variants[4]], res[variants[5]]
 	cpu := func(p *partResult) string {
 		return fmt.Sprintf("%.0f%% of a core, %.0f µs a movement; publishers %.0f%% of a core; machine %s", 100*p.cpu/p.elapsed.Seconds(), 1e6*p.cpu/float64(p.n), 100*p.client/p.elapsed.Seconds(), p.mach)
 	}
@@ -798,6 +800,8 @@ func (b *bench) centralPartitions(ctx context.Context) error {
 	}
 	b.rep.ratio(scnCentral, "central_fsync_8_files_vs_1", fmt.Sprintf("the disk: %d-byte appends with an fsync each, 8 files in parallel (%s/s; 2 files %s/s, 4 files %s/s) vs one file", b.centralMsgBytes, thousands(fsync[8]), thousands(fsync[2]), thousands(fsync[4])),
 		fsync[8]/fsync[1], fmt.Sprintf("one file: %s fsyncs/s", thousands(fsync[1])), nil)
+	b.rep.ratio(scnCentral, "central_partitions_4_vs_1_nosync", fmt.Sprintf("the same with archives, the server without sync_interval always (a diagnosis: no fsync per message): 4 partitions %s/s (server %s)", thousands(fourNS.rate()), cpu(fourNS)),
+		fourNS.rate()/oneNS.rate(), fmt.Sprintf("1 partition: %s/s (server %s)", thousands(oneNS.rate()), cpu(oneNS)), nil)
 	b.rep.value(scnCentral, "central_store_rate_1_partition", "store rate, 1 partition with its archive", one.rate(), "msg/s", nil)
 	b.rep.value(scnCentral, "central_store_rate_4_partitions", "store rate, 4 partitions with their archives", four.rate(), "msg/s", nil)
 	return nil
@@ -848,11 +852,11 @@ func fsyncRate(ctx context.Context, dir string, files int, d time.Duration) (flo
 // partitionRound starts a server on dir with the streams of a layout of
 // parts partitions, publishes to it for one round and returns what was
 // acknowledged in it.
-func (b *bench) partitionRound(ctx context.Context, dir string, parts int, archive bool, round int) (partResult, error) {
+func (b *bench) partitionRound(ctx context.Context, dir string, parts int, archive, noSync bool, round int) (partResult, error) {
 	if err := os.RemoveAll(dir); err != nil {
 		return partResult{}, err
 	}
-	srv, err := startServerProc(ctx, dir, false)
+	srv, err := startServerProc(ctx, dir, noSync)
 	if err != nil {
 		return partResult{}, err
 	}
