@@ -270,8 +270,12 @@ func (b *bench) centralLayouts(ctx context.Context) error {
 	allKeys := chainRecords*keyB + baseRSS
 	b.rep.value(scnCentral, "central_bytes_per_key_slope_"+l, fmt.Sprintf("old layout: VmRSS from %s to %s keys, per key (heap after GC: %.1f B)", thousands(float64(o.midN)), thousands(float64(o.n)), keyHeap), keySlope, "B", nil)
 	b.rep.value(scnCentral, "central_archive_bytes_per_record_slope_"+l, fmt.Sprintf("new layout: heap after GC from %s to %s archived, less the movement stream's %s keys × %.1f B, per record (VmRSS cannot resolve it)%s", thousands(float64(nw.midN)), thousands(float64(nw.archMsgs)), thousands(float64(nw.movMsgs)), keyHeap, archNote), archB, "B", nil)
+	small := ""
+	if n < million {
+		small = fmt.Sprintf("at %s keys, fixed costs (the caches of the blocks last written) swamp the archive's cost per record: the estimate needs 1m keys or more; ", thousands(float64(n)))
+	}
 	b.rep.value(scnCentral, "central_ram_per_node_bytes_1_6b_estimate",
-		fmt.Sprintf("estimate, 1.6e9 records over 2 years, %d-node R3 cluster (every node holds every replica): %.3g keys inside the 35 d horizon × %.1f B/key (old layout, VmRSS above the empty server's, per key) + %.3g archived records (761 d) × %.3f B/record + the empty server's %.0f MiB = %.1f GiB; the old layout (90 d of keys) would need %.1f GiB, and one subject per key for two years %.1f GiB",
+		small+fmt.Sprintf("estimate, 1.6e9 records over 2 years, %d-node R3 cluster (every node holds every replica): %.3g keys inside the 35 d horizon × %.1f B/key (old layout, VmRSS above the empty server's, per key) + %.3g archived records (761 d) × %.3f B/record + the empty server's %.0f MiB = %.1f GiB; the old layout (90 d of keys) would need %.1f GiB, and one subject per key for two years %.1f GiB",
 			chainNodes, horizonKeys, keyB, archRecords, archB, baseRSS/(1<<20), est/(1<<30), oldEst/(1<<30), allKeys/(1<<30)), est, "B", nil)
 	b.logf("central: estimate per node: %.2f GiB (horizon keys %.3g × %.1f B + archive %.3g × %.3f B + base %.0f MiB); old layout %.2f GiB",
 		est/(1<<30), horizonKeys, keyB, archRecords, archB, baseRSS/(1<<20), oldEst/(1<<30))
