@@ -95,7 +95,7 @@ func TestBinTimes(t *testing.T) {
 
 func TestUsage(t *testing.T) {
 	var out, errb bytes.Buffer
-	for _, args := range [][]string{{"-only", "ingest,nope"}, {"extra"}, {"-bogus"}} {
+	for _, args := range [][]string{{"-only", "ingest,nope"}, {"extra"}, {"-bogus"}, {"-central-keys", "5"}} {
 		err := run(context.Background(), args, &out, &errb)
 		var ue usageError
 		if !errors.As(err, &ue) {

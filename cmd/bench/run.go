@@ -21,7 +21,9 @@ type usageError struct{ msg string }
 func (e usageError) Error() string { return e.msg }
 
 // scenarioNames lists the scenarios in the order they run.
-var scenarioNames = []string{"ingest", "sync", "scale", "herd", "compact"}
+// The central scenario is heavy: it runs only when -central or -only
+// names it.
+var scenarioNames = []string{"ingest", "sync", "scale", "herd", "compact", "central"}
 
 // sizes are the sizes of one run.
 type sizes struct {
@@ -45,6 +47,15 @@ type sizes struct {
 	herdOutage   time.Duration
 
 	compactN int
+
+	centralKeys  int           // retained keys of each central layout
+	digestGets   int           // direct gets of each kind of digest check
+	partRounds   int           // rounds of the partition comparison
+	partRound    time.Duration // length of one variant's turn in a round
+	partConns    int           // publishing stores (connections)
+	partInFlight int           // single publishes in flight per store
+	fillAge      time.Duration // the new layout's movement stream max_age while filled
+	cacheSettle  time.Duration // wait after a central restart before reading its memory
 }
 
 func fullSizes() sizes {
@@ -53,7 +64,10 @@ func fullSizes() sizes {
 		syncN: 100_000, syncRounds: 5,
 		scaleNs: []int{10_000, 100_000, 1_000_000}, stepSamples: 201, statusCalls: 100,
 		herdStores: 2000, herdPerStore: 3, herdJitter: 5 * time.Second, herdOutage: 3 * time.Second,
-		compactN: 1_000_000,
+		compactN:    1_000_000,
+		centralKeys: 1_000_000, digestGets: 2000,
+		partRounds: 5, partRound: 6 * time.Second, partConns: 64, partInFlight: 4,
+		fillAge: defaultFillAge, cacheSettle: defaultCacheSettle,
 	}
 }
 
@@ -64,7 +78,10 @@ func quickSizes() sizes {
 		syncN: 10_000, syncRounds: 3,
 		scaleNs: []int{10_000, 100_000}, stepSamples: 101, statusCalls: 100,
 		herdStores: 200, herdPerStore: 5, herdJitter: 5 * time.Second, herdOutage: 2 * time.Second,
-		compactN: 100_000,
+		compactN:    100_000,
+		centralKeys: 100_000, digestGets: 2000,
+		partRounds: 2, partRound: 4 * time.Second, partConns: 64, partInFlight: 4,
+		fillAge: defaultFillAge, cacheSettle: defaultCacheSettle,
 	}
 }
 
@@ -77,6 +94,8 @@ type bench struct {
 	// now is the time movements are generated for (their occurred_at is
 	// an hour before it).
 	now time.Time
+	// centralMsgBytes is the size of a message of the central fill.
+	centralMsgBytes int
 	// backlogs caches built backlog files by store and size; scenarios
 	// work on copies.
 	backlogs map[string]string
@@ -106,6 +125,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	child := fs.String("ready-child", "", "internal: measure start-up of the agent on this data directory")
 	childStore := fs.String("ready-store", "", "internal: the store id of -ready-child")
 	childCalls := fs.Int("ready-calls", 100, "internal: status calls of -ready-child")
+	withCentral := fs.Bool("central", false, "also run the central scenario (a server process filled with -central-keys movements per layout; minutes)")
+	centralKeys := fs.Int("central-keys", 0, "retained keys of each central layout (default 1000000, 100000 with -quick; 10000000 takes long)")
+	centralServer := fs.String("central-server", "", "internal: run a central server on this JetStream directory")
+	centralNoSync := fs.Bool("central-nosync", false, "internal: the -central-server without sync_interval always")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to `FILE` (go tool pprof)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -116,11 +139,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return usageError{fmt.Sprintf("unexpected arguments: %s", strings.Join(fs.Args(), " "))}
 	}
+	if *centralServer != "" {
+		return centralServerChild(*centralServer, *centralNoSync, os.Stdin, stdout)
+	}
 	if *child != "" {
 		return readyChild(ctx, *child, *childStore, *childCalls, stdout)
 	}
 
-	chosen := scenarioNames
+	chosen := slices.DeleteFunc(slices.Clone(scenarioNames), func(n string) bool { return n == "central" && !*withCentral })
 	if *only != "" {
 		chosen = nil
 		for _, n := range strings.Split(*only, ",") {
@@ -148,6 +174,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *quick {
 		size = quickSizes()
 	}
+	if *centralKeys < 0 || *centralKeys > 0 && *centralKeys < 10*fillBatch {
+		return usageError{fmt.Sprintf("-central-keys: %d is not a size (at least %d)", *centralKeys, 10*fillBatch)}
+	}
+	if *centralKeys > 0 {
+		size.centralKeys = *centralKeys
+	}
 	root, err := os.MkdirTemp("", "rxbench-")
 	if err != nil {
 		return err
@@ -169,6 +201,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		"scale":   benchScale,
 		"herd":    benchHerd,
 		"compact": benchCompact,
+		"central": benchCentral,
 	}
 	var failed []string
 	for _, name := range scenarioNames {

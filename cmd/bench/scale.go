@@ -293,8 +293,11 @@ func measureReady(ctx context.Context, dataDir, store string, calls int) (readyR
 }
 
 // procStatus reads the memory lines of /proc/self/status, in MiB.
-func procStatus() (map[string]float64, error) {
-	f, err := os.Open("/proc/self/status")
+func procStatus() (map[string]float64, error) { return procStatusOf("self") }
+
+// procStatusOf reads the memory lines of /proc/<pid>/status, in MiB.
+func procStatusOf(pid string) (map[string]float64, error) {
+	f, err := os.Open("/proc/" + pid + "/status")
 	if err != nil {
 		return nil, err
 	}
