@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -174,20 +175,22 @@ type StoreReport struct {
 	pending []Range // the gaps still to explain
 }
 
-// UnexplainedCount is the number of missing sequences not explained.
+// UnexplainedCount is the number of missing sequences not explained
+// (at most the largest uint64).
 func (s *StoreReport) UnexplainedCount() uint64 {
 	var n uint64
 	for _, v := range s.Unexplained {
-		n += v
+		n = satAdd(n, v)
 	}
 	return n
 }
 
-// ExplainedCount is the number of missing sequences explained.
+// ExplainedCount is the number of missing sequences explained (at most
+// the largest uint64).
 func (s *StoreReport) ExplainedCount() uint64 {
 	var n uint64
 	for _, v := range s.Explained {
-		n += v
+		n = satAdd(n, v)
 	}
 	return n
 }
@@ -223,8 +226,17 @@ type Report struct {
 	Notes         []string      `json:"notes,omitempty"`
 }
 
-// OK reports whether no store needs someone.
-func (r *Report) OK() bool { return r.Total.OK() }
+// OK reports whether no store needs someone. It asks every store, not
+// Total: a store writes its own fleet summary, and its counts are not
+// to be trusted to add up with the others'.
+func (r *Report) OK() bool {
+	for i := range r.Stores {
+		if !r.Stores[i].OK() {
+			return false
+		}
+	}
+	return r.Total.OK()
+}
 
 func (o *Options) defaults() {
 	if o.Grace <= 0 {
@@ -389,7 +401,17 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	return rep, nil
 }
 
-// total sums the stores.
+// satAdd is a+b, or the largest uint64 when that overflows: a store's
+// fleet summary may claim a highest sequence near 2^64, and a sum that
+// wrapped round could hide the others' gaps.
+func satAdd(a, b uint64) uint64 {
+	if s := a + b; s >= a {
+		return s
+	}
+	return math.MaxUint64
+}
+
+// total sums the stores, saturating at the largest uint64.
 func total(stores []StoreReport) StoreReport {
 	t := StoreReport{Store: "TOTAL"}
 	add := func(dst *map[string]uint64, src map[string]uint64) {
@@ -397,18 +419,18 @@ func total(stores []StoreReport) StoreReport {
 			if *dst == nil {
 				*dst = map[string]uint64{}
 			}
-			(*dst)[k] += v
+			(*dst)[k] = satAdd((*dst)[k], v)
 		}
 	}
 	for _, s := range stores {
-		t.Highest += s.Highest
-		t.Held += s.Held
-		t.Records += s.Records
-		t.Missing += s.Missing
-		t.Repeats += s.Repeats
-		t.Conflicts += s.Conflicts
-		t.SeqReused += s.SeqReused
-		t.Malformed += s.Malformed
+		t.Highest = satAdd(t.Highest, s.Highest)
+		t.Held = satAdd(t.Held, s.Held)
+		t.Records = satAdd(t.Records, s.Records)
+		t.Missing = satAdd(t.Missing, s.Missing)
+		t.Repeats = satAdd(t.Repeats, s.Repeats)
+		t.Conflicts = satAdd(t.Conflicts, s.Conflicts)
+		t.SeqReused = satAdd(t.SeqReused, s.SeqReused)
+		t.Malformed = satAdd(t.Malformed, s.Malformed)
 		add(&t.Explained, s.Explained)
 		add(&t.Unexplained, s.Unexplained)
 	}
