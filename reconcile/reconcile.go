@@ -546,11 +546,14 @@ func findDuplicates(ctx context.Context, js jetstream.JetStream, o Options, a *a
 	}
 	slices.Sort(subjects)
 	rep.RereadStores = len(subjects)
-	type copyOf struct {
+	// bySeq keeps, per sequence archived more than once, its first key
+	// and whether another key came with it: a store choosing its Rx-Seq
+	// could archive millions of records under one sequence.
+	type firstKey struct {
 		key    [16]byte
-		digest [32]byte
+		reused bool
 	}
-	bySeq := map[string]map[uint64][]copyOf{}
+	bySeq := map[string]map[uint64]*firstKey{}
 	byKey := map[storeKey][][32]byte{}
 	names, err := archiveStreams(ctx, js, o.Archives)
 	if err != nil {
@@ -580,9 +583,13 @@ func findDuplicates(ctx context.Context, js jetstream.JetStream, o Options, a *a
 			}
 			if t.dupSeqs.Contains(r.seq) {
 				if bySeq[store] == nil {
-					bySeq[store] = map[uint64][]copyOf{}
+					bySeq[store] = map[uint64]*firstKey{}
 				}
-				bySeq[store][r.seq] = append(bySeq[store][r.seq], copyOf{r.key, r.digest})
+				if f := bySeq[store][r.seq]; f == nil {
+					bySeq[store][r.seq] = &firstKey{key: r.key}
+				} else if f.key != r.key {
+					f.reused = true
+				}
 			}
 			sk := storeKey{store, r.key}
 			if _, ok := a.candidates[sk]; ok {
@@ -596,12 +603,9 @@ func findDuplicates(ctx context.Context, js jetstream.JetStream, o Options, a *a
 		rep.RereadSeconds += sr.Seconds
 	}
 	for store, seqs := range bySeq {
-		for _, copies := range seqs {
-			for _, c := range copies[1:] {
-				if c.key != copies[0].key {
-					stores[store].SeqReused++
-					break
-				}
+		for _, f := range seqs {
+			if f.reused {
+				stores[store].SeqReused++
 			}
 		}
 	}
