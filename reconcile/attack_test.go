@@ -43,3 +43,56 @@ func TestRunForgedHighestCannotHideAGap(t *testing.T) {
 		t.Errorf("total unexplained %d, missing %d: the sums wrapped", rep.Total.UnexplainedCount(), rep.Total.Missing)
 	}
 }
+
+// TestRunAfterTheArchiveAgedOut: the archive keeps a movement for its
+// retention, then drops it. A store's sequences that aged out are not
+// missing: a full reconciliation two years on must not report them.
+func TestRunAfterTheArchiveAgedOut(t *testing.T) {
+	r := newRig(t, nil)
+	cfg := central.ArchiveConfig(central.StreamOptions{DuplicateWindow: 100 * time.Millisecond, Retention: 1500 * time.Millisecond})
+	cfg.Sources, cfg.Subjects = nil, []string{central.ArchiveSubject("S0001"), central.ArchiveSubject("S0002")}
+	arch, err := r.js.CreateStream(r.ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := uint64(1); seq <= 3; seq++ {
+		r.put(archiveMsg("S0001", seq, "", "", time.Now()))
+	}
+	r.put(archiveMsg("S0002", 1, "", "", time.Now()))
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		info, err := arch.Info(r.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State.Msgs == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the archive still holds %d messages", info.State.Msgs)
+		}
+	}
+	// Sequences 4 and 5 are archived within the retention; 6 is lost.
+	for seq := uint64(4); seq <= 5; seq++ {
+		r.put(archiveMsg("S0001", seq, "", "", time.Now()))
+	}
+	r.fleet("S0001", 6)
+	r.fleet("S0002", 1) // nothing of it is left
+	k := &asker{answer: func(_ context.Context, _ string, a remote.ReconcileArgs) (remote.ReconcileResult, error) {
+		res := remote.ReconcileResult{Highest: 6}
+		for _, rg := range a.Seqs {
+			res.Runs = append(res.Runs, remote.SeqRun{From: rg[0], To: rg[1], State: remote.SeqSynced})
+		}
+		return res, nil
+	}}
+	rep, err := reconcile.Run(r.ctx, reconcile.Options{Conn: r.nc, Asker: k})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1 := storeOf(t, rep, "S0001")
+	if s1.Checked == nil || *s1.Checked != (reconcile.Range{From: 4, To: 6}) || s1.Missing != 1 || s1.UnexplainedCount() != 1 {
+		t.Errorf("S0001: checked %v, %d missing, unexplained %v; want 4..6 checked and 6 missing", s1.Checked, s1.Missing, s1.Unexplained)
+	}
+	if s2 := storeOf(t, rep, "S0002"); s2.Checked != nil || s2.Missing != 0 {
+		t.Errorf("S0002: checked %v, %d missing; want nothing checked", s2.Checked, s2.Missing)
+	}
+}

@@ -284,6 +284,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	tallies := a.tallies
 	rep.Streams = a.streams
+	if a.aged && o.Since.IsZero() {
+		rep.Notes = append(rep.Notes, "the archive has dropped its oldest records (its retention): each store is checked from its lowest archived sequence, and a loss below it is not seen")
+	}
 	if a.incomplete {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("more than %d keys may be archived twice: repeats and conflicts were counted for the first %d only (raise the filter's memory)", o.MaxCandidates, o.MaxCandidates))
 	}
@@ -346,11 +349,21 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			sr.Notes = append(sr.Notes, "its fleet summary has no highest sequence (an older agent): checked up to the highest archived")
 		}
 		lo, hi := uint64(1), max(sr.Highest, t.held.Max())
-		if !o.Since.IsZero() {
+		switch {
+		case !o.Since.IsZero():
 			lo = t.floor
 			if lo == 0 {
 				if hi > 0 {
 					sr.Notes = append(sr.Notes, "no movement it enqueued since --since (plus the grace) is archived: not checked")
+				}
+				continue
+			}
+		case a.aged:
+			// The sequences below the lowest archived may have aged out.
+			lo = t.held.Min()
+			if lo == 0 {
+				if hi > 0 {
+					sr.Notes = append(sr.Notes, "nothing of it is left in the archive, which has dropped its oldest records: not checked")
 				}
 				continue
 			}
@@ -442,8 +455,11 @@ type archive struct {
 	tallies map[string]*tally
 	streams []StreamRead
 	// candidates are the keys the filter saw twice (maybe), by store.
-	candidates  map[storeKey]struct{}
-	incomplete  bool // candidates reached MaxCandidates
+	candidates map[storeKey]struct{}
+	incomplete bool // candidates reached MaxCandidates
+	// aged says an archive read had dropped its oldest records (its
+	// max_age, the retention: deletes and purges are denied).
+	aged        bool
 	filterBytes uint64
 	total       uint64 // the records the archives held when the read began
 }
@@ -463,9 +479,13 @@ func readArchive(ctx context.Context, js jetstream.JetStream, o Options) (*archi
 		return nil, errors.New("reconcile: central has no archive stream (RX_ARCHIVE or RX_ARCHIVE_<p>): was it provisioned, and may this identity list streams?")
 	}
 	var total uint64
+	a := &archive{tallies: map[string]*tally{}, candidates: map[storeKey]struct{}{}}
 	for _, n := range names {
 		if st, err := js.Stream(ctx, n); err == nil {
 			total += st.CachedInfo().State.Msgs
+			if st.CachedInfo().State.FirstSeq > 1 {
+				a.aged = true
+			}
 		}
 	}
 	f := readFilter{since: o.Since}
@@ -473,7 +493,6 @@ func readArchive(ctx context.Context, js jetstream.JetStream, o Options) (*archi
 		f.subjects = append(f.subjects, central.ArchiveSubject(s))
 	}
 	floorAt := o.Since.Add(o.Grace)
-	a := &archive{tallies: map[string]*tally{}, candidates: map[storeKey]struct{}{}}
 	filter := newBloom(total, o.MaxFilterBytes)
 	a.filterBytes = filter.bytes()
 	a.total = total
