@@ -96,3 +96,26 @@ func TestRunAfterTheArchiveAgedOut(t *testing.T) {
 		t.Errorf("S0002: checked %v, %d missing; want nothing checked", s2.Checked, s2.Missing)
 	}
 }
+
+// TestRunBoundsTheHalving: a store that answers every request "too large"
+// must not make head office ask it about each missing sequence alone
+// (twice as many requests as sequences asked).
+func TestRunBoundsTheHalving(t *testing.T) {
+	r := newRig(t, map[string][]string{central.ArchiveStreamName: {"S0666"}})
+	r.put(archiveMsg("S0666", 1, "", "", time.Now()))
+	r.fleet("S0666", 100_001)
+	k := &asker{answer: func(_ context.Context, store string, _ remote.ReconcileArgs) (remote.ReconcileResult, error) {
+		return remote.ReconcileResult{}, &remote.Error{Store: store, Cmd: remote.CmdReconcile, Code: remote.CodeReplyTooLarge}
+	}}
+	rep, err := reconcile.Run(r.ctx, reconcile.Options{Conn: r.nc, Asker: k})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := storeOf(t, rep, "S0666")
+	if n := len(k.asked["S0666"]); n > 2*10*reconcile.MaxRequestsPerChunk {
+		t.Errorf("S0666 was asked %d times about %d sequences", n, reconcile.DefaultMaxAskPerStore)
+	}
+	if s.Missing != 100_000 || s.UnexplainedCount() != 100_000 || s.Unexplained[reconcile.UnexplainedBadAnswer] != 100_000 {
+		t.Errorf("S0666: %d missing, unexplained %v; want 100,000 bad answers", s.Missing, s.Unexplained)
+	}
+}
