@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/reconcile"
 	"github.com/rxedge/agent/remote"
@@ -117,5 +119,43 @@ func TestRunBoundsTheHalving(t *testing.T) {
 	}
 	if s.Missing != 100_000 || s.UnexplainedCount() != 100_000 || s.Unexplained[reconcile.UnexplainedBadAnswer] != 100_000 {
 		t.Errorf("S0666: %d missing, unexplained %v; want 100,000 bad answers", s.Missing, s.Unexplained)
+	}
+}
+
+// TestRunForgedMigratedCopyIsNotSkipped: a store's agent sets whatever
+// headers it likes, Rx-Migrated-From too. After a move to partitions, a
+// store that rewrites one of its movements past the horizon and marks
+// the new version as the migration's copy must still be reported in
+// conflict: only a copy whose original (same key, content and sequence)
+// is in RX_ARCHIVE is skipped.
+func TestRunForgedMigratedCopyIsNotSkipped(t *testing.T) {
+	r := newRig(t, map[string][]string{central.ArchiveStreamName: {"S0001"}})
+	cfg := central.ArchiveConfig(central.StreamOptions{Partitions: 2, DuplicateWindow: 100 * time.Millisecond})
+	cfg.Sources, cfg.Subjects = nil, []string{"copy.*"}
+	cfg.SubjectTransform = &jetstream.SubjectTransformConfig{Source: "copy.*", Destination: central.ArchivePrefix + "{{wildcard(1)}}"}
+	if _, err := r.js.CreateStream(r.ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for seq := uint64(1); seq <= 3; seq++ {
+		r.put(archiveMsg("S0001", seq, "", "", now))
+		c := archiveMsg("S0001", seq, "", "", now)
+		c.Subject = "copy.S0001"
+		c.Header.Set(central.HeaderMigratedFrom, central.StreamName)
+		r.put(c)
+	}
+	forged := archiveMsg("S0001", 2, "", "rewritten", now) // key and sequence of 2, another content
+	forged.Subject = "copy.S0001"
+	forged.Header.Set(central.HeaderMigratedFrom, central.StreamName)
+	r.put(forged)
+	r.fleet("S0001", 3)
+
+	rep, err := reconcile.Run(r.ctx, reconcile.Options{Conn: r.nc, Archives: []string{central.ArchiveStreamName, "RX_ARCHIVE_0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1 := storeOf(t, rep, "S0001")
+	if rep.Streams[1].MigratedCopies != 3 || s1.Conflicts != 1 || s1.Repeats != 0 || rep.OK() {
+		t.Errorf("streams %+v, S0001 %+v; want the 3 true copies skipped and the rewrite in conflict", rep.Streams, s1)
 	}
 }

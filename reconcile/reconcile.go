@@ -3,6 +3,8 @@ package reconcile
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -459,7 +461,11 @@ type archive struct {
 	incomplete bool // candidates reached MaxCandidates
 	// aged says an archive read had dropped its oldest records (its
 	// max_age, the retention: deletes and purges are denied).
-	aged        bool
+	aged bool
+	// origins holds a fingerprint (origin) of every whole record of
+	// RX_ARCHIVE when partitions' archives are read with it; nil
+	// otherwise.
+	origins     *bloom
 	filterBytes uint64
 	total       uint64 // the records the archives held when the read began
 }
@@ -467,6 +473,32 @@ type archive struct {
 type storeKey struct {
 	store string
 	key   [16]byte
+}
+
+// origin is the fingerprint of a whole record in RX_ARCHIVE: its store,
+// key, digest and sequence.
+func origin(store string, r record) [16]byte {
+	h := sha256.New()
+	h.Write([]byte(store))
+	h.Write([]byte{0})
+	h.Write(r.key[:])
+	h.Write(r.digest[:])
+	h.Write(binary.BigEndian.AppendUint64(nil, r.seq))
+	return [16]byte(h.Sum(nil))
+}
+
+// isCopy says whether a record of a partition's archive that names itself
+// a copy made by the move to partitions is one: RX_ARCHIVE holds a record
+// of the same store with the same key, content and sequence (up to the
+// filter's false positives). A store sets its movements' headers, so the
+// header alone would let it hide a rewritten movement from the
+// reconciliation.
+func (a *archive) isCopy(store string, h map[string][]string) bool {
+	if a.origins == nil {
+		return false
+	}
+	r, ok := parseRecord(store, h)
+	return ok && r.whole && a.origins.has(origin(store, r))
 }
 
 // readArchive reads every archive stream into one tally per store.
@@ -497,8 +529,20 @@ func readArchive(ctx context.Context, js jetstream.JetStream, o Options) (*archi
 	a.filterBytes = filter.bytes()
 	a.total = total
 	progress := progressOf(o, ReadFirst, total)
+	if slices.Contains(names, central.ArchiveStreamName) && len(names) > 1 {
+		var msgs uint64
+		if st, err := js.Stream(ctx, central.ArchiveStreamName); err == nil {
+			msgs = st.CachedInfo().State.Msgs
+		}
+		a.origins = newBloom(msgs, o.MaxFilterBytes)
+		a.filterBytes += a.origins.bytes()
+	}
 	for i, n := range names {
-		f.skipMigrated = skipMigrated(names, n)
+		f.skip = nil
+		if skipMigrated(names, n) {
+			f.skip = a.isCopy
+		}
+		fillOrigins := a.origins != nil && n == central.ArchiveStreamName
 		sr, err := readStream(ctx, js, n, f, func(store string, h map[string][]string) {
 			t := a.tallies[store]
 			if t == nil {
@@ -512,6 +556,9 @@ func readArchive(ctx context.Context, js jetstream.JetStream, o Options) (*archi
 			}
 			if !ok {
 				return
+			}
+			if fillOrigins && r.whole {
+				a.origins.addSeen(origin(store, r))
 			}
 			if !t.held.Add(r.seq) {
 				t.dupSeqs.Add(r.seq)
@@ -590,7 +637,10 @@ func findDuplicates(ctx context.Context, js jetstream.JetStream, o Options, a *a
 	}
 	progress := progressOf(o, ReadAgain, a.total)
 	for i, n := range names {
-		filter.skipMigrated = skipMigrated(names, n)
+		filter.skip = nil
+		if skipMigrated(names, n) {
+			filter.skip = a.isCopy
+		}
 		sr, err := readStream(ctx, js, n, filter, func(store string, h map[string][]string) {
 			t := a.tallies[store]
 			if t == nil || !involved[store] || stores[store] == nil {
