@@ -32,8 +32,9 @@ const (
 	HeaderEnqueuedAt = "Rx-Enqueued-At"
 	// HeaderMigratedFrom names the stream a movement was copied from by
 	// the move to a partitioned central (agent central migrate); agents
-	// never send it. Reconciliation skips such copies when it also reads
-	// the archive of the stream they came from, which holds the original.
+	// do not send it, but a store's credentials let it set any header.
+	// Reconciliation skips such a copy when it also reads the archive of
+	// the stream it came from and that holds its original.
 	HeaderMigratedFrom = "Rx-Migrated-From"
 )
 

@@ -11,6 +11,17 @@ import (
 	"github.com/rxedge/agent/remote"
 )
 
+// MaxRequestsPerChunk bounds the halving when a store answers that its
+// reply is over max_payload: once a store has been sent this many
+// requests per request of the first split, a request it says is too
+// large is not halved again but left unexplained (bad_answer), so a
+// store answering "too large" to everything is sent at most about twice
+// that, not one request per sequence. 64 halves a request of 10,000
+// sequences into some 32 pieces of about 300, whose answers fit
+// nats-server's default max_payload (1 MiB) even with every run's reason
+// at its longest.
+const MaxRequestsPerChunk = 64
+
 // chunk splits ranges into requests of at most maxSeqs sequences and
 // maxRanges ranges each, in order.
 func chunk(rs []Range, maxSeqs uint64, maxRanges int) [][]Range {
@@ -74,6 +85,7 @@ func explain(ctx context.Context, o Options, sr *StoreReport, syncedAfter time.T
 		}
 	}
 	queue := chunk(asked, remote.MaxReconcileSeqs, remote.MaxReconcileRanges)
+	requests, maxRequests := 0, MaxRequestsPerChunk*len(queue)
 	for len(queue) > 0 {
 		req := queue[0]
 		queue = queue[1:]
@@ -88,11 +100,14 @@ func explain(ctx context.Context, o Options, sr *StoreReport, syncedAfter time.T
 		rctx, cancel := context.WithTimeout(ctx, o.Timeout)
 		res, err := o.Asker.Reconcile(rctx, sr.Store, args)
 		cancel()
+		requests++
 		var re *remote.Error
 		switch {
-		case errors.As(err, &re) && re.Code == remote.CodeReplyTooLarge && Count(req) > 1:
+		case errors.As(err, &re) && re.Code == remote.CodeReplyTooLarge && Count(req) > 1 && requests < maxRequests:
 			a, b := halve(req)
 			queue = append([][]Range{a, b}, queue...)
+		case errors.As(err, &re) && re.Code == remote.CodeReplyTooLarge:
+			sr.noteAll(req, UnexplainedBadAnswer, "its answers are too large, however small the request", o.MaxListed)
 		case errors.As(err, &re) && re.Refused():
 			sr.noteAll(req, UnexplainedRefused, re.Code, o.MaxListed)
 		case errors.As(err, &re):

@@ -53,5 +53,19 @@ func (b *bloom) addSeen(key [16]byte) bool {
 	return seen
 }
 
+// has reports whether every bit of key is set: whether it may have been
+// added.
+func (b *bloom) has(key [16]byte) bool {
+	h1 := binary.LittleEndian.Uint64(key[:8])
+	h2 := binary.LittleEndian.Uint64(key[8:]) | 1
+	for i := range uint64(bloomHashes) {
+		p := (h1 + i*h2) & b.mask
+		if b.bits[p/64]&(uint64(1)<<(p%64)) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // bytes is the filter's memory.
 func (b *bloom) bytes() uint64 { return uint64(len(b.bits)) * 8 }

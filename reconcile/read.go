@@ -22,7 +22,7 @@ type StreamRead struct {
 	Seconds float64 `json:"seconds"`
 	// MigratedCopies are records skipped as copies made by the move to a
 	// partitioned central, whose originals are in the one-partition
-	// archive read too (see skipMigrated).
+	// archive read too (see skipMigrated and archive.isCopy).
 	MigratedCopies uint64 `json:"migrated_copies,omitempty"`
 }
 
@@ -110,9 +110,10 @@ func archiveStreams(ctx context.Context, js jetstream.JetStream, names []string)
 type readFilter struct {
 	subjects []string  // nil: every store
 	since    time.Time // zero: from the start
-	// skipMigrated skips the copies made by the move to a partitioned
-	// central (central.HeaderMigratedFrom).
-	skipMigrated bool
+	// skip, when set, says whether to skip a record that names itself a
+	// copy made by the move to a partitioned central
+	// (central.HeaderMigratedFrom); see archive.isCopy.
+	skip func(store string, h map[string][]string) bool
 }
 
 // skipMigrated says whether the copies the move to a partitioned central
@@ -171,9 +172,12 @@ func readStream(ctx context.Context, js jetstream.JetStream, name string, f read
 			return out, fmt.Errorf("reconcile: read %s: %w", name, err)
 		}
 		out.Records++
-		if f.skipMigrated && m.Headers().Get(central.HeaderMigratedFrom) != "" {
+		store, ok := strings.CutPrefix(m.Subject(), central.ArchivePrefix)
+		switch {
+		case !ok:
+		case f.skip != nil && m.Headers().Get(central.HeaderMigratedFrom) != "" && f.skip(store, m.Headers()):
 			out.MigratedCopies++
-		} else if store, ok := strings.CutPrefix(m.Subject(), central.ArchivePrefix); ok {
+		default:
 			fn(store, m.Headers())
 		}
 		if progress != nil && out.Records%8192 == 0 {

@@ -3,10 +3,13 @@ package reconcile
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -174,20 +177,22 @@ type StoreReport struct {
 	pending []Range // the gaps still to explain
 }
 
-// UnexplainedCount is the number of missing sequences not explained.
+// UnexplainedCount is the number of missing sequences not explained
+// (at most the largest uint64).
 func (s *StoreReport) UnexplainedCount() uint64 {
 	var n uint64
 	for _, v := range s.Unexplained {
-		n += v
+		n = satAdd(n, v)
 	}
 	return n
 }
 
-// ExplainedCount is the number of missing sequences explained.
+// ExplainedCount is the number of missing sequences explained (at most
+// the largest uint64).
 func (s *StoreReport) ExplainedCount() uint64 {
 	var n uint64
 	for _, v := range s.Explained {
-		n += v
+		n = satAdd(n, v)
 	}
 	return n
 }
@@ -223,8 +228,17 @@ type Report struct {
 	Notes         []string      `json:"notes,omitempty"`
 }
 
-// OK reports whether no store needs someone.
-func (r *Report) OK() bool { return r.Total.OK() }
+// OK reports whether no store needs someone. It asks every store, not
+// Total: a store writes its own fleet summary, and its counts are not
+// to be trusted to add up with the others'.
+func (r *Report) OK() bool {
+	for i := range r.Stores {
+		if !r.Stores[i].OK() {
+			return false
+		}
+	}
+	return r.Total.OK()
+}
 
 func (o *Options) defaults() {
 	if o.Grace <= 0 {
@@ -272,6 +286,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	tallies := a.tallies
 	rep.Streams = a.streams
+	if a.aged && o.Since.IsZero() {
+		rep.Notes = append(rep.Notes, "the archive has dropped its oldest records (its retention): each store is checked from its lowest archived sequence, and a loss below it is not seen")
+	}
 	if a.incomplete {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("more than %d keys may be archived twice: repeats and conflicts were counted for the first %d only (raise the filter's memory)", o.MaxCandidates, o.MaxCandidates))
 	}
@@ -334,11 +351,21 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			sr.Notes = append(sr.Notes, "its fleet summary has no highest sequence (an older agent): checked up to the highest archived")
 		}
 		lo, hi := uint64(1), max(sr.Highest, t.held.Max())
-		if !o.Since.IsZero() {
+		switch {
+		case !o.Since.IsZero():
 			lo = t.floor
 			if lo == 0 {
 				if hi > 0 {
 					sr.Notes = append(sr.Notes, "no movement it enqueued since --since (plus the grace) is archived: not checked")
+				}
+				continue
+			}
+		case a.aged:
+			// The sequences below the lowest archived may have aged out.
+			lo = t.held.Min()
+			if lo == 0 {
+				if hi > 0 {
+					sr.Notes = append(sr.Notes, "nothing of it is left in the archive, which has dropped its oldest records: not checked")
 				}
 				continue
 			}
@@ -389,7 +416,17 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	return rep, nil
 }
 
-// total sums the stores.
+// satAdd is a+b, or the largest uint64 when that overflows: a store's
+// fleet summary may claim a highest sequence near 2^64, and a sum that
+// wrapped round could hide the others' gaps.
+func satAdd(a, b uint64) uint64 {
+	if s := a + b; s >= a {
+		return s
+	}
+	return math.MaxUint64
+}
+
+// total sums the stores, saturating at the largest uint64.
 func total(stores []StoreReport) StoreReport {
 	t := StoreReport{Store: "TOTAL"}
 	add := func(dst *map[string]uint64, src map[string]uint64) {
@@ -397,18 +434,18 @@ func total(stores []StoreReport) StoreReport {
 			if *dst == nil {
 				*dst = map[string]uint64{}
 			}
-			(*dst)[k] += v
+			(*dst)[k] = satAdd((*dst)[k], v)
 		}
 	}
 	for _, s := range stores {
-		t.Highest += s.Highest
-		t.Held += s.Held
-		t.Records += s.Records
-		t.Missing += s.Missing
-		t.Repeats += s.Repeats
-		t.Conflicts += s.Conflicts
-		t.SeqReused += s.SeqReused
-		t.Malformed += s.Malformed
+		t.Highest = satAdd(t.Highest, s.Highest)
+		t.Held = satAdd(t.Held, s.Held)
+		t.Records = satAdd(t.Records, s.Records)
+		t.Missing = satAdd(t.Missing, s.Missing)
+		t.Repeats = satAdd(t.Repeats, s.Repeats)
+		t.Conflicts = satAdd(t.Conflicts, s.Conflicts)
+		t.SeqReused = satAdd(t.SeqReused, s.SeqReused)
+		t.Malformed = satAdd(t.Malformed, s.Malformed)
 		add(&t.Explained, s.Explained)
 		add(&t.Unexplained, s.Unexplained)
 	}
@@ -420,8 +457,15 @@ type archive struct {
 	tallies map[string]*tally
 	streams []StreamRead
 	// candidates are the keys the filter saw twice (maybe), by store.
-	candidates  map[storeKey]struct{}
-	incomplete  bool // candidates reached MaxCandidates
+	candidates map[storeKey]struct{}
+	incomplete bool // candidates reached MaxCandidates
+	// aged says an archive read had dropped its oldest records (its
+	// max_age, the retention: deletes and purges are denied).
+	aged bool
+	// origins holds a fingerprint (origin) of every whole record of
+	// RX_ARCHIVE when partitions' archives are read with it; nil
+	// otherwise.
+	origins     *bloom
 	filterBytes uint64
 	total       uint64 // the records the archives held when the read began
 }
@@ -429,6 +473,32 @@ type archive struct {
 type storeKey struct {
 	store string
 	key   [16]byte
+}
+
+// origin is the fingerprint of a whole record in RX_ARCHIVE: its store,
+// key, digest and sequence.
+func origin(store string, r record) [16]byte {
+	h := sha256.New()
+	h.Write([]byte(store))
+	h.Write([]byte{0})
+	h.Write(r.key[:])
+	h.Write(r.digest[:])
+	h.Write(binary.BigEndian.AppendUint64(nil, r.seq))
+	return [16]byte(h.Sum(nil))
+}
+
+// isCopy says whether a record of a partition's archive that names itself
+// a copy made by the move to partitions is one: RX_ARCHIVE holds a record
+// of the same store with the same key, content and sequence (up to the
+// filter's false positives). A store sets its movements' headers, so the
+// header alone would let it hide a rewritten movement from the
+// reconciliation.
+func (a *archive) isCopy(store string, h map[string][]string) bool {
+	if a.origins == nil {
+		return false
+	}
+	r, ok := parseRecord(store, h)
+	return ok && r.whole && a.origins.has(origin(store, r))
 }
 
 // readArchive reads every archive stream into one tally per store.
@@ -441,9 +511,13 @@ func readArchive(ctx context.Context, js jetstream.JetStream, o Options) (*archi
 		return nil, errors.New("reconcile: central has no archive stream (RX_ARCHIVE or RX_ARCHIVE_<p>): was it provisioned, and may this identity list streams?")
 	}
 	var total uint64
+	a := &archive{tallies: map[string]*tally{}, candidates: map[storeKey]struct{}{}}
 	for _, n := range names {
 		if st, err := js.Stream(ctx, n); err == nil {
 			total += st.CachedInfo().State.Msgs
+			if st.CachedInfo().State.FirstSeq > 1 {
+				a.aged = true
+			}
 		}
 	}
 	f := readFilter{since: o.Since}
@@ -451,13 +525,24 @@ func readArchive(ctx context.Context, js jetstream.JetStream, o Options) (*archi
 		f.subjects = append(f.subjects, central.ArchiveSubject(s))
 	}
 	floorAt := o.Since.Add(o.Grace)
-	a := &archive{tallies: map[string]*tally{}, candidates: map[storeKey]struct{}{}}
 	filter := newBloom(total, o.MaxFilterBytes)
 	a.filterBytes = filter.bytes()
 	a.total = total
 	progress := progressOf(o, ReadFirst, total)
+	if slices.Contains(names, central.ArchiveStreamName) && len(names) > 1 {
+		var msgs uint64
+		if st, err := js.Stream(ctx, central.ArchiveStreamName); err == nil {
+			msgs = st.CachedInfo().State.Msgs
+		}
+		a.origins = newBloom(msgs, o.MaxFilterBytes)
+		a.filterBytes += a.origins.bytes()
+	}
 	for i, n := range names {
-		f.skipMigrated = skipMigrated(names, n)
+		f.skip = nil
+		if skipMigrated(names, n) {
+			f.skip = a.isCopy
+		}
+		fillOrigins := a.origins != nil && n == central.ArchiveStreamName
 		sr, err := readStream(ctx, js, n, f, func(store string, h map[string][]string) {
 			t := a.tallies[store]
 			if t == nil {
@@ -471,6 +556,9 @@ func readArchive(ctx context.Context, js jetstream.JetStream, o Options) (*archi
 			}
 			if !ok {
 				return
+			}
+			if fillOrigins && r.whole {
+				a.origins.addSeen(origin(store, r))
 			}
 			if !t.held.Add(r.seq) {
 				t.dupSeqs.Add(r.seq)
@@ -524,11 +612,14 @@ func findDuplicates(ctx context.Context, js jetstream.JetStream, o Options, a *a
 	}
 	slices.Sort(subjects)
 	rep.RereadStores = len(subjects)
-	type copyOf struct {
+	// bySeq keeps, per sequence archived more than once, its first key
+	// and whether another key came with it: a store choosing its Rx-Seq
+	// could archive millions of records under one sequence.
+	type firstKey struct {
 		key    [16]byte
-		digest [32]byte
+		reused bool
 	}
-	bySeq := map[string]map[uint64][]copyOf{}
+	bySeq := map[string]map[uint64]*firstKey{}
 	byKey := map[storeKey][][32]byte{}
 	names, err := archiveStreams(ctx, js, o.Archives)
 	if err != nil {
@@ -546,7 +637,10 @@ func findDuplicates(ctx context.Context, js jetstream.JetStream, o Options, a *a
 	}
 	progress := progressOf(o, ReadAgain, a.total)
 	for i, n := range names {
-		filter.skipMigrated = skipMigrated(names, n)
+		filter.skip = nil
+		if skipMigrated(names, n) {
+			filter.skip = a.isCopy
+		}
 		sr, err := readStream(ctx, js, n, filter, func(store string, h map[string][]string) {
 			t := a.tallies[store]
 			if t == nil || !involved[store] || stores[store] == nil {
@@ -558,9 +652,13 @@ func findDuplicates(ctx context.Context, js jetstream.JetStream, o Options, a *a
 			}
 			if t.dupSeqs.Contains(r.seq) {
 				if bySeq[store] == nil {
-					bySeq[store] = map[uint64][]copyOf{}
+					bySeq[store] = map[uint64]*firstKey{}
 				}
-				bySeq[store][r.seq] = append(bySeq[store][r.seq], copyOf{r.key, r.digest})
+				if f := bySeq[store][r.seq]; f == nil {
+					bySeq[store][r.seq] = &firstKey{key: r.key}
+				} else if f.key != r.key {
+					f.reused = true
+				}
 			}
 			sk := storeKey{store, r.key}
 			if _, ok := a.candidates[sk]; ok {
@@ -574,12 +672,9 @@ func findDuplicates(ctx context.Context, js jetstream.JetStream, o Options, a *a
 		rep.RereadSeconds += sr.Seconds
 	}
 	for store, seqs := range bySeq {
-		for _, copies := range seqs {
-			for _, c := range copies[1:] {
-				if c.key != copies[0].key {
-					stores[store].SeqReused++
-					break
-				}
+		for _, f := range seqs {
+			if f.reused {
+				stores[store].SeqReused++
 			}
 		}
 	}

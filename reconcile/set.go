@@ -1,6 +1,9 @@
 package reconcile
 
-import "sort"
+import (
+	"slices"
+	"sort"
+)
 
 // Range is the sequences From..To, both included.
 type Range struct {
@@ -14,20 +17,35 @@ func (r Range) Len() uint64 { return r.To - r.From + 1 }
 // Set is a set of sequences held as sorted, disjoint, non-adjacent
 // ranges: its memory grows with the number of gaps, not of sequences, so
 // a store's two years of movements, delivered almost in order, take a few
-// ranges. Adding in ascending order, or at the end, costs O(1); elsewhere
-// a binary search and, when a new range is needed, a copy of the ranges
-// after it. The zero value is the empty set. A Set is not safe for
-// concurrent use.
+// ranges. The ranges are kept in blocks of at most setBlock, so that
+// adding in any order costs a binary search and a copy within one block:
+// a store publishes its archive records with whatever Rx-Seq it likes,
+// and one flat slice would be copied whole at every Add of a descending
+// run. Adding in ascending order, or at the end, costs O(1). The zero
+// value is the empty set. A Set is not safe for concurrent use.
 type Set struct {
-	r []Range
+	b [][]Range // non-empty blocks, in ascending order
 	n uint64
+}
+
+// setBlock is the most ranges a block holds before it is split in two.
+const setBlock = 512
+
+// find returns the block and the index in it of the first range that
+// ends at or after x; bi is len(s.b) when there is none.
+func (s *Set) find(x uint64) (bi, ri int) {
+	bi = sort.Search(len(s.b), func(i int) bool { return s.b[i][len(s.b[i])-1].To >= x })
+	if bi == len(s.b) {
+		return bi, 0
+	}
+	blk := s.b[bi]
+	return bi, sort.Search(len(blk), func(i int) bool { return blk[i].To >= x })
 }
 
 // Add adds x and reports whether it was new.
 func (s *Set) Add(x uint64) bool {
-	k := len(s.r)
-	if k > 0 {
-		last := &s.r[k-1]
+	if k := len(s.b); k > 0 {
+		last := &s.b[k-1][len(s.b[k-1])-1]
 		switch {
 		case x >= last.From && x <= last.To:
 			return false
@@ -35,35 +53,63 @@ func (s *Set) Add(x uint64) bool {
 			last.To = x
 			s.n++
 			return true
+		case x > last.To:
+			s.insert(k-1, len(s.b[k-1]), Range{x, x})
+			s.n++
+			return true
 		}
-	}
-	if k == 0 || x > s.r[k-1].To {
-		s.r = append(s.r, Range{x, x})
+	} else {
+		s.b = [][]Range{{{x, x}}}
 		s.n++
 		return true
 	}
-	// The first range that ends at or after x.
-	i := sort.Search(k, func(i int) bool { return s.r[i].To >= x })
-	if s.r[i].From <= x {
+	bi, ri := s.find(x)
+	cur := &s.b[bi][ri]
+	if cur.From <= x {
 		return false
 	}
 	s.n++
-	joinsPrev := i > 0 && s.r[i-1].To+1 == x
-	joinsNext := s.r[i].From-1 == x
+	var prev *Range
+	switch {
+	case ri > 0:
+		prev = &s.b[bi][ri-1]
+	case bi > 0:
+		prev = &s.b[bi-1][len(s.b[bi-1])-1]
+	}
+	joinsPrev := prev != nil && prev.To+1 == x
+	joinsNext := cur.From-1 == x
 	switch {
 	case joinsPrev && joinsNext:
-		s.r[i-1].To = s.r[i].To
-		s.r = append(s.r[:i], s.r[i+1:]...)
+		prev.To = cur.To
+		s.remove(bi, ri)
 	case joinsPrev:
-		s.r[i-1].To = x
+		prev.To = x
 	case joinsNext:
-		s.r[i].From = x
+		cur.From = x
 	default:
-		s.r = append(s.r, Range{})
-		copy(s.r[i+1:], s.r[i:])
-		s.r[i] = Range{x, x}
+		s.insert(bi, ri, Range{x, x})
 	}
 	return true
+}
+
+// insert puts r at index ri of block bi, splitting the block when full.
+func (s *Set) insert(bi, ri int, r Range) {
+	s.b[bi] = slices.Insert(s.b[bi], ri, r)
+	if blk := s.b[bi]; len(blk) > setBlock {
+		h := len(blk) / 2
+		lo, hi := slices.Clip(blk[:h]), slices.Clone(blk[h:])
+		s.b[bi] = lo
+		s.b = slices.Insert(s.b, bi+1, hi)
+	}
+}
+
+// remove deletes the range at index ri of block bi, and the block when it
+// is left empty.
+func (s *Set) remove(bi, ri int) {
+	s.b[bi] = slices.Delete(s.b[bi], ri, ri+1)
+	if len(s.b[bi]) == 0 {
+		s.b = slices.Delete(s.b, bi, bi+1)
+	}
 }
 
 // AddRange adds every sequence of r.
@@ -78,38 +124,43 @@ func (s *Set) AddRange(r Range) {
 
 // Contains reports whether x is in s.
 func (s *Set) Contains(x uint64) bool {
-	i := sort.Search(len(s.r), func(i int) bool { return s.r[i].To >= x })
-	return i < len(s.r) && s.r[i].From <= x
+	bi, ri := s.find(x)
+	return bi < len(s.b) && s.b[bi][ri].From <= x
 }
 
 // ContainsRange reports whether every sequence of r is in s.
 func (s *Set) ContainsRange(r Range) bool {
-	i := sort.Search(len(s.r), func(i int) bool { return s.r[i].To >= r.From })
-	return i < len(s.r) && s.r[i].From <= r.From && s.r[i].To >= r.To
+	bi, ri := s.find(r.From)
+	return bi < len(s.b) && s.b[bi][ri].From <= r.From && s.b[bi][ri].To >= r.To
 }
 
 // Len is the number of sequences in s.
 func (s *Set) Len() uint64 { return s.n }
 
-// Ranges are s's ranges in ascending order; the caller must not change
-// them.
-func (s *Set) Ranges() []Range { return s.r }
+// Ranges are s's ranges in ascending order, in a new slice.
+func (s *Set) Ranges() []Range {
+	var out []Range
+	for _, blk := range s.b {
+		out = append(out, blk...)
+	}
+	return out
+}
 
-// Min and Max are the lowest and the highest sequence in s; 0 when s is
-// empty.
+// Min is the lowest sequence in s; 0 when s is empty.
 func (s *Set) Min() uint64 {
-	if len(s.r) == 0 {
+	if len(s.b) == 0 {
 		return 0
 	}
-	return s.r[0].From
+	return s.b[0][0].From
 }
 
 // Max is the highest sequence in s; 0 when s is empty.
 func (s *Set) Max() uint64 {
-	if len(s.r) == 0 {
+	if len(s.b) == 0 {
 		return 0
 	}
-	return s.r[len(s.r)-1].To
+	blk := s.b[len(s.b)-1]
+	return blk[len(blk)-1].To
 }
 
 // Gaps returns the sequences of lo..hi that are not in s, as ranges in
@@ -120,15 +171,20 @@ func (s *Set) Gaps(lo, hi uint64) []Range {
 	}
 	var out []Range
 	next := lo
-	i := sort.Search(len(s.r), func(i int) bool { return s.r[i].To >= lo })
-	for ; i < len(s.r) && s.r[i].From <= hi; i++ {
-		if s.r[i].From > next {
-			out = append(out, Range{next, s.r[i].From - 1})
+	bi, ri := s.find(lo)
+	for ; bi < len(s.b); bi, ri = bi+1, 0 {
+		for _, r := range s.b[bi][ri:] {
+			if r.From > hi {
+				return append(out, Range{next, hi})
+			}
+			if r.From > next {
+				out = append(out, Range{next, r.From - 1})
+			}
+			if r.To >= hi {
+				return out
+			}
+			next = r.To + 1
 		}
-		if s.r[i].To >= hi {
-			return out
-		}
-		next = s.r[i].To + 1
 	}
 	return append(out, Range{next, hi})
 }

@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"testing"
+	"time"
 )
 
 func TestSetAdd(t *testing.T) {
@@ -85,8 +86,11 @@ func TestSetMatchesAMap(t *testing.T) {
 	for round := range 200 {
 		var s Set
 		m := map[uint64]bool{}
-		hi := uint64(1 + r.IntN(300))
-		for range r.IntN(400) {
+		hi, adds := uint64(1+r.IntN(300)), r.IntN(400)
+		if round%10 == 0 { // ranges over several blocks
+			hi, adds = uint64(1+r.IntN(8*setBlock)), r.IntN(6*setBlock)
+		}
+		for range adds {
 			x := 1 + r.Uint64N(hi)
 			if s.Add(x) == m[x] {
 				t.Fatalf("round %d: Add(%d) new=%v, map has it %v", round, x, !m[x], m[x])
@@ -111,6 +115,60 @@ func TestSetMatchesAMap(t *testing.T) {
 				t.Fatalf("round %d: ranges not sorted, disjoint and apart: %v", round, s.Ranges())
 			}
 			prev = rg
+		}
+		for range 20 {
+			lo := 1 + r.Uint64N(hi+2)
+			to := lo + r.Uint64N(hi+3-lo)
+			want := true
+			for x := lo; x <= to; x++ {
+				want = want && m[x]
+			}
+			if s.ContainsRange(Range{lo, to}) != want {
+				t.Fatalf("round %d: ContainsRange(%d..%d) = %v", round, lo, to, !want)
+			}
+			var n uint64
+			for _, g := range s.Gaps(lo, to) {
+				for x := g.From; x <= g.To; x++ {
+					if m[x] || x < lo || x > to {
+						t.Fatalf("round %d: Gaps(%d, %d) has %d", round, lo, to, x)
+					}
+				}
+				n += g.Len()
+			}
+			for x := lo; x <= to; x++ {
+				if !m[x] {
+					n--
+				}
+			}
+			if n != 0 {
+				t.Fatalf("round %d: Gaps(%d, %d) does not cover every gap", round, lo, to)
+			}
+		}
+	}
+}
+
+// TestSetOutOfOrderIsNotQuadratic: a store may publish its archive
+// records with Rx-Seq in any order (its credentials let it publish any
+// header). Adding 200,000 sequences in descending order, each a range of
+// its own, must not copy the whole set at every Add.
+func TestSetOutOfOrderIsNotQuadratic(t *testing.T) {
+	const n = 200_000
+	start := time.Now()
+	var s Set
+	for i := uint64(n); i >= 1; i-- {
+		if !s.Add(2 * i) {
+			t.Fatalf("%d not new", 2*i)
+		}
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("adding %d sequences in descending order took %v", n, d)
+	}
+	if s.Len() != n || len(s.Ranges()) != n || s.Min() != 2 || s.Max() != 2*n {
+		t.Fatalf("len %d, %d ranges, min %d, max %d", s.Len(), len(s.Ranges()), s.Min(), s.Max())
+	}
+	for i := uint64(1); i <= n; i++ {
+		if !s.Contains(2*i) || s.Contains(2*i-1) {
+			t.Fatalf("membership of %d or %d wrong", 2*i, 2*i-1)
 		}
 	}
 }

@@ -119,16 +119,20 @@ func (r *Responder) reconcile(a ReconcileArgs, n int) (ReconcileResult, error) {
 		}
 	}
 	if len(purged) > 0 {
+		// A key is purged once, from quarantine: stop at the last one's
+		// event rather than decode the rest of the journal.
+		left := len(purged)
 		err := r.o.Queue.Events(since, func(e queue.Event) bool {
 			if e.Action != queue.ActionPurge {
 				return true
 			}
 			for _, k := range e.Keys {
-				if _, ok := purged[k]; ok {
+				if why, ok := purged[k]; ok && why == "" {
 					purged[k] = clipReason("by " + e.Actor + ": " + e.Reason)
+					left--
 				}
 			}
-			return true
+			return left > 0
 		})
 		if err != nil {
 			return ReconcileResult{}, err

@@ -78,7 +78,9 @@ reads only the archive messages stored since T. A store is then checked
 only from the lowest sequence of an archived movement it enqueued at or
 after T plus --grace (sequences grow with enqueue time, so every later
 one was stored after T), up to its highest acknowledged: older gaps are
-not reported, and a store with no such movement is not checked.
+not reported, and a store with no such movement is not checked. Without
+--since, once the archive has dropped its oldest records (after its
+retention), each store is checked from its lowest archived sequence.
 
 Connect as an identity that may read the archives and direct get the
 fleet view, with the same connection flags as agent remote. The audit user
