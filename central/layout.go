@@ -37,11 +37,14 @@ import (
 // mapping at all.
 const (
 	// DefaultHorizon is the dedupe horizon: how long central refuses a
-	// second message for a key. It is longer than an agent remembers a
-	// synced key (retention.synced_keys, 30 days), so while the agent
-	// still refuses a resubmission locally, central would too. After it,
-	// a resend is stored again and archived a second time; the
-	// reconciliation reports it as a repeat (same digest) or a conflict.
+	// second message for a key. It is shorter than an agent remembers a
+	// synced key (retention.synced_keys, 40 days), so a resubmission the
+	// agent has forgotten is one central has forgotten too: it is stored
+	// again and archived a second time under its new sequence, and the
+	// reconciliation reports a repeat (same digest) or a conflict. Were
+	// the horizon the longer, central would refuse such a resubmission
+	// and its new sequence would never be archived. Within the horizon an
+	// agent's resends (lost acknowledgements, redrives) are refused.
 	DefaultHorizon = 35 * 24 * time.Hour
 	// DefaultRetention is how long the archive keeps a movement: two
 	// years (21 CFR 1304.04) and a month.

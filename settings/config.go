@@ -396,7 +396,9 @@ func (c Config) Validate() (Options, error) {
 	o.Controlled = policy(&errs, "retry.controlled", c.Retry.Controlled, retry.Controlled)
 	o.Ordinary = policy(&errs, "retry.ordinary", c.Retry.Ordinary, retry.Ordinary)
 
-	o.SyncedHorizon = positive(&errs, "retention.synced_keys", c.Retention.SyncedKeys, 30*24*time.Hour)
+	// Longer than central's dedupe horizon (central.DefaultHorizon, 35
+	// days): see DESIGN §5, "Horizon and the agent's memory".
+	o.SyncedHorizon = positive(&errs, "retention.synced_keys", c.Retention.SyncedKeys, 40*24*time.Hour)
 	o.JournalRetention = positive(&errs, "retention.journal", c.Retention.Journal, 730*24*time.Hour)
 
 	if c.Metrics.Listen != "" && c.Metrics.Listen != "off" {

@@ -43,7 +43,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o.IngestListen != DefaultIngestListen || o.MaxRequestBytes != 4<<20 || o.MaxMovementBytes != 64<<10 ||
-		o.AttemptTimeout != 5*time.Second || o.BatchSize != 1000 || o.SyncedHorizon != 30*24*time.Hour ||
+		o.AttemptTimeout != 5*time.Second || o.BatchSize != 1000 || o.SyncedHorizon != 40*24*time.Hour ||
 		o.JournalRetention != 730*24*time.Hour || o.Controlled.MaxDelay != 30*time.Second || o.LogLevel != "info" {
 		t.Fatalf("defaults = %+v", o)
 	}
