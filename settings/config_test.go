@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/sync"
 )
 
@@ -32,6 +33,25 @@ func TestExampleConfigLoadsAndDocumentsEverySetting(t *testing.T) {
 	}
 	if o.StoreID != "S0042" || o.Controlled.MaxAttempts != 7 || o.Ordinary.MaxAttempts != 5 || o.MaxInFlight != 256 {
 		t.Fatalf("options = %+v", o)
+	}
+	if o.SyncedHorizon <= central.DefaultHorizon {
+		t.Errorf("example keeps synced keys %v, not longer than central's horizon %v", o.SyncedHorizon, central.DefaultHorizon)
+	}
+}
+
+// An agent must remember a synced key longer than central refuses it:
+// a resubmission it has forgotten is then one central has forgotten too,
+// archived again under its new sequence, never refused by central under a
+// sequence the archive lacks (DESIGN §5).
+func TestSyncedKeysOutliveTheHorizon(t *testing.T) {
+	var c Config
+	c.StoreID, c.DataDir = "S1", t.TempDir()
+	o, err := c.Validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.SyncedHorizon <= central.DefaultHorizon {
+		t.Errorf("synced keys are kept %v, not longer than central's horizon %v", o.SyncedHorizon, central.DefaultHorizon)
 	}
 }
 
