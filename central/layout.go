@@ -49,6 +49,11 @@ const (
 	// DefaultRetention is how long the archive keeps a movement: two
 	// years (21 CFR 1304.04) and a month.
 	DefaultRetention = 761 * 24 * time.Hour
+	// ArchiveMaxConsumers bounds the consumers on an archive: the
+	// reconciliation's ordered consumers come and go, and the auditor,
+	// whose grant cannot restrict a consumer's settings, cannot pile up
+	// durable ones in central's account.
+	ArchiveMaxConsumers = 32
 	// MaxPartitions bounds Partitions.
 	MaxPartitions = 64
 
@@ -183,6 +188,6 @@ func ArchiveConfig(o StreamOptions) jetstream.StreamConfig {
 		MaxMsgs:      -1,
 		MaxBytes:     -1,
 		MaxMsgSize:   -1,
-		MaxConsumers: -1,
+		MaxConsumers: ArchiveMaxConsumers,
 	}
 }

@@ -68,7 +68,7 @@ func TestArchiveConfig(t *testing.T) {
 			Retention: jetstream.LimitsPolicy, Storage: jetstream.FileStorage, Discard: jetstream.DiscardNew,
 			DenyDelete: true, DenyPurge: true, AllowDirect: true,
 			Duplicates: 10 * time.Minute, MaxAge: 761 * 24 * time.Hour, Replicas: 1,
-			MaxMsgs: -1, MaxBytes: -1, MaxMsgSize: -1, MaxConsumers: -1,
+			MaxMsgs: -1, MaxBytes: -1, MaxMsgSize: -1, MaxConsumers: 32,
 		}
 	}
 	if got, w := central.ArchiveConfig(central.StreamOptions{}), want("RX_ARCHIVE", "RX_MOVEMENTS", "rx.mv.*.*"); !reflect.DeepEqual(got, w) {

@@ -3,6 +3,7 @@ package hub_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,5 +76,28 @@ func TestAuditorReconciles(t *testing.T) {
 			}
 			au.wantViolation(t, `Publish to "`+central.AuditAPIPrefix+`STREAM.NAMES"`)
 		})
+	}
+}
+
+// TestAuditorCannotPileUpConsumers: the auditor's grant to create
+// consumers on the archives cannot restrict their settings, so the
+// archive's own limit bounds how many it can leave behind in central's
+// account; reconciliation still reads with what is left.
+func TestAuditorCannotPileUpConsumers(t *testing.T) {
+	h := startProduction(t, 1)
+	au := dial(t, h.URL(), audit)
+	for i := range central.ArchiveMaxConsumers + 1 {
+		req := fmt.Sprintf(`{"stream_name":%q,"config":{"durable_name":"pile%d","ack_policy":"none"}}`, central.ArchiveStreamName, i)
+		m, err := au.nc.Request(api(fmt.Sprintf("CONSUMER.CREATE.%s.pile%d", central.ArchiveStreamName, i)), []byte(req), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		refused := strings.Contains(string(m.Data), `"error"`)
+		if i < central.ArchiveMaxConsumers && refused {
+			t.Fatalf("consumer %d refused before the limit: %s", i, m.Data)
+		}
+		if i == central.ArchiveMaxConsumers && !refused {
+			t.Fatalf("consumer %d created past the archive's limit of %d: %s", i, central.ArchiveMaxConsumers, m.Data)
+		}
 	}
 }

@@ -251,6 +251,9 @@ var managed = []struct {
 	{"max_msg_size",
 		func(c *jetstream.StreamConfig) string { return limit(int64(c.MaxMsgSize)) },
 		func(d, s *jetstream.StreamConfig) { d.MaxMsgSize = s.MaxMsgSize }},
+	{"max_consumers",
+		func(c *jetstream.StreamConfig) string { return limit(int64(c.MaxConsumers)) },
+		func(d, s *jetstream.StreamConfig) { d.MaxConsumers = s.MaxConsumers }},
 }
 
 // sources prints a stream's sources: each stream's name with its subject
