@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/reconcile"
 	"github.com/rxedge/agent/remote"
@@ -130,20 +128,8 @@ func TestRunBoundsTheHalving(t *testing.T) {
 // is in RX_ARCHIVE is skipped.
 func TestRunForgedMigratedCopyIsNotSkipped(t *testing.T) {
 	r := newRig(t, map[string][]string{central.ArchiveStreamName: {"S0001"}})
-	cfg := central.ArchiveConfig(central.StreamOptions{Partitions: 2, DuplicateWindow: 100 * time.Millisecond})
-	cfg.Sources, cfg.Subjects = nil, []string{"copy.*"}
-	cfg.SubjectTransform = &jetstream.SubjectTransformConfig{Source: "copy.*", Destination: central.ArchivePrefix + "{{wildcard(1)}}"}
-	if _, err := r.js.CreateStream(r.ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
 	now := time.Now()
-	for seq := uint64(1); seq <= 3; seq++ {
-		r.put(archiveMsg("S0001", seq, "", "", now))
-		c := archiveMsg("S0001", seq, "", "", now)
-		c.Subject = "copy.S0001"
-		c.Header.Set(central.HeaderMigratedFrom, central.StreamName)
-		r.put(c)
-	}
+	r.migrated("S0001", 3, now)
 	forged := archiveMsg("S0001", 2, "", "rewritten", now) // key and sequence of 2, another content
 	forged.Subject = "copy.S0001"
 	forged.Header.Set(central.HeaderMigratedFrom, central.StreamName)

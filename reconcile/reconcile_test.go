@@ -353,6 +353,28 @@ func TestRunHalvesWhatDoesNotFitAMessage(t *testing.T) {
 	}
 }
 
+// migrated archives sequences 1..n of store in RX_ARCHIVE, and the
+// migration's copy of each in RX_ARCHIVE_0, which it creates beside it;
+// publish to "copy.<store>" to archive more there. The partition's
+// archive takes the same archive subject through a transform, so that
+// the two streams' subjects do not overlap.
+func (r *rig) migrated(store string, n uint64, at time.Time) {
+	r.t.Helper()
+	cfg := central.ArchiveConfig(central.StreamOptions{Partitions: 2, DuplicateWindow: 100 * time.Millisecond})
+	cfg.Sources, cfg.Subjects = nil, []string{"copy.*"}
+	cfg.SubjectTransform = &jetstream.SubjectTransformConfig{Source: "copy.*", Destination: central.ArchivePrefix + "{{wildcard(1)}}"}
+	if _, err := r.js.CreateStream(r.ctx, cfg); err != nil {
+		r.t.Fatal(err)
+	}
+	for seq := uint64(1); seq <= n; seq++ {
+		r.put(archiveMsg(store, seq, "", "", at))
+		c := archiveMsg(store, seq, "", "", at)
+		c.Subject = "copy." + store
+		c.Header.Set(central.HeaderMigratedFrom, central.StreamName)
+		r.put(c)
+	}
+}
+
 // TestRunSkipsMigratedCopies: after the move to a partitioned central,
 // the one-partition archive keeps the originals and the partitions'
 // archives hold the copies the migration made (Rx-Migrated-From). Read
@@ -361,22 +383,8 @@ func TestRunHalvesWhatDoesNotFitAMessage(t *testing.T) {
 // without listing the streams, and a missing one is passed over.
 func TestRunSkipsMigratedCopies(t *testing.T) {
 	r := newRig(t, map[string][]string{central.ArchiveStreamName: {"S0001"}})
-	// The partition's archive: the same archive subject, taken through a
-	// transform so the two streams' subjects do not overlap.
-	cfg := central.ArchiveConfig(central.StreamOptions{Partitions: 2, DuplicateWindow: 100 * time.Millisecond})
-	cfg.Sources, cfg.Subjects = nil, []string{"copy.*"}
-	cfg.SubjectTransform = &jetstream.SubjectTransformConfig{Source: "copy.*", Destination: central.ArchivePrefix + "{{wildcard(1)}}"}
-	if _, err := r.js.CreateStream(r.ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
 	now := time.Now()
-	for seq := uint64(1); seq <= 3; seq++ {
-		r.put(archiveMsg("S0001", seq, "", "", now))
-		c := archiveMsg("S0001", seq, "", "", now)
-		c.Subject = "copy.S0001"
-		c.Header.Set(central.HeaderMigratedFrom, central.StreamName)
-		r.put(c)
-	}
+	r.migrated("S0001", 3, now)
 	after := archiveMsg("S0001", 4, "", "", now) // stored in the partition after the move
 	after.Subject = "copy.S0001"
 	r.put(after)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -99,9 +98,7 @@ or a skipped check does not).`,
 // printDoctor writes the report and returns exit status 3 unless ready.
 func printDoctor(s *streams, r doctor.Report, asJSON bool) error {
 	if asJSON {
-		enc := json.NewEncoder(s.out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(r); err != nil {
+		if err := printJSON(s.out, r); err != nil {
 			return err
 		}
 	} else {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -67,9 +66,7 @@ func checkDurability(ctx context.Context, nf *natsFlags, monitor []string) (dura
 // finding is an error.
 func printDurability(s *streams, r durability.Report, asJSON bool) error {
 	if asJSON {
-		enc := json.NewEncoder(s.out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(r); err != nil {
+		if err := printJSON(s.out, r); err != nil {
 			return err
 		}
 	} else {
