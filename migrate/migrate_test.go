@@ -390,7 +390,12 @@ func TestMigrateOnACluster(t *testing.T) {
 	// An agent resends one of them into its partition first.
 	publish(t, js, []*nats.Msg{toPartition(mv("S0011", 7, ""))})
 
-	ctx := testContext(t)
+	// A loaded machine can take a partition's leader away for a while:
+	// the migration then waits out its request timeout (10 s) and tries
+	// again, up to its retries, so a run may take far longer than its
+	// usual seconds.
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
 	for run, want := range []struct{ migrated, already uint64 }{{399, 1}, {0, 400}} {
 		sum, err := migrate.Run(ctx, nc, migrate.Options{Partitions: partitions})
 		if err != nil {
