@@ -66,10 +66,17 @@ func StartCluster(tb testing.TB, n int, opts ...Option) *Cluster {
 	for _, p := range routePorts {
 		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
 	}
+	// The stores' directories first: cleanups run last registered first,
+	// and the test's temporary directory, whose removal the first TempDir
+	// registers, must outlive the nodes writing into it.
+	dirs := make([]string, n)
+	for i := range dirs {
+		dirs[i] = tb.TempDir()
+	}
 	c := &Cluster{account: server.DEFAULT_GLOBAL_ACCOUNT}
 	tb.Cleanup(c.stopAll)
 	for i := range n {
-		o := hub.Options{StoreDir: tb.TempDir()}
+		o := hub.Options{StoreDir: dirs[i]}
 		for _, f := range opts {
 			f(&o)
 		}
