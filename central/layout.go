@@ -102,6 +102,18 @@ func ArchiveStream(p, n int) string {
 	return ArchiveStreamName + "_" + strconv.Itoa(p)
 }
 
+// ArchiveStreams names the archives of a central of n partitions: each
+// partition's, and for n > 1 also ArchiveStreamName, the archive of the
+// one-partition central it may have been moved from, which keeps the
+// records older than the move.
+func ArchiveStreams(n int) []string {
+	names := []string{ArchiveStreamName}
+	for p := 0; n > 1 && p < n; p++ {
+		names = append(names, ArchiveStream(p, n))
+	}
+	return names
+}
+
 // IsArchiveStream tells whether name is an archive of some layout.
 func IsArchiveStream(name string) bool {
 	if name == ArchiveStreamName {

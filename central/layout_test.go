@@ -3,6 +3,7 @@ package central_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -54,6 +55,12 @@ func TestLayoutNames(t *testing.T) {
 		if tc.got != tc.want {
 			t.Errorf("%s: got %q, want %q", tc.name, tc.got, tc.want)
 		}
+	}
+	if got, want := central.ArchiveStreams(1), []string{"RX_ARCHIVE"}; !slices.Equal(got, want) {
+		t.Errorf("ArchiveStreams(1) = %q, want %q", got, want)
+	}
+	if got, want := central.ArchiveStreams(3), []string{"RX_ARCHIVE", "RX_ARCHIVE_0", "RX_ARCHIVE_1", "RX_ARCHIVE_2"}; !slices.Equal(got, want) {
+		t.Errorf("ArchiveStreams(3) = %q, want %q", got, want)
 	}
 	for name, want := range map[string]bool{"RX_ARCHIVE": true, "RX_ARCHIVE_0": true, "RX_ARCHIVE_63": true,
 		"RX_ARCHIVE_64": false, "RX_ARCHIVE_01": false, "RX_ARCHIVE_": false, "RX_ARCHIVEX": false, "RX_MOVEMENTS": false} {

@@ -50,11 +50,7 @@ func TestAuditorReconciles(t *testing.T) {
 					t.Fatalf("%s holds %d messages after 20 s, want 3 (awaited: the source copying them)", archive("S0001", n), info.State.Msgs)
 				}
 			}
-			names := []string{central.ArchiveStreamName}
-			for p := 0; n > 1 && p < n; p++ {
-				names = append(names, central.ArchiveStream(p, n))
-			}
-			rep, err := reconcile.Run(ctx, reconcile.Options{Conn: au.nc, APIPrefix: central.AuditAPIPrefix, Archives: names, Stores: []string{"S0001"}})
+			rep, err := reconcile.Run(ctx, reconcile.Options{Conn: au.nc, APIPrefix: central.AuditAPIPrefix, Archives: central.ArchiveStreams(n), Stores: []string{"S0001"}})
 			if err != nil {
 				t.Fatalf("reconcile as the auditor: %v", err)
 			}

@@ -122,7 +122,7 @@ func CentralConfig(w io.Writer, stores []string, partitions int) error {
 		Migrate                                  []string
 		AuditArchives                            []confPartition
 	}{
-		Stores: ss, Partitions: parts, Streams: streamList(parts), Migrate: migrateGrants(n), AuditArchives: auditArchives(parts),
+		Stores: ss, Partitions: parts, Streams: streamList(parts), Migrate: migrateGrants(n), AuditArchives: auditArchives(n),
 		FleetStream: central.FleetStreamName, Fleet: central.FleetSubject("STORE"),
 		Status: central.StatusSubject("STORE"), Ctl: central.ControlSubject("STORE", ">"),
 		Reconcile: central.ControlSubject("STORE", "reconcile"), ReconcileAll: central.ControlSubject("*", "reconcile"),
@@ -146,15 +146,13 @@ type confStore struct {
 // confPartition names one partition's streams.
 type confPartition struct{ Stream, Archive string }
 
-// auditArchives are the archives the auditor reads: every partition's,
-// and for a partitioned central also the archive of the one-partition
-// central it may have been moved from (README, "Moving to a partitioned
-// central"), which keeps the records older than the move.
-func auditArchives(parts []confPartition) []confPartition {
-	if len(parts) <= 1 {
-		return parts
+// auditArchives are the archives the auditor reads (central.ArchiveStreams).
+func auditArchives(n int) []confPartition {
+	var out []confPartition
+	for _, a := range central.ArchiveStreams(n) {
+		out = append(out, confPartition{Archive: a})
 	}
-	return append([]confPartition{{Archive: central.ArchiveStreamName}}, parts...)
+	return out
 }
 
 // streamList names every movement stream and archive for the template's

@@ -129,10 +129,7 @@ reused sequence or malformed record; 3 otherwise (as agent status);
 			defer nc.Close()
 			o.Conn, o.Stores, o.Timeout = nc, stores, f.wait
 			if parts > 0 {
-				o.Archives = []string{central.ArchiveStreamName}
-				for p := 0; parts > 1 && p < parts; p++ {
-					o.Archives = append(o.Archives, central.ArchiveStream(p, parts))
-				}
+				o.Archives = central.ArchiveStreams(parts)
 			}
 			if !noAsk {
 				o.Asker = c
