@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/rxedge/agent/central"
-	"github.com/rxedge/agent/internal/natstest"
+	"github.com/rxedge/agent/testkit/natstest"
 )
 
 // Partition must be nats-server's {{partition(n, …)}} of the store token,

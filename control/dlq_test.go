@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/rxedge/agent/dlq"
-	"github.com/rxedge/agent/internal/dlqtest"
+	"github.com/rxedge/agent/testkit/dlqtest"
 	"github.com/rxedge/agent/queue"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rxedge/agent/internal/dlqtest"
+	"github.com/rxedge/agent/testkit/dlqtest"
 	"github.com/rxedge/agent/queue"
 )
 

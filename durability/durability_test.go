@@ -14,7 +14,7 @@ import (
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/durability"
 	"github.com/rxedge/agent/hub"
-	"github.com/rxedge/agent/internal/natstest"
+	"github.com/rxedge/agent/testkit/natstest"
 )
 
 const sysUser, sysPassword = "sys", "sys-secret"

@@ -87,7 +87,7 @@ func checkOutcome(t *testing.T, ack *jetstream.PubAck, err error, want outcome) 
 // Nats-Expected-Last-Subject-Sequence before Nats-Msg-Id: a resend of a
 // stored movement with the agent's headers is answered 10071 even inside
 // the duplicate window, never with a duplicate PubAck. (An R3 stream in a
-// cluster checks the id first; see internal/natstest.)
+// cluster checks the id first; see testkit/natstest.)
 func TestPublishSecondMessageForSubject(t *testing.T) {
 	tests := []struct {
 		name   string

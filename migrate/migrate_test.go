@@ -17,7 +17,7 @@ import (
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/hub"
-	"github.com/rxedge/agent/internal/natstest"
+	"github.com/rxedge/agent/testkit/natstest"
 	"github.com/rxedge/agent/migrate"
 )
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rxedge/agent/internal/natstest"
+	"github.com/rxedge/agent/testkit/natstest"
 	"github.com/rxedge/agent/remote"
 	"github.com/rxedge/agent/status"
 )

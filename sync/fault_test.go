@@ -15,8 +15,8 @@ import (
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/hub"
-	"github.com/rxedge/agent/internal/faultproxy"
-	"github.com/rxedge/agent/internal/natstest"
+	"github.com/rxedge/agent/testkit/faultproxy"
+	"github.com/rxedge/agent/testkit/natstest"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/retry"
 	"github.com/rxedge/agent/status"

@@ -12,8 +12,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxedge/agent/central"
-	"github.com/rxedge/agent/internal/natstest"
-	"github.com/rxedge/agent/internal/syncbuf"
+	"github.com/rxedge/agent/testkit/natstest"
+	"github.com/rxedge/agent/testkit/syncbuf"
 	"github.com/rxedge/agent/metrics"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"

@@ -14,7 +14,7 @@ import (
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/doctor"
 	"github.com/rxedge/agent/hub"
-	"github.com/rxedge/agent/internal/natstest"
+	"github.com/rxedge/agent/testkit/natstest"
 	"github.com/rxedge/agent/queue"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/rxedge/agent/hub"
-	"github.com/rxedge/agent/internal/natstest"
+	"github.com/rxedge/agent/testkit/natstest"
 )
 
 // TestCentralDurabilityCLI runs the durability check as the production

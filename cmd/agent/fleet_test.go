@@ -16,7 +16,7 @@ import (
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/daemon"
 	"github.com/rxedge/agent/hub"
-	"github.com/rxedge/agent/internal/natstest"
+	"github.com/rxedge/agent/testkit/natstest"
 	"github.com/rxedge/agent/remote"
 	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/status"

@@ -12,7 +12,7 @@ import (
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/hub"
-	"github.com/rxedge/agent/internal/natstest"
+	"github.com/rxedge/agent/testkit/natstest"
 )
 
 // TestProvision runs `agent provision` as the production template's

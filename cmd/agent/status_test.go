@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rxedge/agent/internal/natstest"
+	"github.com/rxedge/agent/testkit/natstest"
 	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/status"
 )

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rxedge/agent/internal/agentbin"
+	"github.com/rxedge/agent/testkit/agentbin"
 )
 
 // TestSecondAgentExitsQuickly: a second `agent run` on the same data

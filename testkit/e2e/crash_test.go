@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rxedge/agent/internal/agentbin"
+	"github.com/rxedge/agent/testkit/agentbin"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
 )

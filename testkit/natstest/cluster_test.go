@@ -13,7 +13,7 @@ import (
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/hub"
-	"github.com/rxedge/agent/internal/natstest"
+	"github.com/rxedge/agent/testkit/natstest"
 )
 
 func TestClusterStreamLeaderFailover(t *testing.T) {

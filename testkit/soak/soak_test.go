@@ -25,9 +25,9 @@ import (
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/dlq"
-	"github.com/rxedge/agent/internal/agentbin"
-	"github.com/rxedge/agent/internal/faultproxy"
-	"github.com/rxedge/agent/internal/natstest"
+	"github.com/rxedge/agent/testkit/agentbin"
+	"github.com/rxedge/agent/testkit/faultproxy"
+	"github.com/rxedge/agent/testkit/natstest"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/settings"
@@ -77,7 +77,7 @@ var faults = []string{faultKill, faultHub, faultCut, faultBlackhole, faultDiskFu
 func TestSoak(t *testing.T) {
 	spec := os.Getenv("RXEDGE_SOAK")
 	if spec == "" {
-		t.Skip("the soak test is off by default; run it with a duration: RXEDGE_SOAK=2m go test ./internal/soak/ -run Soak -v (for 30m add -timeout 45m)")
+		t.Skip("the soak test is off by default; run it with a duration: RXEDGE_SOAK=2m go test ./testkit/soak/ -run Soak -v (for 30m add -timeout 45m)")
 	}
 	if runtime.GOOS == "windows" {
 		t.Skip("the soak test kills processes with SIGKILL and limits file sizes with prlimit: Linux only")

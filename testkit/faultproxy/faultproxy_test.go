@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rxedge/agent/internal/faultproxy"
+	"github.com/rxedge/agent/testkit/faultproxy"
 )
 
 // echo is a TCP server that writes back what it reads and reports every

@@ -10,8 +10,8 @@
 //
 // It is off by default. Run it with a duration:
 //
-//	RXEDGE_SOAK=2m go test ./internal/soak/ -run Soak -v
-//	RXEDGE_SOAK=30m go test ./internal/soak/ -run Soak -v -timeout 45m
+//	RXEDGE_SOAK=2m go test ./testkit/soak/ -run Soak -v
+//	RXEDGE_SOAK=30m go test ./testkit/soak/ -run Soak -v -timeout 45m
 //
 // RXEDGE_SOAK_SEED repeats a run's random choices (faults and
 // submissions; the timing of a real system still differs). The disk-full

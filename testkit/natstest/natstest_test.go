@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxedge/agent/central"
-	"github.com/rxedge/agent/internal/natstest"
+	"github.com/rxedge/agent/testkit/natstest"
 )
 
 func testContext(t *testing.T) context.Context {

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rxedge/agent/internal/natstest"
+	"github.com/rxedge/agent/testkit/natstest"
 )
 
 // TestPowerLossDuringDrain cuts the power while the agent drains a backlog

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rxedge/agent/internal/agentbin"
-	"github.com/rxedge/agent/internal/syncbuf"
+	"github.com/rxedge/agent/testkit/agentbin"
+	"github.com/rxedge/agent/testkit/syncbuf"
 )
 
 func TestMain(m *testing.M) {

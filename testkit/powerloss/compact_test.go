@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rxedge/agent/internal/natstest"
-	"github.com/rxedge/agent/internal/powerfs"
+	"github.com/rxedge/agent/testkit/natstest"
+	"github.com/rxedge/agent/testkit/powerfs"
 	"github.com/rxedge/agent/queue"
 )
 

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rxedge/agent/internal/agentbin"
+	"github.com/rxedge/agent/testkit/agentbin"
 )
 
 // TestIngestPeakRSS sends the built agent the worst requests that fit in
