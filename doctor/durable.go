@@ -7,7 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/rxedge/agent/durability"
+	"github.com/rxedge/agent/headoffice/durability"
 )
 
 // durable checks that central fsyncs every write and replicates the

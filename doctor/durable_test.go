@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rxedge/agent/durability"
+	"github.com/rxedge/agent/headoffice/durability"
 )
 
 // TestDurabilityCheck: the check passes only on a report without findings

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/rxedge/agent/central"
-	"github.com/rxedge/agent/reconcile"
+	"github.com/rxedge/agent/headoffice/reconcile"
 	"github.com/rxedge/agent/remote"
 	"github.com/rxedge/agent/status"
 )

@@ -11,7 +11,7 @@ import (
 	"text/template"
 
 	"github.com/rxedge/agent/central"
-	"github.com/rxedge/agent/migrate"
+	"github.com/rxedge/agent/headoffice/migrate"
 )
 
 // CentralAccount is the account of the generated configuration that holds

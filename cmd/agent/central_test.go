@@ -22,7 +22,7 @@ import (
 	"github.com/rxedge/agent/testkit/natstest"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
-	"github.com/rxedge/agent/reconcile"
+	"github.com/rxedge/agent/headoffice/reconcile"
 	"github.com/rxedge/agent/remote"
 	"github.com/rxedge/agent/status"
 )

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rxedge/agent/durability"
+	"github.com/rxedge/agent/headoffice/durability"
 )
 
 // newCentralDurabilityCmd is `agent central durability`: does central

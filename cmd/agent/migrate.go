@@ -8,7 +8,7 @@ import (
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/internal/progress"
-	"github.com/rxedge/agent/migrate"
+	"github.com/rxedge/agent/headoffice/migrate"
 )
 
 // newCentralMigrateCmd is `agent central migrate`: move a one-partition

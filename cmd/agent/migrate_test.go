@@ -11,7 +11,7 @@ import (
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/testkit/natstest"
-	"github.com/rxedge/agent/migrate"
+	"github.com/rxedge/agent/headoffice/migrate"
 )
 
 // TestCentralMigrateCLI runs the migration command: it refuses while the

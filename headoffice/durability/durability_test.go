@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxedge/agent/central"
-	"github.com/rxedge/agent/durability"
+	"github.com/rxedge/agent/headoffice/durability"
 	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/testkit/natstest"
 )

@@ -18,7 +18,7 @@ import (
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/testkit/natstest"
-	"github.com/rxedge/agent/migrate"
+	"github.com/rxedge/agent/headoffice/migrate"
 )
 
 const partitions = 4

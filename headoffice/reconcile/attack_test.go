@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/rxedge/agent/central"
-	"github.com/rxedge/agent/reconcile"
+	"github.com/rxedge/agent/headoffice/reconcile"
 	"github.com/rxedge/agent/remote"
 )
 

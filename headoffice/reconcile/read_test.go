@@ -15,7 +15,7 @@ import (
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/testkit/natstest"
-	"github.com/rxedge/agent/reconcile"
+	"github.com/rxedge/agent/headoffice/reconcile"
 )
 
 // TestReadThroughput reads an archive of RXEDGE_RECONCILE_RECORDS records
