@@ -31,7 +31,7 @@ import (
 // {{partition(n, …)}} function sends to p, each in a movement stream and
 // an archive of its own, which a cluster places on its own nodes. A store
 // account's imports map its subjects onto its partition's (the generated
-// server configuration, hub.CentralConfig), so an agent needs no setting
+// server configuration, provision.CentralConfig), so an agent needs no setting
 // to find it. One partition is today's single stream, RX_MOVEMENTS with
 // subjects rx.mv.>, so a single server and the embedded hub need no
 // mapping at all.

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/rxedge/agent/dlq"
-	"github.com/rxedge/agent/testkit/dlqtest"
 	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/testkit/dlqtest"
 )
 
 // opFixture is a real data file in a temporary directory, with movements

@@ -13,10 +13,10 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/rxedge/agent/testkit/syncbuf"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/settings"
+	"github.com/rxedge/agent/testkit/syncbuf"
 )
 
 // inflate leaves n bytes of free pages in the bbolt file at path, the way

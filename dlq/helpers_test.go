@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rxedge/agent/testkit/dlqtest"
 	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/testkit/dlqtest"
 )
 
 const testStore = "S0042"

@@ -25,8 +25,7 @@ const DefaultListen = "127.0.0.1:4222"
 const DefaultStartTimeout = 30 * time.Second
 
 // Options configure a hub. The zero value plus a StoreDir is a durable hub
-// on 127.0.0.1:4222 with central's streams provisioned: one partition,
-// RX_MOVEMENTS and its archive RX_ARCHIVE, and KV_RX_FLEET.
+// on 127.0.0.1:4222 with no streams; Provision creates them.
 type Options struct {
 	// Listen is the client address, host:port. Port 0 picks a free port;
 	// URL and Addr then tell which. Empty means the ConfigFile's listen
@@ -50,11 +49,13 @@ type Options struct {
 	// are applied over it.
 	ConfigFile string
 	// Stream sets the streams' deployment settings, the number of
-	// partitions among them; see central.StreamOptions and Provision.
+	// partitions among them; see central.StreamOptions. They are given to
+	// Provision.
 	Stream central.StreamOptions
-	// SkipProvision leaves the streams alone: Start then only starts the
-	// server.
-	SkipProvision bool
+	// Provision, when set, is called once the server accepts clients, over
+	// a connection of the hub's own, to create or update central's streams
+	// (head office's provision.Provision does); nil only starts the server.
+	Provision func(context.Context, jetstream.JetStream, central.StreamOptions) ([]string, error)
 	// ConnectOptions are given to the hub's own connection (to URL) that
 	// provisions the streams. A ConfigFile with authorization needs
 	// credentials here of a user that may create and update them, e.g.
@@ -80,8 +81,8 @@ type Hub struct {
 	stop        sync.Once
 }
 
-// Start starts the server, waits until it accepts clients and, unless
-// SkipProvision is set, creates or updates central's streams (Provision).
+// Start starts the server, waits until it accepts clients and, when
+// Options.Provision is set, has it create or update central's streams.
 // On error nothing is left running.
 func Start(o Options) (*Hub, error) {
 	if o.StoreDir == "" {
@@ -114,7 +115,7 @@ func Start(o Options) (*Hub, error) {
 		return nil, fmt.Errorf("hub: start server on %s: %w", where, err)
 	}
 	h := &Hub{srv: srv, addr: clientAddr(srv, so.Host)}
-	if o.SkipProvision {
+	if o.Provision == nil {
 		return h, nil
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
@@ -225,7 +226,7 @@ func (h *Hub) provision(ctx context.Context, o Options) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hub: provision the streams: %w", err)
 	}
-	return Provision(ctx, js, o.Stream)
+	return o.Provision(ctx, js, o.Stream)
 }
 
 // URL is the client URL, "nats://host:port".
@@ -237,8 +238,8 @@ func (h *Hub) Addr() string { return h.addr }
 // Server is the embedded server, for what this package does not wrap.
 func (h *Hub) Server() *server.Server { return h.srv }
 
-// Provisioned is what Start changed on the streams, as Provision reports
-// it; empty when they were already as wanted or SkipProvision was set.
+// Provisioned is what Start changed on the streams, as Options.Provision
+// reports it; empty when they were already as wanted or it was not set.
 func (h *Hub) Provisioned() []string { return h.provisioned }
 
 // Shutdown stops the server at once, closing every client connection, and

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rxedge/agent/testkit/natstest"
 	"github.com/rxedge/agent/remote"
 	"github.com/rxedge/agent/status"
+	"github.com/rxedge/agent/testkit/natstest"
 )
 
 // TestFleetViewOverARealServer writes two stores' summaries as their

@@ -15,11 +15,11 @@ import (
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/dlq"
-	"github.com/rxedge/agent/testkit/natstest"
-	"github.com/rxedge/agent/testkit/syncbuf"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/remote"
+	"github.com/rxedge/agent/testkit/natstest"
+	"github.com/rxedge/agent/testkit/syncbuf"
 )
 
 // store is one agent's data file and responder, on its own connection to

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rxedge/agent/testkit/natstest"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/remote"
+	"github.com/rxedge/agent/testkit/natstest"
 )
 
 // TestReconcileCommand asks a store, over a real server, about sequences

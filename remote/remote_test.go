@@ -15,9 +15,9 @@ import (
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/dlq"
-	"github.com/rxedge/agent/testkit/natstest"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/remote"
+	"github.com/rxedge/agent/testkit/natstest"
 )
 
 // TestSigningBytes pins the bytes an operator signs: a change here breaks

@@ -13,9 +13,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxedge/agent/central"
-	"github.com/rxedge/agent/testkit/natstest"
 	"github.com/rxedge/agent/retry"
 	"github.com/rxedge/agent/status"
+	"github.com/rxedge/agent/testkit/natstest"
 )
 
 // TestClassifyPinsServerTexts provokes every outcome the sender acts on

@@ -14,12 +14,13 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/headoffice/provision"
 	"github.com/rxedge/agent/hub"
-	"github.com/rxedge/agent/testkit/faultproxy"
-	"github.com/rxedge/agent/testkit/natstest"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/retry"
 	"github.com/rxedge/agent/status"
+	"github.com/rxedge/agent/testkit/faultproxy"
+	"github.com/rxedge/agent/testkit/natstest"
 )
 
 // retryWindow is the longest a movement can spend in its retry budget:
@@ -90,7 +91,7 @@ func TestStreamFullPausesThenResumes(t *testing.T) {
 
 	// Central is given room.
 	nc := natstest.Connect(t, srv.URL())
-	changes, err := hub.Provision(context.Background(), natstest.JetStream(t, nc), central.StreamOptions{})
+	changes, err := provision.Provision(context.Background(), natstest.JetStream(t, nc), central.StreamOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +134,7 @@ func TestPermissionViolationPausesThenResumes(t *testing.T) {
 	conf := filepath.Join(dir, "server.conf")
 	// Start once on a free port to learn it, then pin it in the file.
 	os.WriteFile(conf, []byte(permissionsConf(filepath.Join(dir, "js"), -1, false)), 0o600)
-	h, err := hub.Start(hub.Options{Listen: "127.0.0.1:0", StoreDir: filepath.Join(dir, "js"), ConfigFile: conf,
+	h, err := hub.Start(hub.Options{Listen: "127.0.0.1:0", StoreDir: filepath.Join(dir, "js"), ConfigFile: conf, Provision: provision.Provision,
 		ConnectOptions: []nats.Option{nats.UserInfo("admin", "admin-pass")}})
 	if err != nil {
 		t.Fatal(err)
@@ -217,7 +218,7 @@ accounts { RX { jetstream: enabled, users: [ { user: admin, password: admin-pass
 		}
 	}
 	write(-1, "store-pass")
-	h, err := hub.Start(hub.Options{Listen: "127.0.0.1:0", StoreDir: filepath.Join(dir, "js"), ConfigFile: conf,
+	h, err := hub.Start(hub.Options{Listen: "127.0.0.1:0", StoreDir: filepath.Join(dir, "js"), ConfigFile: conf, Provision: provision.Provision,
 		ConnectOptions: []nats.Option{nats.UserInfo("admin", "admin-pass")}})
 	if err != nil {
 		t.Fatal(err)

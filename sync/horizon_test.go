@@ -12,8 +12,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxedge/agent/central"
-	"github.com/rxedge/agent/testkit/natstest"
 	"github.com/rxedge/agent/movement"
+	"github.com/rxedge/agent/testkit/natstest"
 )
 
 // The dedupe horizon of TestDedupeHorizon's central: the movement stream's

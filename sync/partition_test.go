@@ -13,9 +13,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxedge/agent/central"
-	"github.com/rxedge/agent/hub"
-	"github.com/rxedge/agent/testkit/natstest"
+	"github.com/rxedge/agent/headoffice/provision"
 	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/testkit/natstest"
 )
 
 // TestClusterPartitionLeaderStoppedMidDrain runs a real agent, with its
@@ -30,7 +30,7 @@ func TestClusterPartitionLeaderStoppedMidDrain(t *testing.T) {
 	const parts = 2
 	p := central.Partition(testStore, parts)
 	var conf bytes.Buffer
-	if err := hub.CentralConfig(&conf, []string{testStore, "S0002"}, parts); err != nil {
+	if err := provision.CentralConfig(&conf, []string{testStore, "S0002"}, parts); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "central.conf")

@@ -9,9 +9,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rxedge/agent/central"
-	"github.com/rxedge/agent/testkit/natstest"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/testkit/natstest"
 )
 
 // TestPreemptedKeyIsNotCountedSynced has another identity publish, on a

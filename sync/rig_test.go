@@ -12,13 +12,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxedge/agent/central"
-	"github.com/rxedge/agent/testkit/natstest"
-	"github.com/rxedge/agent/testkit/syncbuf"
 	"github.com/rxedge/agent/metrics"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/retry"
 	"github.com/rxedge/agent/status"
+	"github.com/rxedge/agent/testkit/natstest"
+	"github.com/rxedge/agent/testkit/syncbuf"
 )
 
 const testStore = "S0001"

@@ -10,11 +10,11 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rxedge/agent/central"
-	"github.com/rxedge/agent/testkit/faultproxy"
-	"github.com/rxedge/agent/testkit/natstest"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/status"
+	"github.com/rxedge/agent/testkit/faultproxy"
+	"github.com/rxedge/agent/testkit/natstest"
 )
 
 func TestDeliversWithHeaders(t *testing.T) {

@@ -7,8 +7,8 @@ import (
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/dlq"
-	"github.com/rxedge/agent/internal/progress"
 	"github.com/rxedge/agent/headoffice/reconcile"
+	"github.com/rxedge/agent/internal/progress"
 	"github.com/rxedge/agent/remote"
 )
 

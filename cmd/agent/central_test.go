@@ -19,12 +19,12 @@ import (
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/dlq"
-	"github.com/rxedge/agent/testkit/natstest"
+	"github.com/rxedge/agent/headoffice/reconcile"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
-	"github.com/rxedge/agent/headoffice/reconcile"
 	"github.com/rxedge/agent/remote"
 	"github.com/rxedge/agent/status"
+	"github.com/rxedge/agent/testkit/natstest"
 )
 
 // chain is a simulated chain on a real server: the movement stream, the

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rxedge/agent/central"
-	"github.com/rxedge/agent/hub"
+	"github.com/rxedge/agent/headoffice/provision"
 )
 
 func newCentralConfigCmd(s *streams) *cobra.Command {
@@ -45,13 +45,13 @@ partitions, whose movement streams do not hold their earlier keys.`,
 			if err != nil {
 				return fmt.Errorf("--roster: %w", err)
 			}
-			stores, err := hub.ReadRoster(f)
+			stores, err := provision.ReadRoster(f)
 			f.Close()
 			if err != nil {
 				return fmt.Errorf("--roster %s: %w", roster, err)
 			}
 			var b bytes.Buffer
-			if err := hub.CentralConfig(&b, stores, partitions); err != nil {
+			if err := provision.CentralConfig(&b, stores, partitions); err != nil {
 				return err
 			}
 			if out == "" || out == "-" {

@@ -14,8 +14,8 @@ import (
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/doctor"
 	"github.com/rxedge/agent/hub"
-	"github.com/rxedge/agent/testkit/natstest"
 	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/testkit/natstest"
 )
 
 var productionTemplate = filepath.Join("..", "..", "configs", "nats", "production.conf.template")
@@ -94,7 +94,11 @@ func TestDoctor(t *testing.T) {
 			failed: []string{doctor.CheckPublishOwn}, fix: "allow publish on rx.mv.<store>.>"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := natstest.StartHub(t, natstest.WithConfigFile(tc.conf, adminConnect...), func(o *hub.Options) { o.SkipProvision = !tc.provision })
+			h := natstest.StartHub(t, natstest.WithConfigFile(tc.conf, adminConnect...), func(o *hub.Options) {
+				if !tc.provision {
+					o.Provision = nil
+				}
+			})
 			if tc.setup != nil {
 				tc.setup(t, h.URL())
 			}

@@ -15,11 +15,11 @@ import (
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/daemon"
-	"github.com/rxedge/agent/hub"
-	"github.com/rxedge/agent/testkit/natstest"
+	"github.com/rxedge/agent/headoffice/provision"
 	"github.com/rxedge/agent/remote"
 	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/status"
+	"github.com/rxedge/agent/testkit/natstest"
 )
 
 // TestRemoteFleetView runs the fleet view against the production
@@ -32,7 +32,7 @@ func TestRemoteFleetView(t *testing.T) {
 	dir := t.TempDir()
 	config := filepath.Join(dir, "central.conf")
 	var b bytes.Buffer
-	if err := hub.CentralConfig(&b, stores, 1); err != nil {
+	if err := provision.CentralConfig(&b, stores, 1); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(config, b.Bytes(), 0o600); err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/headoffice/provision"
 	"github.com/rxedge/agent/hub"
 )
 
@@ -35,7 +36,7 @@ Prints its URL, then runs until interrupted. For production, run nats-server wit
 			if storeDir == "" {
 				return usageError("hub: --store-dir DIR is required (where JetStream keeps the stream)")
 			}
-			h, err := hub.Start(hub.Options{Listen: listen, StoreDir: storeDir, ConfigFile: confFile, MaxPayload: maxPayload})
+			h, err := hub.Start(hub.Options{Listen: listen, StoreDir: storeDir, ConfigFile: confFile, MaxPayload: maxPayload, Provision: provision.Provision})
 			if err != nil {
 				return err
 			}
@@ -98,8 +99,8 @@ was not run.`,
 			if partitions < 1 || partitions > central.MaxPartitions {
 				return usageError("--partitions must be between 1 and %d", central.MaxPartitions)
 			}
-			if retention < hub.MinRetention && !shortOK {
-				return usageError("--retention %s is shorter than %s: records of controlled substances must be kept for two years", retention, hub.MinRetention)
+			if retention < provision.MinRetention && !shortOK {
+				return usageError("--retention %s is shorter than %s: records of controlled substances must be kept for two years", retention, provision.MinRetention)
 			}
 			if maxAge <= 0 || retention <= maxAge {
 				return usageError("--max-age must be positive and shorter than --retention")
@@ -123,7 +124,7 @@ was not run.`,
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second+time.Duration(partitions)*5*time.Second)
 			defer cancel()
-			changes, err := hub.Provision(ctx, js, central.StreamOptions{Partitions: partitions, Replicas: replicas,
+			changes, err := provision.Provision(ctx, js, central.StreamOptions{Partitions: partitions, Replicas: replicas,
 				DuplicateWindow: window, MaxAge: maxAge, Retention: retention})
 			for _, c := range changes {
 				fmt.Fprintln(s.out, c)

@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rxedge/agent/central"
-	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/testkit/natstest"
 )
 
@@ -22,7 +21,7 @@ import (
 func TestProvision(t *testing.T) {
 	srv := natstest.StartHub(t,
 		natstest.WithConfigFile(filepath.Join("..", "..", "configs", "nats", "production.conf.template")),
-		func(o *hub.Options) { o.SkipProvision = true })
+		natstest.WithSkipProvision())
 	admin := []string{"provision", "--server", srv.URL(), "--user", "admin", "--password", "CHANGE-ME-admin"}
 
 	tests := []struct {

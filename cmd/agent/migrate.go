@@ -7,8 +7,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rxedge/agent/central"
-	"github.com/rxedge/agent/internal/progress"
 	"github.com/rxedge/agent/headoffice/migrate"
+	"github.com/rxedge/agent/internal/progress"
 )
 
 // newCentralMigrateCmd is `agent central migrate`: move a one-partition

@@ -10,8 +10,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxedge/agent/central"
-	"github.com/rxedge/agent/testkit/natstest"
 	"github.com/rxedge/agent/headoffice/migrate"
+	"github.com/rxedge/agent/testkit/natstest"
 )
 
 // TestCentralMigrateCLI runs the migration command: it refuses while the

@@ -15,7 +15,7 @@ import (
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/dlq"
-	"github.com/rxedge/agent/hub"
+	"github.com/rxedge/agent/headoffice/provision"
 	"github.com/rxedge/agent/remote"
 	"github.com/rxedge/agent/status"
 )
@@ -164,7 +164,7 @@ Exit status 3 unless every store is ok, so monitoring systems can run it;
 				if err != nil {
 					return fmt.Errorf("--roster: %w", err)
 				}
-				stores, err = hub.ReadRoster(fh)
+				stores, err = provision.ReadRoster(fh)
 				fh.Close()
 				if err != nil {
 					return fmt.Errorf("--roster %s: %w", roster, err)

@@ -22,12 +22,12 @@ import (
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/hub"
-	"github.com/rxedge/agent/testkit/natstest"
-	"github.com/rxedge/agent/testkit/syncbuf"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/remote"
 	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/status"
+	"github.com/rxedge/agent/testkit/natstest"
+	"github.com/rxedge/agent/testkit/syncbuf"
 )
 
 const liveStore = "S0001"

@@ -10,10 +10,10 @@ import (
 
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/dlq"
-	"github.com/rxedge/agent/testkit/natstest"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/remote"
 	"github.com/rxedge/agent/settings"
+	"github.com/rxedge/agent/testkit/natstest"
 )
 
 // serveRemote runs the control responder of the agent whose data

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/daemon"
+	"github.com/rxedge/agent/headoffice/provision"
 	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/installer"
 	"github.com/rxedge/agent/internal/logging"
@@ -170,7 +171,7 @@ func (f *runFlags) runDev(s *streams) error {
 	if len(c.NATS.Servers) > 0 {
 		return usageError("--dev runs its own central: leave out --nats / nats.servers")
 	}
-	h, err := hub.Start(hub.Options{Listen: f.devHub, StoreDir: filepath.Join(base, "hub")})
+	h, err := hub.Start(hub.Options{Listen: f.devHub, StoreDir: filepath.Join(base, "hub"), Provision: provision.Provision})
 	if err != nil {
 		return fmt.Errorf("dev hub: %w", err)
 	}

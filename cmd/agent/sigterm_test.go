@@ -32,10 +32,10 @@ import (
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/control"
-	"github.com/rxedge/agent/testkit/natstest"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/status"
+	"github.com/rxedge/agent/testkit/natstest"
 )
 
 // buildAgent builds the agent into a new temporary directory.

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rxedge/agent/testkit/natstest"
 	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/status"
+	"github.com/rxedge/agent/testkit/natstest"
 )
 
 // TestStatusExitCodes: 0 when all is well, 3 when something is quarantined

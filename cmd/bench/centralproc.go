@@ -49,7 +49,7 @@ const serverStartTimeout = 15 * time.Minute
 func centralServerChild(dir string, noSync bool, stdin io.Reader, stdout io.Writer) error {
 	t0 := time.Now()
 	h, err := hub.Start(hub.Options{
-		Listen: "127.0.0.1:0", StoreDir: dir, NoSync: noSync, SkipProvision: true,
+		Listen: "127.0.0.1:0", StoreDir: dir, NoSync: noSync,
 		StartTimeout: serverStartTimeout,
 	})
 	if err != nil {

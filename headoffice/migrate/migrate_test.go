@@ -16,9 +16,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/headoffice/migrate"
 	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/testkit/natstest"
-	"github.com/rxedge/agent/headoffice/migrate"
 )
 
 const partitions = 4

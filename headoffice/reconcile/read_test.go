@@ -14,8 +14,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rxedge/agent/central"
-	"github.com/rxedge/agent/testkit/natstest"
 	"github.com/rxedge/agent/headoffice/reconcile"
+	"github.com/rxedge/agent/testkit/natstest"
 )
 
 // TestReadThroughput reads an archive of RXEDGE_RECONCILE_RECORDS records

@@ -16,12 +16,12 @@ import (
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/dlq"
-	"github.com/rxedge/agent/testkit/natstest"
+	"github.com/rxedge/agent/headoffice/reconcile"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
-	"github.com/rxedge/agent/headoffice/reconcile"
 	"github.com/rxedge/agent/remote"
 	"github.com/rxedge/agent/status"
+	"github.com/rxedge/agent/testkit/natstest"
 )
 
 // rig is a real server with archive streams that take their subjects

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rxedge/agent/testkit/agentbin"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/testkit/agentbin"
 )
 
 // TestCrashKeepsEveryAcknowledgedMovement runs the built agent with 32

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rxedge/agent/testkit/agentbin"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/testkit/agentbin"
 )
 
 // TestDiskFull runs the built agent under a file-size limit (RLIMIT_FSIZE,

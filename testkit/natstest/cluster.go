@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/headoffice/provision"
 	"github.com/rxedge/agent/hub"
 )
 
@@ -30,7 +31,7 @@ type Cluster struct {
 	mu    sync.Mutex
 	nodes []*clusterNode
 	// account holds the streams: the server's global account, or
-	// hub.CentralAccount when the nodes run a configuration file.
+	// provision.CentralAccount when the nodes run a configuration file.
 	account string
 	// streams are the movement streams, then the archives.
 	movements, archives []string
@@ -43,7 +44,7 @@ type clusterNode struct {
 
 // StartCluster starts an n-node cluster (n at least 3), each node with its
 // own store in a new temporary directory, and provisions central's streams
-// (hub.Provision) with three replicas, for as many partitions as the
+// (provision.Provision) with three replicas, for as many partitions as the
 // stream options (WithStream) give. It returns once every movement stream
 // and archive has a leader. Options apply to every node; the streams'
 // Replicas is set to 3. With WithConfigFile, such as the generated
@@ -81,7 +82,7 @@ func StartCluster(tb testing.TB, n int, opts ...Option) *Cluster {
 			f(&o)
 		}
 		o.Listen = fmt.Sprintf("127.0.0.1:%d", clientPorts[i])
-		o.SkipProvision = true
+		o.Provision = nil
 		name, port := fmt.Sprintf("n%d", i), routePorts[i]
 		o.ServerName = name
 		configure := o.Configure // an option's, applied first
@@ -105,7 +106,7 @@ func StartCluster(tb testing.TB, n int, opts ...Option) *Cluster {
 	so := first.Stream
 	so.Replicas = 3
 	if first.ConfigFile != "" {
-		c.account = hub.CentralAccount
+		c.account = provision.CentralAccount
 	}
 	parts := max(so.Partitions, 1)
 	for p := range parts {
@@ -118,7 +119,7 @@ func StartCluster(tb testing.TB, n int, opts ...Option) *Cluster {
 	for {
 		// Fails until the nodes have met and elected a meta leader.
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_, err := hub.Provision(ctx, js, so)
+		_, err := provision.Provision(ctx, js, so)
 		cancel()
 		if err == nil {
 			break

@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxedge/agent/central"
-	"github.com/rxedge/agent/hub"
+	"github.com/rxedge/agent/headoffice/provision"
 	"github.com/rxedge/agent/testkit/natstest"
 )
 
@@ -90,7 +90,7 @@ func TestClusterStreamLeaderFailover(t *testing.T) {
 // its partition's stream.
 func TestClusterPartitioned(t *testing.T) {
 	var conf bytes.Buffer
-	if err := hub.CentralConfig(&conf, []string{"S0001", "S0002"}, 2); err != nil {
+	if err := provision.CentralConfig(&conf, []string{"S0001", "S0002"}, 2); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "central.conf")

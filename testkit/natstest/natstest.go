@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/headoffice/provision"
 	"github.com/rxedge/agent/hub"
 )
 
@@ -37,7 +38,7 @@ func WithStream(so central.StreamOptions) Option {
 // WithSkipProvision starts the server without central's streams, for a
 // test that creates its own.
 func WithSkipProvision() Option {
-	return func(o *hub.Options) { o.SkipProvision = true }
+	return func(o *hub.Options) { o.Provision = nil }
 }
 
 // WithMaxPayload sets the server's max_payload.
@@ -72,7 +73,7 @@ type Server struct {
 // temporary directory. It is stopped when the test ends.
 func StartHub(tb testing.TB, opts ...Option) *Server {
 	tb.Helper()
-	o := hub.Options{Listen: "127.0.0.1:0", StoreDir: tb.TempDir()}
+	o := hub.Options{Listen: "127.0.0.1:0", StoreDir: tb.TempDir(), Provision: provision.Provision}
 	for _, f := range opts {
 		f(&o)
 	}

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/testkit/natstest"
 	"github.com/rxedge/agent/testkit/powerfs"
-	"github.com/rxedge/agent/queue"
 )
 
 // compactFile is the name of the new file a compaction writes.

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rxedge/agent/testkit/natstest"
 	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/testkit/natstest"
 )
 
 // TestPowerLossDuringJournalWrites cuts the power while an operator runs

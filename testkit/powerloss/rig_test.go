@@ -24,12 +24,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/movement"
+	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/testkit/agentbin"
 	"github.com/rxedge/agent/testkit/natstest"
 	"github.com/rxedge/agent/testkit/powerfs"
 	"github.com/rxedge/agent/testkit/syncbuf"
-	"github.com/rxedge/agent/movement"
-	"github.com/rxedge/agent/queue"
 )
 
 func TestMain(m *testing.M) {

@@ -25,13 +25,13 @@ import (
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/dlq"
-	"github.com/rxedge/agent/testkit/agentbin"
-	"github.com/rxedge/agent/testkit/faultproxy"
-	"github.com/rxedge/agent/testkit/natstest"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/status"
+	"github.com/rxedge/agent/testkit/agentbin"
+	"github.com/rxedge/agent/testkit/faultproxy"
+	"github.com/rxedge/agent/testkit/natstest"
 )
 
 const (

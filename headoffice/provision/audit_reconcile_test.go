@@ -1,4 +1,4 @@
-package hub_test
+package provision_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package hub_test
+package provision_test
 
 import (
 	"fmt"
@@ -23,7 +23,7 @@ var oneAccountConfig = filepath.Join("testdata", "production-one-account.conf")
 // streams of n partitions as its administrator.
 func startTemplate(t *testing.T, config string, n int) *hub.Hub {
 	t.Helper()
-	h := startHub(t, hub.Options{ConfigFile: config, SkipProvision: true})
+	h := startBareHub(t, hub.Options{ConfigFile: config})
 	adm := dial(t, h.URL(), admin)
 	for p := range n {
 		if _, err := adm.js.CreateStream(shortContext(t), central.StreamConfig(central.StreamOptions{Partitions: n, Partition: p})); err != nil {

@@ -1,4 +1,4 @@
-package hub_test
+package provision_test
 
 import (
 	"bytes"
@@ -6,18 +6,18 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rxedge/agent/hub"
+	"github.com/rxedge/agent/headoffice/provision"
 )
 
 // TestTemplateIsGenerated keeps the checked-in production template equal
 // to the generator's output for its example roster.
 func TestTemplateIsGenerated(t *testing.T) {
-	stores, err := hub.ReadRoster(strings.NewReader("# example\nS0001\n\nS0002 # second\n"))
+	stores, err := provision.ReadRoster(strings.NewReader("# example\nS0001\n\nS0002 # second\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var b bytes.Buffer
-	if err := hub.CentralConfig(&b, stores, 1); err != nil {
+	if err := provision.CentralConfig(&b, stores, 1); err != nil {
 		t.Fatal(err)
 	}
 	have, err := os.ReadFile(productionConfig)
@@ -37,7 +37,7 @@ func TestTemplateIsGenerated(t *testing.T) {
 
 func TestReadRosterRefuses(t *testing.T) {
 	for _, in := range []string{"", "S1\nS1\n", "S1.>\n", "RX\n", "fleet\n", "audit\n", "AUDIT\n"} {
-		if _, err := hub.ReadRoster(strings.NewReader(in)); err == nil {
+		if _, err := provision.ReadRoster(strings.NewReader(in)); err == nil {
 			t.Errorf("roster %q: no error", in)
 		}
 	}

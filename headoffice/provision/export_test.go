@@ -1,4 +1,4 @@
-package hub
+package provision
 
 // ArchiveCaughtUp exposes archiveCaughtUp to the table test.
 var ArchiveCaughtUp = archiveCaughtUp

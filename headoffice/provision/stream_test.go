@@ -1,4 +1,4 @@
-package hub_test
+package provision_test
 
 import (
 	"fmt"
@@ -12,11 +12,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/headoffice/provision"
 	"github.com/rxedge/agent/hub"
 )
 
 func TestProvision(t *testing.T) {
-	h := startHub(t, hub.Options{SkipProvision: true})
+	h := startBareHub(t, hub.Options{})
 	_, js := connect(t, h.URL())
 
 	// Each step provisions with opts and expects exactly these changes.
@@ -43,7 +44,7 @@ func TestProvision(t *testing.T) {
 		{name: "four partitions again: nothing to do", opts: central.StreamOptions{Partitions: 4}, want: nil},
 	}
 	for _, st := range steps {
-		got, err := hub.Provision(testContext(t), js, st.opts)
+		got, err := provision.Provision(testContext(t), js, st.opts)
 		if err != nil {
 			t.Fatalf("%s: Provision: %v", st.name, err)
 		}
@@ -62,7 +63,7 @@ func TestProvision(t *testing.T) {
 }
 
 func TestProvisionRepairsSettings(t *testing.T) {
-	h := startHub(t, hub.Options{SkipProvision: true})
+	h := startBareHub(t, hub.Options{})
 	_, js := connect(t, h.URL())
 
 	// A stream made by hand, missing most of the settings the product needs.
@@ -75,7 +76,7 @@ func TestProvisionRepairsSettings(t *testing.T) {
 	if err != nil {
 		t.Fatalf("create stream by hand: %v", err)
 	}
-	got, err := hub.Provision(testContext(t), js, central.StreamOptions{})
+	got, err := provision.Provision(testContext(t), js, central.StreamOptions{})
 	if err != nil {
 		t.Fatalf("Provision: %v", err)
 	}
@@ -104,13 +105,13 @@ func TestProvisionRepairsSettings(t *testing.T) {
 	if got := s.CachedInfo().Config.Metadata["owner"]; got != "ops" {
 		t.Errorf("metadata owner after Provision = %q, want it kept as %q", got, "ops")
 	}
-	if got, err := hub.Provision(testContext(t), js, central.StreamOptions{}); err != nil || len(got) != 0 {
+	if got, err := provision.Provision(testContext(t), js, central.StreamOptions{}); err != nil || len(got) != 0 {
 		t.Errorf("second Provision = %q, %v; want no changes", got, err)
 	}
 }
 
 func TestProvisionRefusedUpdate(t *testing.T) {
-	h := startHub(t, hub.Options{SkipProvision: true})
+	h := startBareHub(t, hub.Options{})
 	_, js := connect(t, h.URL())
 	_, err := js.CreateStream(testContext(t), jetstream.StreamConfig{
 		Name: central.StreamName, Subjects: []string{"rx.mv.>"}, Storage: jetstream.MemoryStorage,
@@ -118,7 +119,7 @@ func TestProvisionRefusedUpdate(t *testing.T) {
 	if err != nil {
 		t.Fatalf("create stream by hand: %v", err)
 	}
-	changes, err := hub.Provision(testContext(t), js, central.StreamOptions{})
+	changes, err := provision.Provision(testContext(t), js, central.StreamOptions{})
 	if err == nil {
 		t.Fatal("Provision of a memory stream succeeded, want the server to refuse changing storage")
 	}
@@ -150,7 +151,7 @@ func TestArchiveCaughtUp(t *testing.T) {
 		{"caught up, archive holds older ones too", 5, 9, heard, true},
 	}
 	for _, tc := range tests {
-		if got := hub.ArchiveCaughtUp(tc.total, tc.copied, tc.src); got != tc.want {
+		if got := provision.ArchiveCaughtUp(tc.total, tc.copied, tc.src); got != tc.want {
 			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
 		}
 	}
@@ -164,7 +165,7 @@ func TestArchiveCaughtUp(t *testing.T) {
 // the archive holds every movement exactly once, though the stream has
 // aged them all out.
 func TestProvisionMigratesInPlace(t *testing.T) {
-	h := startHub(t, hub.Options{SkipProvision: true})
+	h := startBareHub(t, hub.Options{})
 	_, js := connect(t, h.URL())
 	ctx := testContext(t)
 	old := central.StreamConfig(central.StreamOptions{MaxAge: 90 * 24 * time.Hour})
@@ -203,7 +204,7 @@ func TestProvisionMigratesInPlace(t *testing.T) {
 	o := central.StreamOptions{MaxAge: time.Second, DuplicateWindow: time.Second}
 	lowered := "RX_MOVEMENTS: max_age: 2160h0m0s -> 1s"
 	kept := regexp.MustCompile(`^RX_MOVEMENTS: kept max_age 2160h0m0s until RX_ARCHIVE has copied RX_MOVEMENTS \(\d+ of 1000\); run provision again$`)
-	changes, err := hub.Provision(ctx, js, o)
+	changes, err := provision.Provision(ctx, js, o)
 	if err != nil {
 		t.Fatalf("first provision: %v", err)
 	}
@@ -223,7 +224,7 @@ func TestProvisionMigratesInPlace(t *testing.T) {
 			t.Fatalf("max_age still kept after 30 s (awaited: the archive copying the stream): %q", changes)
 		}
 		time.Sleep(50 * time.Millisecond)
-		if changes, err = hub.Provision(testContext(t), js, o); err != nil {
+		if changes, err = provision.Provision(testContext(t), js, o); err != nil {
 			t.Fatal(err)
 		}
 		if !slices.Contains(changes, lowered) && !slices.ContainsFunc(changes, kept.MatchString) {
@@ -260,7 +261,7 @@ func TestProvisionMigratesInPlace(t *testing.T) {
 			t.Errorf("archive holds key %s %d times", k, c)
 		}
 	}
-	if got, err := hub.Provision(testContext(t), js, o); err != nil || len(got) != 0 {
+	if got, err := provision.Provision(testContext(t), js, o); err != nil || len(got) != 0 {
 		t.Errorf("provision after the migration = %q, %v; want nothing to do", got, err)
 	}
 }

@@ -1,4 +1,4 @@
-package hub_test
+package provision_test
 
 // These tests pin what nats.go v1.55.0 reports for each publish outcome
 // against nats-server v2.15.2 and the RX_MOVEMENTS settings. The sync

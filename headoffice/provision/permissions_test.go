@@ -1,4 +1,4 @@
-package hub_test
+package provision_test
 
 import (
 	"bytes"
@@ -23,6 +23,7 @@ import (
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/dlq"
+	"github.com/rxedge/agent/headoffice/provision"
 	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
@@ -31,7 +32,7 @@ import (
 
 // productionConfig is the shipped template, loaded as it is: its example
 // users and passwords are what these tests log in with.
-var productionConfig = filepath.Join("..", "configs", "nats", "production.conf.template")
+var productionConfig = filepath.Join("..", "..", "configs", "nats", "production.conf.template")
 
 // identity is one user of the production template; inbox is the custom
 // inbox prefix its clients use, empty for nats.go's default "_INBOX".
@@ -123,7 +124,7 @@ func partitionedConfig(t *testing.T, n int) string {
 		return productionConfig
 	}
 	var b bytes.Buffer
-	if err := hub.CentralConfig(&b, []string{"S0001", "S0002"}, n); err != nil {
+	if err := provision.CentralConfig(&b, []string{"S0001", "S0002"}, n); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), fmt.Sprintf("central-%d.conf", n))
@@ -519,7 +520,7 @@ func testAdminOnlyProvisions(t *testing.T, n int) {
 	h := startProduction(t, n)
 	ad := dial(t, h.URL(), admin)
 
-	changes, err := hub.Provision(testContext(t), ad.js, central.StreamOptions{Partitions: n, DuplicateWindow: 5 * time.Minute})
+	changes, err := provision.Provision(testContext(t), ad.js, central.StreamOptions{Partitions: n, DuplicateWindow: 5 * time.Minute})
 	if err != nil {
 		t.Fatalf("admin provisions: %v", err)
 	}

@@ -1,4 +1,4 @@
-package hub_test
+package provision_test
 
 import (
 	"context"
@@ -45,7 +45,7 @@ func TestLayoutAlternatives(t *testing.T) {
 	payload := make([]byte, 300)
 	for _, l := range layouts {
 		dir := t.TempDir()
-		o := hub.Options{Listen: "127.0.0.1:0", StoreDir: dir, SkipProvision: true, NoSync: true}
+		o := hub.Options{Listen: "127.0.0.1:0", StoreDir: dir, NoSync: true}
 		h, err := hub.Start(o)
 		if err != nil {
 			t.Fatal(err)
