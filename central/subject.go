@@ -1,6 +1,10 @@
 package central
 
-import "github.com/nats-io/nats.go/jetstream"
+import (
+	"regexp"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
 
 // Movement subjects: rx.mv.<store>.<key>, one per movement.
 const (
@@ -48,6 +52,15 @@ const (
 	// of older versions still answer).
 	FleetToken = "fleet"
 )
+
+// storeIDPattern is the form of a store id: it is a token of NATS subjects
+// and the name of the store's account in the generated server config.
+var storeIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
+
+// ValidStoreID reports whether s can be a store id: 1 to 32 letters,
+// digits, '-' and '_', and not the reserved FleetToken. Settings, the
+// remote commands and the roster all check ids with it.
+func ValidStoreID(s string) bool { return storeIDPattern.MatchString(s) && s != FleetToken }
 
 // ControlSubject is the subject of cmd for store:
 // "rx.ctl.<store>.<cmd>". ControlSubject(store, ">") is every command an

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/status"
 )
@@ -95,7 +96,7 @@ func (c *Client) Send(ctx context.Context, e Envelope, out any) error {
 }
 
 func (c *Client) call(ctx context.Context, store, cmd string, args, out any) error {
-	if !ValidStore(store) {
+	if !central.ValidStoreID(store) {
 		return fmt.Errorf("remote: %q is not a store id (letters, digits, _ and -, at most 32)", store)
 	}
 	e, err := c.envelope(store, cmd, args)

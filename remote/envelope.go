@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"strings"
 	"time"
 
@@ -36,12 +35,6 @@ func readOnly(cmd string) bool { return cmd == CmdStatus || cmd == CmdDLQList }
 
 // storeCommands are the commands one store answers on its own subjects.
 var storeCommands = []string{CmdStatus, CmdDLQList, CmdDLQRedrive, CmdReconcile}
-
-// storePattern is the form of a store id (as config validates store_id).
-var storePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
-
-// ValidStore reports whether s can be a store id in a control subject.
-func ValidStore(s string) bool { return storePattern.MatchString(s) && s != central.FleetToken }
 
 // Time limits of a signed command.
 const (

@@ -94,7 +94,7 @@ func New(o Options) *Responder {
 // commands accepted within their lifetime from the journal, so a restart
 // does not open a replay window.
 func (r *Responder) Subscribe(nc *nats.Conn) error {
-	if !ValidStore(r.o.StoreID) {
+	if !central.ValidStoreID(r.o.StoreID) {
 		return fmt.Errorf("remote: store id %q cannot be used in control subjects (%q is reserved): choose another store_id", r.o.StoreID, central.FleetToken)
 	}
 	if err := r.loadNonces(); err != nil {

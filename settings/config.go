@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/retry"
 	"github.com/rxedge/agent/sync"
@@ -270,14 +271,9 @@ func DataFile(dataDir string) string { return filepath.Join(dataDir, "agent.db")
 func SocketPath(dataDir string) string { return filepath.Join(dataDir, "agent.sock") }
 
 var (
-	storeIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
-	nkeyPattern    = regexp.MustCompile(`^U[A-Z2-7]{55}$`)
-	operatorName   = regexp.MustCompile(`^[A-Za-z0-9._@-]{1,64}$`)
+	nkeyPattern  = regexp.MustCompile(`^U[A-Z2-7]{55}$`)
+	operatorName = regexp.MustCompile(`^[A-Za-z0-9._@-]{1,64}$`)
 )
-
-// ValidStoreID reports whether s can be a store id: it is part of NATS
-// subjects, so only letters, digits, '-' and '_'.
-func ValidStoreID(s string) bool { return storeIDPattern.MatchString(s) }
 
 // Validate checks the configuration and fills in defaults. It reports
 // every problem at once, each naming its field.
@@ -291,10 +287,10 @@ func (c Config) Validate() (Options, error) {
 	switch {
 	case c.StoreID == "":
 		bad("store_id", "is required (the store's id as central knows it, e.g. S0042; flag --store-id, variable RXEDGE_STORE_ID)")
-	case !ValidStoreID(c.StoreID):
-		bad("store_id", "must be 1 to 32 letters, digits, '-' or '_' (it is part of NATS subjects)")
-	case c.StoreID == "fleet":
+	case c.StoreID == central.FleetToken:
 		bad("store_id", "\"fleet\" is reserved (it named the fleet's control subject, rx.ctl.fleet.>)")
+	case !central.ValidStoreID(c.StoreID):
+		bad("store_id", "must be 1 to 32 letters, digits, '-' or '_' (it is part of NATS subjects)")
 	}
 
 	if c.DataDir == "" {

@@ -97,7 +97,7 @@ func storeFlag(store string) error {
 	if store == "" {
 		return usageError("--store ID is required")
 	}
-	if !remote.ValidStore(store) {
+	if !central.ValidStoreID(store) {
 		return usageError("--store %q is not a store id (letters, digits, _ and -, at most 32)", store)
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/configs"
 	"github.com/rxedge/agent/installer"
 	"github.com/rxedge/agent/settings"
@@ -209,7 +210,7 @@ config, and changes nothing; it needs no administrator rights.
 }
 
 func (f *installFlags) run(ctx context.Context, s *streams) error {
-	if f.storeID != "" && !settings.ValidStoreID(f.storeID) {
+	if f.storeID != "" && !central.ValidStoreID(f.storeID) {
 		return usageError("--store-id %q: use 1-32 letters, digits, '-' or '_', the store's id as central knows it (e.g. S0107)", f.storeID)
 	}
 	if err := f.central.check(); err != nil {
@@ -373,7 +374,7 @@ func storeIDOf(b []byte) string {
 // to id (added at the top when tmpl has none), every other line and comment
 // kept as it is.
 func withStoreID(tmpl []byte, id string) ([]byte, error) {
-	line := "store_id: '" + id + "'" // ids have no quotes: settings.ValidStoreID
+	line := "store_id: '" + id + "'" // ids have no quotes: central.ValidStoreID
 	lines := strings.SplitAfter(string(tmpl), "\n")
 	set := false
 	for i, l := range lines {

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"regexp"
 	"slices"
 	"strings"
 	"text/template"
@@ -21,10 +20,6 @@ const (
 	CentralAccount = "RX"
 	AuditAccount   = "AUDIT"
 )
-
-// storeID is the form of a store id in a roster (as settings and remote
-// accept it).
-var storeID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
 
 // reservedAccounts are the names of the template's own accounts, and the
 // fleet token, which no store may take.
@@ -44,10 +39,10 @@ func ReadRoster(r io.Reader) ([]string, error) {
 		id := strings.TrimSpace(line)
 		switch {
 		case id == "":
-		case !storeID.MatchString(id):
-			bad = append(bad, fmt.Sprintf("line %d: %q is not a store id (letters, digits, _ and -, at most 32)", n, id))
 		case slices.Contains(reservedAccounts, id):
 			bad = append(bad, fmt.Sprintf("line %d: %q is reserved", n, id))
+		case !central.ValidStoreID(id):
+			bad = append(bad, fmt.Sprintf("line %d: %q is not a store id (letters, digits, _ and -, at most 32)", n, id))
 		case slices.Contains(stores, id):
 			bad = append(bad, fmt.Sprintf("line %d: %s is listed twice", n, id))
 		default:
