@@ -27,6 +27,7 @@ import (
 	"github.com/rxedge/agent/metrics"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/status"
+	"github.com/rxedge/agent/status/builder"
 )
 
 // Options configure a Server.
@@ -63,7 +64,7 @@ type Options struct {
 	// Status builds the status document. Default: a builder over Queue
 	// for an agent that is not running (the CLI reading the file
 	// directly).
-	Status *status.Builder
+	Status *builder.Builder
 	// DLQ serves the operator's routes. Default: a service over Queue.
 	DLQ     *dlq.Service
 	Metrics *metrics.Metrics
@@ -101,7 +102,7 @@ func New(opts Options) *Server {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Status == nil {
-		opts.Status = status.NewBuilder(status.Sources{Queue: opts.Queue, Clock: opts.Clock})
+		opts.Status = builder.New(builder.Sources{Queue: opts.Queue, Clock: opts.Clock})
 	}
 	if opts.DLQ == nil {
 		opts.DLQ = dlq.New(opts.Queue)

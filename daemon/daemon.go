@@ -34,6 +34,7 @@ import (
 	"github.com/rxedge/agent/remote"
 	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/status"
+	"github.com/rxedge/agent/status/builder"
 	"github.com/rxedge/agent/sync"
 )
 
@@ -83,7 +84,7 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 		return status.Connection{State: status.Idle, Reason: "no central servers configured: set nats.servers"}
 	}
 	connection := func() status.Connection { return conn() }
-	st := status.NewBuilder(status.Sources{Queue: q, Connection: connection, Running: true})
+	st := builder.New(builder.Sources{Queue: q, Connection: connection, Running: true})
 	m.WatchConnection(connection)
 	srv := control.New(control.Options{
 		Queue: q, StoreID: opts.StoreID,

@@ -1,9 +1,9 @@
 // Package status is the agent's status document: what `agent status`
 // prints, what GET /v1/status and the remote rx.ctl.<store>.status answer,
-// and what the heartbeat carries, and the Builder that assembles it from
-// the queue's counters (no scan), the sender's connection and the recent
-// rates. It holds counts, states, times and reasons only — never movement
-// payloads (DESIGN P6).
+// and what the heartbeat carries (package status/builder assembles it). It
+// holds counts, states, times and reasons only — never movement payloads
+// (DESIGN P6), and links nothing of the store's (no bbolt), so head office
+// reads it too.
 //
 // Judge decides what needs attention by thresholds, as problems with
 // stable codes; Check turns that into the Nagios/Icinga plugin answer (exit

@@ -1,4 +1,4 @@
-package status
+package builder
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/rxedge/agent/internal/disk"
 	"github.com/rxedge/agent/internal/version"
 	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/status"
 )
 
 // Sources are what a Builder reads.
@@ -16,7 +17,7 @@ type Sources struct {
 	Queue *queue.Queue
 	// Connection reports the sender's state. Nil means the agent is not
 	// running (the CLI reading the file directly).
-	Connection func() Connection
+	Connection func() status.Connection
 	// Running is true in the agent process.
 	Running bool
 	// Clock stamps the document and ages. Default time.Now.
@@ -33,8 +34,8 @@ type Builder struct {
 	rates   rates
 }
 
-// NewBuilder returns a Builder over src.
-func NewBuilder(src Sources) *Builder {
+// New returns a Builder over src.
+func New(src Sources) *Builder {
 	if src.Clock == nil {
 		src.Clock = time.Now
 	}
@@ -66,20 +67,20 @@ func (b *Builder) sample() {
 }
 
 // Status builds the status document.
-func (b *Builder) Status() (*Status, error) {
+func (b *Builder) Status() (*status.Status, error) {
 	q := b.src.Queue
 	qs, err := q.Stats()
 	if err != nil {
 		return nil, err
 	}
 	now := b.src.Clock()
-	st := &Status{
+	st := &status.Status{
 		StoreID:     qs.StoreID,
-		Agent:       Agent{Running: b.src.Running, Version: version.Get().Version},
+		Agent:       status.Agent{Running: b.src.Running, Version: version.Get().Version},
 		SyncedTotal: qs.SyncedTotal,
 		HighestSeq:  qs.NextSeq - 1,
 		Leased:      q.Leased(),
-		DataFile:    DataFile{Path: qs.Path, SizeBytes: qs.FileSize, Schema: qs.SchemaVersion},
+		DataFile:    status.DataFile{Path: qs.Path, SizeBytes: qs.FileSize, Schema: qs.SchemaVersion},
 		GeneratedAt: now.UTC(),
 	}
 	if b.src.Running {
@@ -90,11 +91,11 @@ func (b *Builder) Status() (*Status, error) {
 	if free, err := disk.Free(qs.Path); err == nil {
 		st.DataFile.FreeBytes = free
 	}
-	cc := func(state queue.State) ClassCounts {
+	cc := func(state queue.State) status.ClassCounts {
 		c := qs.Counts[state]
-		return ClassCounts{Controlled: c[1], Ordinary: c[0], Total: c[0] + c[1]}
+		return status.ClassCounts{Controlled: c[1], Ordinary: c[0], Total: c[0] + c[1]}
 	}
-	st.Counts = Counts{Pending: cc(queue.Pending), Synced: cc(queue.Synced), Quarantined: cc(queue.Quarantined), Purged: cc(queue.Purged)}
+	st.Counts = status.Counts{Pending: cc(queue.Pending), Synced: cc(queue.Synced), Quarantined: cc(queue.Quarantined), Purged: cc(queue.Purged)}
 	if !qs.OldestPending.IsZero() {
 		t := qs.OldestPending.UTC()
 		st.OldestPendingAt = &t
@@ -103,7 +104,7 @@ func (b *Builder) Status() (*Status, error) {
 	if b.src.Connection != nil {
 		st.Connection = b.src.Connection()
 	} else {
-		st.Connection.State = Stopped
+		st.Connection.State = status.Stopped
 	}
 	st.Rates = b.rates.perMinute()
 	return st, nil
@@ -129,18 +130,18 @@ func (r *rates) add(at time.Time, accepted, synced, quarantined uint64) {
 	}
 }
 
-func (r *rates) perMinute() Rates {
+func (r *rates) perMinute() status.Rates {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.samples) < 2 {
-		return Rates{}
+		return status.Rates{}
 	}
 	a, b := r.samples[0], r.samples[len(r.samples)-1]
 	mins := b.at.Sub(a.at).Minutes()
 	if mins <= 0 {
-		return Rates{}
+		return status.Rates{}
 	}
-	return Rates{
+	return status.Rates{
 		AcceptedPerMinute:    float64(b.accepted-a.accepted) / mins,
 		SyncedPerMinute:      float64(b.synced-a.synced) / mins,
 		QuarantinedPerMinute: float64(b.quarantined-a.quarantined) / mins,

@@ -1,4 +1,4 @@
-package status
+package builder
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/status"
 )
 
 func TestBuilder(t *testing.T) {
@@ -40,12 +41,12 @@ func TestBuilder(t *testing.T) {
 		state   string
 		running bool
 	}{
-		{"stopped", Sources{Queue: q, Clock: clock}, Stopped, false},
-		{"running", Sources{Queue: q, Clock: clock, Running: true, Connection: func() Connection { return Connection{State: Online} }}, Online, true},
+		{"stopped", Sources{Queue: q, Clock: clock}, status.Stopped, false},
+		{"running", Sources{Queue: q, Clock: clock, Running: true, Connection: func() status.Connection { return status.Connection{State: status.Online} }}, status.Online, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := NewBuilder(tt.src)
+			b := New(tt.src)
 			now = now.Add(time.Minute)
 			st, err := b.Status()
 			if err != nil {
@@ -57,7 +58,7 @@ func TestBuilder(t *testing.T) {
 			if st.HighestSeq != 3 {
 				t.Errorf("highest_seq %d, want 3 (the last sequence assigned)", st.HighestSeq)
 			}
-			if want := (ClassCounts{Controlled: 1, Ordinary: 2, Total: 3}); st.StoreID != "S0042" || st.Counts.Pending != want {
+			if want := (status.ClassCounts{Controlled: 1, Ordinary: 2, Total: 3}); st.StoreID != "S0042" || st.Counts.Pending != want {
 				t.Errorf("got store %q, pending %+v; want S0042, %+v", st.StoreID, st.Counts.Pending, want)
 			}
 			if st.OldestPendingAt == nil || st.OldestPendingAge <= 0 || !st.GeneratedAt.Equal(now) {
@@ -76,12 +77,12 @@ func TestRates(t *testing.T) {
 	tests := []struct {
 		name    string
 		samples []s
-		want    Rates
+		want    status.Rates
 	}{
-		{"no samples", nil, Rates{}},
-		{"one sample", []s{{0, 10, 0, 0}}, Rates{}},
-		{"two minutes", []s{{0, 10, 0, 0}, {time.Minute, 40, 20, 2}, {2 * time.Minute, 70, 40, 4}}, Rates{30, 20, 2}},
-		{"older than five minutes dropped", []s{{0, 0, 0, 0}, {5 * time.Minute, 600, 0, 0}, {7 * time.Minute, 620, 0, 0}}, Rates{AcceptedPerMinute: 10}},
+		{"no samples", nil, status.Rates{}},
+		{"one sample", []s{{0, 10, 0, 0}}, status.Rates{}},
+		{"two minutes", []s{{0, 10, 0, 0}, {time.Minute, 40, 20, 2}, {2 * time.Minute, 70, 40, 4}}, status.Rates{AcceptedPerMinute: 30, SyncedPerMinute: 20, QuarantinedPerMinute: 2}},
+		{"older than five minutes dropped", []s{{0, 0, 0, 0}, {5 * time.Minute, 600, 0, 0}, {7 * time.Minute, 620, 0, 0}}, status.Rates{AcceptedPerMinute: 10}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
