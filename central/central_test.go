@@ -10,6 +10,7 @@ import (
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/central/command"
 	"github.com/rxedge/agent/testkit/natstest"
 )
 
@@ -25,8 +26,8 @@ func TestSubjects(t *testing.T) {
 		{"direct get", central.DirectGetSubject(central.Subject("S0001", "k")), "$JS.API.DIRECT.GET.RX_MOVEMENTS.rx.mv.S0001.k"},
 		{"heartbeat", central.StatusSubject("S0001"), "rx.status.S0001"},
 		{"every heartbeat", central.StatusSubjects, "rx.status.>"},
-		{"control", central.ControlSubject("S0001", "dlq.redrive"), "rx.ctl.S0001.dlq.redrive"},
-		{"a store's control", central.ControlSubject("S0001", ">"), "rx.ctl.S0001.>"},
+		{"control", command.Subject("S0001", "dlq.redrive"), "rx.ctl.S0001.dlq.redrive"},
+		{"a store's control", command.Subject("S0001", ">"), "rx.ctl.S0001.>"},
 		{"fleet key", central.FleetSubject("S0001"), "$KV.RX_FLEET.S0001"},
 		{"every fleet key", central.FleetSubjects, "$KV.RX_FLEET.>"},
 		{"inbox prefix", central.InboxPrefix("S0001"), "_INBOX_S0001"},

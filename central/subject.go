@@ -42,16 +42,11 @@ const (
 // StatusSubject is where the agent of store publishes its heartbeat.
 func StatusSubject(store string) string { return StatusPrefix + store }
 
-// Control subjects: rx.ctl.<store>.<command>. Only operators may publish
-// them.
-const (
-	// ControlPrefix starts every control subject; see ControlSubject.
-	ControlPrefix = "rx.ctl."
-	// FleetToken is reserved: no store may use it as its id (it named the
-	// fleet's scatter-gather subject, rx.ctl.fleet.status, which agents
-	// of older versions still answer).
-	FleetToken = "fleet"
-)
+// FleetToken is reserved: no store may use it as its id (it named the
+// fleet's scatter-gather control subject, rx.ctl.fleet.status, which
+// agents of older versions still answer; the control subjects are package
+// command's).
+const FleetToken = "fleet"
 
 // storeIDPattern is the form of a store id: it is a token of NATS subjects
 // and the name of the store's account in the generated server config.
@@ -61,13 +56,6 @@ var storeIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
 // digits, '-' and '_', and not the reserved FleetToken. Settings, the
 // remote commands and the roster all check ids with it.
 func ValidStoreID(s string) bool { return storeIDPattern.MatchString(s) && s != FleetToken }
-
-// ControlSubject is the subject of cmd for store:
-// "rx.ctl.<store>.<cmd>". ControlSubject(store, ">") is every command an
-// agent subscribes to.
-func ControlSubject(store, cmd string) string {
-	return ControlPrefix + store + "." + cmd
-}
 
 // inboxStem starts every identity's inbox prefix; see InboxPrefix.
 const inboxStem = "_INBOX_"

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rxedge/agent/central/command"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
 )
@@ -106,45 +107,18 @@ func (e *KeyError) Unwrap() error { return ErrNotQuarantined }
 // (never submitted, or synced and pruned after the dedupe horizon).
 const StateUnknown = "unknown"
 
-// Filter selects quarantined movements. The zero Filter selects all.
-type Filter struct {
-	// Reason matches the quarantine reason ("<class>:<kind>"):
-	//   - "permanent:too_large": exactly that reason;
-	//   - "permanent" or "exhausted" (or "permanent:"): every reason of that class;
-	//   - "too_large" (a kind alone): that kind in either class.
-	// Matching ignores case.
-	Reason string
-	// Since and Until bound the quarantine time: Since inclusive, Until
-	// exclusive; a zero time is no bound.
-	Since, Until time.Time
-	// Limit keeps the Limit oldest matches (by quarantine time); 0 keeps all.
-	Limit int
-}
+// Filter selects quarantined movements (command.ListArgs, as dlq.list
+// sends it). The zero Filter selects all; over NATS the responder gives a
+// zero Limit command.DefaultListLimit.
+type Filter = command.ListArgs
 
 // Item is one quarantined movement with its failure context, without its
-// payload (DESIGN P6): what List answers and what an operator reads to
-// decide between redrive and purge.
-type Item struct {
-	Key        string `json:"key"`
-	MovementID string `json:"movement_id"`
-	Class      string `json:"class"`
-	Schedule   string `json:"schedule,omitempty"`
-	Seq        uint64 `json:"seq"`
-	// Reason is "permanent:<kind>" or "exhausted:<kind>".
-	Reason    string `json:"reason"`
-	ErrorKind string `json:"error_kind,omitempty"`
-	ErrorText string `json:"error_text,omitempty"`
-	Attempts  int    `json:"attempts"`
+// payload: the remote commands' type (command.Item), one definition for
+// both ends.
+type Item = command.Item
 
-	EnqueuedAt    time.Time  `json:"enqueued_at"`
-	FirstFailure  *time.Time `json:"first_failure_at,omitempty"`
-	LastFailure   *time.Time `json:"last_failure_at,omitempty"`
-	QuarantinedAt time.Time  `json:"quarantined_at"`
-	// DelaysWaitedMS are the retry delays that were waited, in milliseconds.
-	DelaysWaitedMS []int64 `json:"delays_waited_ms,omitempty"`
-	ConnState      string  `json:"conn_state,omitempty"`
-	AgentVersion   string  `json:"agent_version,omitempty"`
-}
+// ListResult is what List answers (command.ListResult).
+type ListResult = command.ListResult
 
 // Detail is one quarantined movement in full: its Item, the store it
 // belongs to, its digest and, when asked for, its payload. Export writes
@@ -156,14 +130,6 @@ type Detail struct {
 	// Payload is the canonical movement. It holds patient data: only Show
 	// with withPayload and exports carry it.
 	Payload json.RawMessage `json:"payload,omitempty"`
-}
-
-// ListResult is what List answers.
-type ListResult struct {
-	// Items are the matching movements, oldest quarantine first.
-	Items []Item `json:"items"`
-	// Matched counts every match, also those cut by the limit.
-	Matched int `json:"matched"`
 }
 
 func itemOf(r *queue.Record) Item {
@@ -206,8 +172,8 @@ func (s *Service) detailOf(r *queue.Record, storeID string, withPayload bool) De
 	return d
 }
 
-// normalize checks a filter and brings its reason to lower case.
-func (f Filter) normalize(op string) (Filter, error) {
+// normalizeFilter checks a filter and brings its reason to lower case.
+func normalizeFilter(f Filter, op string) (Filter, error) {
 	f.Reason = strings.ToLower(strings.TrimSpace(f.Reason))
 	if f.Reason != "" && !validReason(f.Reason) {
 		return f, InputErrorf(op, "reason", "--reason", "%q is not a reason: use a class (permanent, exhausted), a kind (e.g. too_large) or both (permanent:too_large)", clip(f.Reason))
@@ -253,7 +219,7 @@ func matchReason(filter, reason string) bool {
 	return kind == filter
 }
 
-func (f Filter) match(r *queue.Record) bool {
+func matchFilter(f Filter, r *queue.Record) bool {
 	if r.Quarantine == nil {
 		return false
 	}
@@ -298,7 +264,7 @@ func (s *Service) scan(f Filter) ([]*queue.Record, int, error) {
 	var keep youngestFirst
 	matched := 0
 	err := s.q.ForEachQuarantined(func(r *queue.Record) bool {
-		if !f.match(r) {
+		if !matchFilter(f, r) {
 			return true
 		}
 		matched++
@@ -326,7 +292,7 @@ func (s *Service) scan(f Filter) ([]*queue.Record, int, error) {
 // List returns the quarantined movements that match f, oldest first,
 // without payloads.
 func (s *Service) List(f Filter) (ListResult, error) {
-	f, err := f.normalize("list")
+	f, err := normalizeFilter(f, "list")
 	if err != nil {
 		return ListResult{}, err
 	}
@@ -466,14 +432,14 @@ func (c *ClassCount) add(class movement.Class) {
 // ignored) by reason and class, in one scan without payloads.
 func (s *Service) Summarize(f Filter) (Summary, error) {
 	f.Limit = 0
-	f, err := f.normalize("list")
+	f, err := normalizeFilter(f, "list")
 	if err != nil {
 		return Summary{}, err
 	}
 	by := map[string]*ReasonCount{}
 	var sum Summary
 	err = s.q.ForEachQuarantined(func(r *queue.Record) bool {
-		if !f.match(r) {
+		if !matchFilter(f, r) {
 			return true
 		}
 		reason := ""

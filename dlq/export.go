@@ -42,7 +42,7 @@ type Export struct {
 // A queue opened read-only cannot journal, and so cannot export.
 func (s *Service) StartExport(rq ExportRequest) (*Export, error) {
 	const op = "export"
-	f, err := rq.Filter.normalize(op)
+	f, err := normalizeFilter(rq.Filter, op)
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +56,7 @@ func (s *Service) StartExport(rq ExportRequest) (*Export, error) {
 		e.keys[i] = r.Key
 		keys[i] = r.KeyString()
 	}
-	detail := map[string]string{"filter": f.describe()}
+	detail := map[string]string{"filter": describeFilter(f)}
 	if rq.Dest != "" {
 		detail["dest"] = clipN(rq.Dest, 300)
 	}
@@ -94,7 +94,7 @@ func (s *Service) Export(ctx context.Context, w io.Writer, rq ExportRequest) (in
 }
 
 // describe is a filter as recorded in the journal.
-func (f Filter) describe() string {
+func describeFilter(f Filter) string {
 	var parts []string
 	if f.Reason != "" {
 		parts = append(parts, "reason="+f.Reason)
@@ -181,7 +181,7 @@ type PurgeResult struct {
 func (s *Service) Purge(ctx context.Context, rq PurgeRequest) (PurgeResult, error) {
 	const op = "purge"
 	res := PurgeResult{Purged: []string{}}
-	sel, err := Selection{Keys: rq.Keys, All: rq.All, Reason: rq.Reason, Oldest: rq.Oldest}.normalize(op)
+	sel, err := normalizeSelection(Selection{Keys: rq.Keys, All: rq.All, Reason: rq.Reason, Oldest: rq.Oldest}, op)
 	if err != nil {
 		return res, err
 	}

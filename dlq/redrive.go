@@ -8,20 +8,18 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rxedge/agent/central/command"
 	"github.com/rxedge/agent/queue"
 )
 
-// Selection says which quarantined movements an operation applies to:
-// exactly one of Keys, All, or Reason and Oldest (either or both: the
-// Oldest oldest movements whose reason matches Reason; see Filter.Reason).
-type Selection struct {
-	Keys   []string `json:"keys,omitempty"`
-	All    bool     `json:"all,omitempty"`
-	Reason string   `json:"reason,omitempty"`
-	Oldest int      `json:"oldest,omitempty"`
-}
+// Selection says which quarantined movements an operation applies to
+// (command.Selection, as a remote redrive sends it).
+type Selection = command.Selection
 
-func (sel Selection) normalize(op string) (Selection, error) {
+// Missing is a selected key that is not quarantined (command.Missing).
+type Missing = command.Missing
+
+func normalizeSelection(sel Selection, op string) (Selection, error) {
 	modes := 0
 	if len(sel.Keys) > 0 {
 		modes++
@@ -40,14 +38,14 @@ func (sel Selection) normalize(op string) (Selection, error) {
 	case sel.Oldest < 0:
 		return sel, InputErrorf(op, "oldest", "--oldest", "must be a positive number of movements")
 	}
-	f, err := Filter{Reason: sel.Reason}.normalize(op)
+	f, err := normalizeFilter(Filter{Reason: sel.Reason}, op)
 	sel.Reason = f.Reason
 	return sel, err
 }
 
 // describe is the selection as recorded in the journal (keys are recorded
 // on their own).
-func (sel Selection) describe() string {
+func describeSelection(sel Selection) string {
 	switch {
 	case len(sel.Keys) > 0:
 		return "keys"
@@ -68,14 +66,6 @@ func (sel Selection) describe() string {
 type target struct {
 	key    [16]byte
 	reason string
-}
-
-// Missing is a selected key that is not quarantined.
-type Missing struct {
-	Key string `json:"key"`
-	// State is where the key is instead: pending, synced, purged, or
-	// unknown when the agent holds no such movement.
-	State string `json:"state"`
 }
 
 // resolve turns a normalized selection into the quarantined movements it
@@ -172,7 +162,7 @@ type Redriven struct {
 func (s *Service) Redrive(ctx context.Context, rq RedriveRequest) (RedriveResult, error) {
 	const op = "redrive"
 	res := RedriveResult{DryRun: rq.DryRun, Redriven: []Redriven{}}
-	sel, err := rq.Selection.normalize(op)
+	sel, err := normalizeSelection(rq.Selection, op)
 	if err != nil {
 		return res, err
 	}
@@ -197,7 +187,7 @@ func (s *Service) Redrive(ctx context.Context, rq RedriveRequest) (RedriveResult
 		return res, nil
 	}
 
-	detail := map[string]string{"selection": sel.describe()}
+	detail := map[string]string{"selection": describeSelection(sel)}
 	if rq.Spread > 0 {
 		detail["spread"] = rq.Spread.String()
 	}

@@ -1,13 +1,13 @@
-// Package remote is control over NATS (DESIGN §5): the agent's responder
-// for rx.ctl.<store>.status, rx.ctl.<store>.dlq.list,
+// Package remote is the store's end of control over NATS (DESIGN §5): the
+// agent's responder for rx.ctl.<store>.status, rx.ctl.<store>.dlq.list,
 // rx.ctl.<store>.dlq.redrive and rx.ctl.<store>.reconcile (what the store
-// holds for sequences central's archive lacks), the operator's client
-// that signs and sends them, and the fleet view: each agent's summary in central's bucket
-// RX_FLEET under its own key (PublishSummary), read by head office
-// (ReadFleet, JudgeFleet).
-//
-// A command is a JSON Envelope; its reply a JSON Reply, {"ok":true,
-// "result":…} or {"ok":false,"error":…}.
+// holds for sequences central's archive lacks), and the store's summary
+// in the fleet view, central's bucket RX_FLEET under its own key
+// (PublishSummary). Head office's end, the client that signs and sends the
+// commands and reads the fleet view, is package fleet; the contract both
+// import is package command: a command is a JSON command.Envelope, its
+// reply a JSON command.Reply, {"ok":true,"result":…} or
+// {"ok":false,"error":…}.
 //
 // Promises:
 //

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nkeys"
 
+	"github.com/rxedge/agent/central/command"
 	"github.com/rxedge/agent/queue"
 )
 
@@ -40,7 +41,7 @@ func TestRefusalFloodIsBounded(t *testing.T) {
 	const hours = 3
 	sent := 0
 	for end := now.Add(hours * time.Hour); now.Before(end); now = now.Add(step) {
-		rep := r.serve(forged[sent%len(forged)], "rx.ctl.S0001.status", CmdStatus)
+		rep := r.serve(forged[sent%len(forged)], "rx.ctl.S0001.status", command.CmdStatus)
 		if rep.OK {
 			t.Fatalf("a forged command was accepted: %+v", rep)
 		}
@@ -91,8 +92,8 @@ func TestRefusalFloodIsBounded(t *testing.T) {
 // into the next event of that cause.
 func TestRefusalLog(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
-	a := cause{code: CodeMalformed, reason: "malformed", actor: ActorUnverified}
-	b := cause{code: CodeUnsigned, reason: "unsigned", actor: ActorUnsigned}
+	a := cause{code: command.CodeMalformed, reason: "malformed", actor: ActorUnverified}
+	b := cause{code: command.CodeUnsigned, reason: "unsigned", actor: ActorUnsigned}
 	l := newRefusalLog()
 	steps := []struct {
 		c     *cause // nil: a flush
@@ -114,7 +115,7 @@ func TestRefusalLog(t *testing.T) {
 		if s.c == nil {
 			evs = l.due(t0.Add(s.at))
 		} else {
-			evs = l.note(*s.c, CmdStatus, t0.Add(s.at))
+			evs = l.note(*s.c, command.CmdStatus, t0.Add(s.at))
 		}
 		var got []int
 		for _, e := range evs {
@@ -124,34 +125,4 @@ func TestRefusalLog(t *testing.T) {
 			t.Errorf("step %d: got counts %v, want %v", i, got, s.count)
 		}
 	}
-}
-
-// FuzzEnvelope checks that decoding any bytes neither panics nor accepts
-// more than one value, and that a decoded envelope encodes and decodes to
-// the same signing bytes.
-func FuzzEnvelope(f *testing.F) {
-	f.Add([]byte(`{"cmd":"dlq.redrive","store":"S0001","args":{"all":true},"nonce":"0190a4b2-0000-7000-8000-000000000000","expires":"2026-03-01T12:05:00Z","key":"UABC","sig":"AAAA"}`))
-	f.Add([]byte(`{}`))
-	f.Add([]byte(`{"cmd":"status"} {"cmd":"status"}`))
-	f.Add([]byte(`{"args":[[[[[[[[[[[[]]]]]]]]]]]]}`))
-	f.Add([]byte("\xff"))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		e, err := DecodeEnvelope(data)
-		if err != nil {
-			return
-		}
-		b, err := json.Marshal(e)
-		if err != nil {
-			return // args that json.Marshal compacts differently are refused by the signature
-		}
-		again, err := DecodeEnvelope(b)
-		if err != nil {
-			t.Fatalf("an envelope does not decode after encoding: %v", err)
-		}
-		subject := Subject(e.Store, e.Cmd)
-		if e.Cmd != again.Cmd || e.Store != again.Store || e.Nonce != again.Nonce || e.Key != again.Key || e.Sig != again.Sig || e.Expires != again.Expires {
-			t.Fatalf("round trip changed the envelope: %+v → %+v", e, again)
-		}
-		_ = again.SigningBytes(subject)
-	})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/central/command"
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/movement"
@@ -180,7 +181,7 @@ func (s *store) events(t *testing.T, action string) []queue.Event {
 }
 
 // operator is a new operator key pair.
-func operator(t *testing.T) *remote.Signer {
+func operator(t *testing.T) *command.Signer {
 	t.Helper()
 	kp, err := nkeys.CreateUser()
 	if err != nil {
@@ -190,7 +191,7 @@ func operator(t *testing.T) *remote.Signer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := remote.NewSigner(seed)
+	s, err := command.NewSigner(seed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,13 +199,13 @@ func operator(t *testing.T) *remote.Signer {
 }
 
 // sendRaw sends data to subject and decodes the reply.
-func sendRaw(t *testing.T, nc *nats.Conn, subject string, data []byte) remote.Reply {
+func sendRaw(t *testing.T, nc *nats.Conn, subject string, data []byte) command.Reply {
 	t.Helper()
 	m, err := nc.Request(subject, data, 5*time.Second)
 	if err != nil {
 		t.Fatalf("request %s: %v", subject, err)
 	}
-	var r remote.Reply
+	var r command.Reply
 	if err := json.Unmarshal(m.Data, &r); err != nil {
 		t.Fatalf("reply %q: %v", m.Data, err)
 	}

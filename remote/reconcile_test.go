@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rxedge/agent/central/command"
+	"github.com/rxedge/agent/headoffice/fleet"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/remote"
@@ -45,33 +47,33 @@ func TestReconcileCommand(t *testing.T) {
 	if err := s.q.MarkSynced([]queue.Ack{{Seq: 3, StreamSeq: 30}, {Seq: 4, StreamSeq: 40}}); err != nil {
 		t.Fatal(err)
 	}
-	client := remote.NewClient(natstest.Connect(t, srv.URL()), op)
+	client := fleet.NewClient(natstest.Connect(t, srv.URL()), op)
 	ctx := testContext(t)
 
-	res, err := client.Reconcile(ctx, "S0001", remote.ReconcileArgs{Seqs: []remote.SeqRange{{1, 8}}})
+	res, err := client.Reconcile(ctx, "S0001", command.ReconcileArgs{Seqs: []command.SeqRange{{1, 8}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := remote.ReconcileResult{Highest: 6, Runs: []remote.SeqRun{
-		{From: 1, To: 1, State: remote.SeqPurged, Reason: "by local:pharmacist: exported for the auditor"},
-		{From: 2, To: 2, State: remote.SeqQuarantined, Reason: "permanent:too_large"},
-		{From: 3, To: 4, State: remote.SeqSynced},
-		{From: 5, To: 6, State: remote.SeqPending},
-		{From: 7, To: 8, State: remote.SeqUnknown, Reason: remote.SeqNotAssigned},
+	want := command.ReconcileResult{Highest: 6, Runs: []command.SeqRun{
+		{From: 1, To: 1, State: command.SeqPurged, Reason: "by local:pharmacist: exported for the auditor"},
+		{From: 2, To: 2, State: command.SeqQuarantined, Reason: "permanent:too_large"},
+		{From: 3, To: 4, State: command.SeqSynced},
+		{From: 5, To: 6, State: command.SeqPending},
+		{From: 7, To: 8, State: command.SeqUnknown, Reason: command.SeqNotAssigned},
 	}}
 	if !reflect.DeepEqual(res, want) {
 		t.Errorf("reconcile:\n got %+v\nwant %+v", res, want)
 	}
 	// Synced after SyncedAfter is recent; a pruned key is unknown, pruned.
-	res, err = client.Reconcile(ctx, "S0001", remote.ReconcileArgs{Seqs: []remote.SeqRange{{3, 4}}, SyncedAfter: before.Add(-time.Second)})
-	if err != nil || len(res.Runs) != 1 || res.Runs[0] != (remote.SeqRun{From: 3, To: 4, State: remote.SeqSynced, Reason: remote.SeqRecent}) {
+	res, err = client.Reconcile(ctx, "S0001", command.ReconcileArgs{Seqs: []command.SeqRange{{3, 4}}, SyncedAfter: before.Add(-time.Second)})
+	if err != nil || len(res.Runs) != 1 || res.Runs[0] != (command.SeqRun{From: 3, To: 4, State: command.SeqSynced, Reason: command.SeqRecent}) {
 		t.Errorf("recent: %+v, %v", res, err)
 	}
 	if _, err := s.q.Prune(time.Nanosecond, 0, 100); err != nil {
 		t.Fatal(err)
 	}
-	res, err = client.Reconcile(ctx, "S0001", remote.ReconcileArgs{Seqs: []remote.SeqRange{{3, 4}}})
-	if err != nil || len(res.Runs) != 1 || res.Runs[0] != (remote.SeqRun{From: 3, To: 4, State: remote.SeqUnknown, Reason: remote.SeqPruned}) {
+	res, err = client.Reconcile(ctx, "S0001", command.ReconcileArgs{Seqs: []command.SeqRange{{3, 4}}})
+	if err != nil || len(res.Runs) != 1 || res.Runs[0] != (command.SeqRun{From: 3, To: 4, State: command.SeqUnknown, Reason: command.SeqPruned}) {
 		t.Errorf("pruned: %+v, %v", res, err)
 	}
 	if n := len(s.events(t, queue.ActionRemote)); n != 3 {
@@ -79,31 +81,31 @@ func TestReconcileCommand(t *testing.T) {
 	}
 
 	// Unsigned: refused although the store allows unsigned reads.
-	var re *remote.Error
-	_, err = remote.NewClient(natstest.Connect(t, srv.URL()), nil).Reconcile(ctx, "S0001", remote.ReconcileArgs{Seqs: []remote.SeqRange{{1, 1}}})
+	var re *command.Error
+	_, err = fleet.NewClient(natstest.Connect(t, srv.URL()), nil).Reconcile(ctx, "S0001", command.ReconcileArgs{Seqs: []command.SeqRange{{1, 1}}})
 	if err == nil || !strings.Contains(err.Error(), "must be signed") {
 		t.Errorf("unsigned reconcile: %v, want it refused", err)
 	}
-	rep := sendRaw(t, natstest.Connect(t, srv.URL()), remote.Subject("S0001", remote.CmdReconcile), []byte(`{"args":{"seqs":[[1,1]]}}`))
-	if rep.OK || rep.Code != remote.CodeUnsigned {
+	rep := sendRaw(t, natstest.Connect(t, srv.URL()), command.Subject("S0001", command.CmdReconcile), []byte(`{"args":{"seqs":[[1,1]]}}`))
+	if rep.OK || rep.Code != command.CodeUnsigned {
 		t.Errorf("unsigned envelope: %+v, want refused as unsigned", rep)
 	}
 	// Over the limits: a bad request naming the limit.
-	many := make([]remote.SeqRange, remote.MaxReconcileRanges+1)
+	many := make([]command.SeqRange, command.MaxReconcileRanges+1)
 	for i := range many {
-		many[i] = remote.SeqRange{uint64(i + 1), uint64(i + 1)}
+		many[i] = command.SeqRange{uint64(i + 1), uint64(i + 1)}
 	}
-	for name, a := range map[string]remote.ReconcileArgs{
-		"too many":   {Seqs: []remote.SeqRange{{1, remote.MaxReconcileSeqs + 1}}},
-		"huge range": {Seqs: []remote.SeqRange{{1, 1 << 63}}},
-		"overflow":   {Seqs: []remote.SeqRange{{1, 6000}, {7000, 13000}}},
-		"ranges":     {Seqs: many[:remote.MaxReconcileRanges+1]},
-		"zero":       {Seqs: []remote.SeqRange{{0, 3}}},
-		"reversed":   {Seqs: []remote.SeqRange{{5, 3}}},
+	for name, a := range map[string]command.ReconcileArgs{
+		"too many":   {Seqs: []command.SeqRange{{1, command.MaxReconcileSeqs + 1}}},
+		"huge range": {Seqs: []command.SeqRange{{1, 1 << 63}}},
+		"overflow":   {Seqs: []command.SeqRange{{1, 6000}, {7000, 13000}}},
+		"ranges":     {Seqs: many[:command.MaxReconcileRanges+1]},
+		"zero":       {Seqs: []command.SeqRange{{0, 3}}},
+		"reversed":   {Seqs: []command.SeqRange{{5, 3}}},
 		"empty":      {},
 	} {
 		_, err := client.Reconcile(ctx, "S0001", a)
-		if !errors.As(err, &re) || re.Code != remote.CodeBadRequest {
+		if !errors.As(err, &re) || re.Code != command.CodeBadRequest {
 			t.Errorf("%s: %v, want a bad request", name, err)
 			continue
 		}
@@ -113,25 +115,5 @@ func TestReconcileCommand(t *testing.T) {
 	}
 	if n := len(s.events(t, queue.ActionRemote)); n != 3 {
 		t.Errorf("%d remote events journalled after refused requests, want still 3", n)
-	}
-}
-
-// TestReconcileLimitsFitAnEnvelope: the largest request allowed, with the
-// largest sequences, fits in a command's envelope, signed.
-func TestReconcileLimitsFitAnEnvelope(t *testing.T) {
-	a := remote.ReconcileArgs{SyncedAfter: time.Now()}
-	for i := range remote.MaxReconcileRanges {
-		s := ^uint64(0) - uint64(2*i)
-		a.Seqs = append(a.Seqs, remote.SeqRange{s, s})
-	}
-	e, err := remote.NewEnvelope("S0001", remote.CmdReconcile, a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := operator(t).Sign(&e, time.Now(), time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if n := len(mustJSON(t, e)); n > remote.MaxEnvelopeBytes {
-		t.Errorf("the largest reconcile request is %d bytes, over the envelope's %d", n, remote.MaxEnvelopeBytes)
 	}
 }

@@ -2,7 +2,6 @@ package remote_test
 
 import (
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,90 +10,15 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nkeys"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/central/command"
 	"github.com/rxedge/agent/dlq"
+	"github.com/rxedge/agent/headoffice/fleet"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/remote"
 	"github.com/rxedge/agent/testkit/natstest"
 )
-
-// TestSigningBytes pins the bytes an operator signs: a change here breaks
-// every other implementation of the signer.
-func TestSigningBytes(t *testing.T) {
-	e := remote.Envelope{
-		Cmd: "dlq.redrive", Store: "S0001", Args: []byte(`{"keys":["k"],"reason_text":"<why>"}`),
-		Nonce: "0190a4b2-0000-7000-8000-000000000000", Expires: "2026-03-01T12:05:00Z",
-		Key: "UABC", Sig: "ignored",
-	}
-	want := "rxedge-ctl-v2\n" +
-		`{"subject":"rx.ctl.S0001.dlq.redrive","cmd":"dlq.redrive","store":"S0001","args":{"keys":["k"],"reason_text":"<why>"},` +
-		`"nonce":"0190a4b2-0000-7000-8000-000000000000","expires":"2026-03-01T12:05:00Z","key":"UABC","sig":""}`
-	if got := string(e.SigningBytes("rx.ctl.S0001.dlq.redrive")); got != want {
-		t.Errorf("SigningBytes:\n got %s\nwant %s", got, want)
-	}
-	e.Args = nil
-	if got := string(e.SigningBytes("rx.ctl.S0001.dlq.redrive")); !strings.Contains(got, `"args":null,`) {
-		t.Errorf("SigningBytes without args = %s, want args null", got)
-	}
-}
-
-// TestSignatureBindsEveryField signs an envelope, checks the signature
-// with nkeys as an agent does, and checks that changing any field, the
-// store and the command among them, breaks it.
-func TestSignatureBindsEveryField(t *testing.T) {
-	op := operator(t)
-	e, err := remote.NewEnvelope("S0001", remote.CmdDLQRedrive, remote.RedriveArgs{Selection: dlq.Selection{All: true}, ReasonText: "a <b> & c"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := op.Sign(&e, time.Now(), time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	// What is sent is what was signed: the args survive the envelope's
-	// encoding byte for byte.
-	var sent remote.Envelope
-	if err := json.Unmarshal(mustJSON(t, e), &sent); err != nil {
-		t.Fatal(err)
-	}
-	subject := remote.Subject("S0001", remote.CmdDLQRedrive)
-	verify := func(e remote.Envelope) error {
-		kp, err := nkeys.FromPublicKey(e.Key)
-		if err != nil {
-			return err
-		}
-		sig, err := base64.RawURLEncoding.DecodeString(e.Sig)
-		if err != nil {
-			return err
-		}
-		return kp.Verify(e.SigningBytes(subject), sig)
-	}
-	if err := verify(sent); err != nil {
-		t.Fatalf("the signed envelope as sent does not verify: %v", err)
-	}
-	if _, err := time.Parse(time.RFC3339, sent.Expires); err != nil || len(sent.Nonce) != 36 || sent.Key != op.PublicKey() {
-		t.Errorf("envelope %+v: want a UUID nonce, an RFC 3339 expiry and the operator's key", sent)
-	}
-	for name, change := range map[string]func(*remote.Envelope){
-		"store":   func(e *remote.Envelope) { e.Store = "S0002" },
-		"cmd":     func(e *remote.Envelope) { e.Cmd = remote.CmdStatus },
-		"args":    func(e *remote.Envelope) { e.Args = []byte(`{"all":true,"reason_text":"other"}`) },
-		"nonce":   func(e *remote.Envelope) { e.Nonce = "0190a4b2-0000-7000-8000-000000000001" },
-		"expires": func(e *remote.Envelope) { e.Expires = "2099-01-01T00:00:00Z" },
-		"key":     func(e *remote.Envelope) { e.Key = operator(t).PublicKey() },
-	} {
-		c := sent
-		change(&c)
-		if verify(c) == nil {
-			t.Errorf("the signature still verifies with another %s", name)
-		}
-	}
-	subject = remote.Subject("S0002", remote.CmdDLQRedrive)
-	if verify(sent) == nil {
-		t.Error("the signature still verifies on another subject")
-	}
-}
 
 // TestSignedCommands sends redrives to a store over a real server: a valid
 // signed one is applied once; replayed, expired, unsigned, unknown-key,
@@ -105,13 +29,13 @@ func TestSignedCommands(t *testing.T) {
 	op := operator(t)
 	s := startStore(t, srv.URL(), "S0001", []string{op.PublicKey()}, 10)
 	opConn := natstest.Connect(t, srv.URL())
-	client := remote.NewClient(opConn, op)
+	client := fleet.NewClient(opConn, op)
 	ctx := testContext(t)
 
 	// signedRedrive is a redrive of key, signed by signer at now.
-	signedRedrive := func(signer *remote.Signer, store, key string, now time.Time, validFor time.Duration) remote.Envelope {
+	signedRedrive := func(signer *command.Signer, store, key string, now time.Time, validFor time.Duration) command.Envelope {
 		t.Helper()
-		e, err := remote.NewEnvelope(store, remote.CmdDLQRedrive, remote.RedriveArgs{Selection: dlq.Selection{Keys: []string{key}}, ReasonText: "central raised max_payload"})
+		e, err := command.NewEnvelope(store, command.CmdDLQRedrive, command.RedriveArgs{Selection: dlq.Selection{Keys: []string{key}}, ReasonText: "central raised max_payload"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,7 +50,7 @@ func TestSignedCommands(t *testing.T) {
 	// that the refusal was journalled with actor and reason.
 	refused := func(t *testing.T, err error, code, reason, actor, key string) {
 		t.Helper()
-		var re *remote.Error
+		var re *command.Error
 		if !errors.As(err, &re) || re.Code != code || !re.Refused() {
 			t.Fatalf("error = %v, want a refusal with code %s", err, code)
 		}
@@ -140,17 +64,17 @@ func TestSignedCommands(t *testing.T) {
 		// once, later ones within RefusalWindow counted in the next event.
 		ev := s.events(t, queue.ActionRefused)
 		if !slices.ContainsFunc(ev, func(e queue.Event) bool {
-			return e.Actor == actor && e.Reason == reason && e.Detail["cmd"] == remote.CmdDLQRedrive && e.Count >= 1
+			return e.Actor == actor && e.Reason == reason && e.Detail["cmd"] == command.CmdDLQRedrive && e.Count >= 1
 		}) {
 			t.Errorf("journalled refusals = %+v, want one by %s, reason %s, cmd dlq.redrive", ev, actor, reason)
 		}
 	}
 	actor := "remote:" + op.PublicKey()
 
-	var applied remote.Envelope
+	var applied command.Envelope
 	t.Run("valid command is applied once", func(t *testing.T) {
 		applied = signedRedrive(op, "S0001", s.keys[0], time.Now(), time.Minute)
-		var res remote.RedriveResult
+		var res command.RedriveResult
 		if err := client.Send(ctx, applied, &res); err != nil {
 			t.Fatalf("redrive: %v", err)
 		}
@@ -174,9 +98,9 @@ func TestSignedCommands(t *testing.T) {
 		// Back to the quarantine, so a replay would have something to do.
 		s.requarantine(t, s.keys[0])
 		err := client.Send(ctx, applied, nil)
-		var re *remote.Error
-		if !errors.As(err, &re) || re.Code != remote.CodeReplayed {
-			t.Fatalf("replay: error = %v, want %s", err, remote.CodeReplayed)
+		var re *command.Error
+		if !errors.As(err, &re) || re.Code != command.CodeReplayed {
+			t.Fatalf("replay: error = %v, want %s", err, command.CodeReplayed)
 		}
 		if n := len(s.events(t, queue.ActionRedrive)); n != 1 {
 			t.Errorf("%d redrives journalled after a replay, want 1", n)
@@ -193,82 +117,82 @@ func TestSignedCommands(t *testing.T) {
 	t.Run("replayed after a restart", func(t *testing.T) {
 		s.restart(t)
 		err := client.Send(ctx, applied, nil)
-		var re *remote.Error
-		if !errors.As(err, &re) || re.Code != remote.CodeReplayed {
-			t.Fatalf("replay after restart: error = %v, want %s", err, remote.CodeReplayed)
+		var re *command.Error
+		if !errors.As(err, &re) || re.Code != command.CodeReplayed {
+			t.Fatalf("replay after restart: error = %v, want %s", err, command.CodeReplayed)
 		}
 	})
 
 	t.Run("expired", func(t *testing.T) {
 		e := signedRedrive(op, "S0001", s.keys[1], time.Now().Add(-10*time.Minute), 5*time.Minute)
-		refused(t, client.Send(ctx, e, nil), remote.CodeExpired, "expired", actor, s.keys[1])
+		refused(t, client.Send(ctx, e, nil), command.CodeExpired, "expired", actor, s.keys[1])
 	})
 
 	t.Run("expiring too far ahead", func(t *testing.T) {
 		e := signedRedrive(op, "S0001", s.keys[1], time.Now().Add(2*time.Minute), 5*time.Minute)
-		refused(t, client.Send(ctx, e, nil), remote.CodeExpired, "expires too far ahead", actor, s.keys[1])
+		refused(t, client.Send(ctx, e, nil), command.CodeExpired, "expires too far ahead", actor, s.keys[1])
 	})
 
 	t.Run("unsigned", func(t *testing.T) {
 		e := signedRedrive(nil, "S0001", s.keys[1], time.Now(), 0)
-		refused(t, client.Send(ctx, e, nil), remote.CodeUnsigned, "unsigned", remote.ActorUnsigned, s.keys[1])
+		refused(t, client.Send(ctx, e, nil), command.CodeUnsigned, "unsigned", remote.ActorUnsigned, s.keys[1])
 	})
 
 	t.Run("key without a signature", func(t *testing.T) {
 		e := signedRedrive(op, "S0001", s.keys[1], time.Now(), time.Minute)
 		e.Sig = ""
-		refused(t, client.Send(ctx, e, nil), remote.CodeUnsigned, "unsigned", remote.ActorUnverified, s.keys[1])
+		refused(t, client.Send(ctx, e, nil), command.CodeUnsigned, "unsigned", remote.ActorUnverified, s.keys[1])
 	})
 
 	t.Run("unknown key", func(t *testing.T) {
 		other := operator(t)
 		e := signedRedrive(other, "S0001", s.keys[1], time.Now(), time.Minute)
-		refused(t, client.Send(ctx, e, nil), remote.CodeUnknownKey, "unknown key", remote.ActorUnverified, s.keys[1])
+		refused(t, client.Send(ctx, e, nil), command.CodeUnknownKey, "unknown key", remote.ActorUnverified, s.keys[1])
 	})
 
 	t.Run("bad signature", func(t *testing.T) {
 		e := signedRedrive(op, "S0001", s.keys[2], time.Now(), time.Minute)
-		e.Args = mustJSON(t, remote.RedriveArgs{Selection: dlq.Selection{Keys: []string{s.keys[1]}}, ReasonText: "central raised max_payload"})
-		refused(t, client.Send(ctx, e, nil), remote.CodeBadSignature, "bad signature", remote.ActorUnverified, s.keys[1])
+		e.Args = mustJSON(t, command.RedriveArgs{Selection: dlq.Selection{Keys: []string{s.keys[1]}}, ReasonText: "central raised max_payload"})
+		refused(t, client.Send(ctx, e, nil), command.CodeBadSignature, "bad signature", remote.ActorUnverified, s.keys[1])
 		e = signedRedrive(op, "S0001", s.keys[1], time.Now(), time.Minute)
 		e.Sig = "not-a-signature!"
-		refused(t, client.Send(ctx, e, nil), remote.CodeBadSignature, "bad signature", remote.ActorUnverified, s.keys[1])
+		refused(t, client.Send(ctx, e, nil), command.CodeBadSignature, "bad signature", remote.ActorUnverified, s.keys[1])
 	})
 
 	t.Run("signed for another store", func(t *testing.T) {
 		// The signature covers the subject: sent to this store's subject,
 		// it does not verify, and the key it names is not blamed.
 		e := signedRedrive(op, "S0002", s.keys[1], time.Now(), time.Minute)
-		rep := sendRaw(t, opConn, remote.Subject("S0001", remote.CmdDLQRedrive), mustJSON(t, e))
-		refused(t, &remote.Error{Code: rep.Code, Msg: rep.Error}, remote.CodeBadSignature, "bad signature", remote.ActorUnverified, s.keys[1])
+		rep := sendRaw(t, opConn, command.Subject("S0001", command.CmdDLQRedrive), mustJSON(t, e))
+		refused(t, &command.Error{Code: rep.Code, Msg: rep.Error}, command.CodeBadSignature, "bad signature", remote.ActorUnverified, s.keys[1])
 		e.Store = "S0001"
-		refused(t, client.Send(ctx, e, nil), remote.CodeBadSignature, "bad signature", remote.ActorUnverified, s.keys[1])
+		refused(t, client.Send(ctx, e, nil), command.CodeBadSignature, "bad signature", remote.ActorUnverified, s.keys[1])
 	})
 
 	t.Run("signed for another command", func(t *testing.T) {
-		e, err := remote.NewEnvelope("S0001", remote.CmdStatus, remote.RedriveArgs{Selection: dlq.Selection{Keys: []string{s.keys[1]}}, ReasonText: "x"})
+		e, err := command.NewEnvelope("S0001", command.CmdStatus, command.RedriveArgs{Selection: dlq.Selection{Keys: []string{s.keys[1]}}, ReasonText: "x"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := op.Sign(&e, time.Now(), time.Minute); err != nil {
 			t.Fatal(err)
 		}
-		rep := sendRaw(t, opConn, remote.Subject("S0001", remote.CmdDLQRedrive), mustJSON(t, e))
-		refused(t, &remote.Error{Code: rep.Code, Msg: rep.Error}, remote.CodeBadSignature, "bad signature", remote.ActorUnverified, s.keys[1])
-		e.Cmd = remote.CmdDLQRedrive
-		refused(t, client.Send(ctx, e, nil), remote.CodeBadSignature, "bad signature", remote.ActorUnverified, s.keys[1])
+		rep := sendRaw(t, opConn, command.Subject("S0001", command.CmdDLQRedrive), mustJSON(t, e))
+		refused(t, &command.Error{Code: rep.Code, Msg: rep.Error}, command.CodeBadSignature, "bad signature", remote.ActorUnverified, s.keys[1])
+		e.Cmd = command.CmdDLQRedrive
+		refused(t, client.Send(ctx, e, nil), command.CodeBadSignature, "bad signature", remote.ActorUnverified, s.keys[1])
 	})
 
 	t.Run("malformed", func(t *testing.T) {
-		rep := sendRaw(t, opConn, remote.Subject("S0001", remote.CmdDLQRedrive), []byte(`{"cmd":"dlq.redrive","extra":1}`))
-		refused(t, &remote.Error{Code: rep.Code, Msg: rep.Error}, remote.CodeMalformed, "malformed", remote.ActorUnverified, s.keys[1])
+		rep := sendRaw(t, opConn, command.Subject("S0001", command.CmdDLQRedrive), []byte(`{"cmd":"dlq.redrive","extra":1}`))
+		refused(t, &command.Error{Code: rep.Code, Msg: rep.Error}, command.CodeMalformed, "malformed", remote.ActorUnverified, s.keys[1])
 	})
 
 	t.Run("within the clock tolerance", func(t *testing.T) {
 		// Expired 20 seconds ago by the agent's clock: within Skew.
 		e := signedRedrive(op, "S0001", s.keys[3], time.Now().Add(-time.Minute-20*time.Second), time.Minute)
 		if err := client.Send(ctx, e, nil); err != nil {
-			t.Fatalf("a command 20s past its expiry: %v, want it accepted (tolerance %s)", err, remote.Skew)
+			t.Fatalf("a command 20s past its expiry: %v, want it accepted (tolerance %s)", err, command.Skew)
 		}
 		if got := s.state(t, s.keys[3]); got != "pending" {
 			t.Errorf("key is %s, want pending", got)
@@ -276,7 +200,7 @@ func TestSignedCommands(t *testing.T) {
 	})
 
 	t.Run("not found keys are reported", func(t *testing.T) {
-		res, err := client.Redrive(ctx, "S0001", remote.RedriveArgs{Selection: dlq.Selection{Keys: []string{s.keys[3], s.keys[4]}}, ReasonText: "again"})
+		res, err := client.Redrive(ctx, "S0001", command.RedriveArgs{Selection: dlq.Selection{Keys: []string{s.keys[3], s.keys[4]}}, ReasonText: "again"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -286,24 +210,24 @@ func TestSignedCommands(t *testing.T) {
 	})
 
 	t.Run("bad arguments are refused as given", func(t *testing.T) {
-		_, err := client.Redrive(ctx, "S0001", remote.RedriveArgs{Selection: dlq.Selection{Keys: []string{"not-a-key"}}, ReasonText: "x"})
-		var re *remote.Error
-		if !errors.As(err, &re) || re.Code != remote.CodeBadRequest || !strings.Contains(re.Msg, "not a movement key") {
-			t.Errorf("error = %v, want %s naming the key", err, remote.CodeBadRequest)
+		_, err := client.Redrive(ctx, "S0001", command.RedriveArgs{Selection: dlq.Selection{Keys: []string{"not-a-key"}}, ReasonText: "x"})
+		var re *command.Error
+		if !errors.As(err, &re) || re.Code != command.CodeBadRequest || !strings.Contains(re.Msg, "not a movement key") {
+			t.Errorf("error = %v, want %s naming the key", err, command.CodeBadRequest)
 		}
-		_, err = client.Redrive(ctx, "S0001", remote.RedriveArgs{Selection: dlq.Selection{All: true}})
-		if !errors.As(err, &re) || re.Code != remote.CodeBadRequest || !strings.Contains(re.Msg, "reason_text") {
-			t.Errorf("error = %v, want %s naming reason_text", err, remote.CodeBadRequest)
+		_, err = client.Redrive(ctx, "S0001", command.RedriveArgs{Selection: dlq.Selection{All: true}})
+		if !errors.As(err, &re) || re.Code != command.CodeBadRequest || !strings.Contains(re.Msg, "reason_text") {
+			t.Errorf("error = %v, want %s naming reason_text", err, command.CodeBadRequest)
 		}
 	})
 
 	t.Run("read-only commands", func(t *testing.T) {
-		unsigned := remote.NewClient(opConn, nil)
-		var re *remote.Error
-		if _, err := unsigned.Status(ctx, "S0001"); !errors.As(err, &re) || re.Code != remote.CodeUnsigned {
-			t.Fatalf("unsigned status: %v, want %s", err, remote.CodeUnsigned)
+		unsigned := fleet.NewClient(opConn, nil)
+		var re *command.Error
+		if _, err := unsigned.Status(ctx, "S0001"); !errors.As(err, &re) || re.Code != command.CodeUnsigned {
+			t.Fatalf("unsigned status: %v, want %s", err, command.CodeUnsigned)
 		}
-		list, err := client.List(ctx, "S0001", remote.ListArgs{})
+		list, err := client.List(ctx, "S0001", command.ListArgs{})
 		// Ten, less k3 and k4 (k0 went back to the quarantine).
 		if err != nil || list.Matched != 8 {
 			t.Fatalf("signed list: matched %d, %v; want 8", list.Matched, err)
@@ -315,32 +239,32 @@ func TestSignedCommands(t *testing.T) {
 		if n := len(s.events(t, remote.ActionRemote)); n != before+1 {
 			t.Errorf("a signed status is journalled with its nonce: %d accepted commands, want %d", n, before+1)
 		}
-		e, _ := remote.NewEnvelope("S0001", remote.CmdStatus, nil)
+		e, _ := command.NewEnvelope("S0001", command.CmdStatus, nil)
 		if err := op.Sign(&e, time.Now(), time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		e.Sig = base64.RawURLEncoding.EncodeToString(make([]byte, 64))
-		if err := client.Send(ctx, e, nil); !errors.As(err, &re) || re.Code != remote.CodeBadSignature {
-			t.Errorf("status with a bad signature: %v, want %s", err, remote.CodeBadSignature)
+		if err := client.Send(ctx, e, nil); !errors.As(err, &re) || re.Code != command.CodeBadSignature {
+			t.Errorf("status with a bad signature: %v, want %s", err, command.CodeBadSignature)
 		}
-		if _, err := unsigned.Redrive(ctx, "S0001", remote.RedriveArgs{Selection: dlq.Selection{All: true}, ReasonText: "x"}); err == nil || !strings.Contains(err.Error(), "--nkey") {
+		if _, err := unsigned.Redrive(ctx, "S0001", command.RedriveArgs{Selection: dlq.Selection{All: true}, ReasonText: "x"}); err == nil || !strings.Contains(err.Error(), "--nkey") {
 			t.Errorf("an unsigned client's redrive: %v, want a local error naming --nkey", err)
 		}
 	})
 
 	t.Run("unsigned reads when allowed", func(t *testing.T) {
 		open := startStoreWith(t, srv.URL(), "S0003", []string{op.PublicKey()}, 2, func(o *remote.Options) { o.AllowUnsignedReads = true })
-		unsigned := remote.NewClient(opConn, nil)
+		unsigned := fleet.NewClient(opConn, nil)
 		if st, err := unsigned.Status(ctx, "S0003"); err != nil || st.StoreID != "S0003" {
 			t.Fatalf("unsigned status: %+v, %v", st, err)
 		}
-		if list, err := unsigned.List(ctx, "S0003", remote.ListArgs{}); err != nil || list.Matched != 2 {
+		if list, err := unsigned.List(ctx, "S0003", command.ListArgs{}); err != nil || list.Matched != 2 {
 			t.Fatalf("unsigned list: %+v, %v", list, err)
 		}
-		e, _ := remote.NewEnvelope("S0003", remote.CmdDLQRedrive, remote.RedriveArgs{Selection: dlq.Selection{All: true}, ReasonText: "x"})
-		rep := sendRaw(t, opConn, remote.Subject("S0003", remote.CmdDLQRedrive), mustJSON(t, e))
-		if rep.OK || rep.Code != remote.CodeUnsigned {
-			t.Fatalf("unsigned redrive: %+v, want %s", rep, remote.CodeUnsigned)
+		e, _ := command.NewEnvelope("S0003", command.CmdDLQRedrive, command.RedriveArgs{Selection: dlq.Selection{All: true}, ReasonText: "x"})
+		rep := sendRaw(t, opConn, command.Subject("S0003", command.CmdDLQRedrive), mustJSON(t, e))
+		if rep.OK || rep.Code != command.CodeUnsigned {
+			t.Fatalf("unsigned redrive: %+v, want %s", rep, command.CodeUnsigned)
 		}
 		if got := open.state(t, open.keys[0]); got != "quarantined" {
 			t.Errorf("key is %s, want quarantined", got)
@@ -349,8 +273,8 @@ func TestSignedCommands(t *testing.T) {
 
 	t.Run("unknown command", func(t *testing.T) {
 		rep := sendRaw(t, opConn, "rx.ctl.S0001.dlq.purge", nil)
-		if rep.OK || rep.Code != remote.CodeUnknownCommand {
-			t.Errorf("reply = %+v, want %s", rep, remote.CodeUnknownCommand)
+		if rep.OK || rep.Code != command.CodeUnknownCommand {
+			t.Errorf("reply = %+v, want %s", rep, command.CodeUnknownCommand)
 		}
 	})
 }
@@ -361,13 +285,13 @@ func TestReplyTooLarge(t *testing.T) {
 	srv := natstest.StartHub(t, natstest.WithMaxPayload(4096))
 	op := operator(t)
 	startStore(t, srv.URL(), "S0001", []string{op.PublicKey()}, 20)
-	client := remote.NewClient(natstest.Connect(t, srv.URL()), op)
-	_, err := client.List(testContext(t), "S0001", remote.ListArgs{})
-	var re *remote.Error
-	if !errors.As(err, &re) || re.Code != remote.CodeReplyTooLarge || !strings.Contains(re.Msg, "max_payload") {
-		t.Fatalf("list of 20 over a 4 KiB limit: %v, want %s", err, remote.CodeReplyTooLarge)
+	client := fleet.NewClient(natstest.Connect(t, srv.URL()), op)
+	_, err := client.List(testContext(t), "S0001", command.ListArgs{})
+	var re *command.Error
+	if !errors.As(err, &re) || re.Code != command.CodeReplyTooLarge || !strings.Contains(re.Msg, "max_payload") {
+		t.Fatalf("list of 20 over a 4 KiB limit: %v, want %s", err, command.CodeReplyTooLarge)
 	}
-	if res, err := client.List(testContext(t), "S0001", remote.ListArgs{Limit: 2}); err != nil || len(res.Items) != 2 || res.Matched != 20 {
+	if res, err := client.List(testContext(t), "S0001", command.ListArgs{Limit: 2}); err != nil || len(res.Items) != 2 || res.Matched != 20 {
 		t.Errorf("list with a limit: %d items of %d, %v", len(res.Items), res.Matched, err)
 	}
 }
@@ -392,11 +316,11 @@ func TestReflectedMessagesAreDroppedUnread(t *testing.T) {
 	op := operator(t)
 	s := startStore(t, srv.URL(), "S0001", []string{op.PublicKey()}, 1)
 	attacker := natstest.Connect(t, srv.URL())
-	seen, err := attacker.SubscribeSync(remote.Subject("S0001", ">"))
+	seen, err := attacker.SubscribeSync(command.Subject("S0001", ">"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, reply := range []string{remote.Subject("S0001", remote.CmdStatus), remote.Subject("S0001", remote.CmdDLQRedrive)} {
+	for i, reply := range []string{command.Subject("S0001", command.CmdStatus), command.Subject("S0001", command.CmdDLQRedrive)} {
 		m := nats.NewMsg(central.Subject("S0002", fmt.Sprintf("reflect%d", i)))
 		m.Reply = reply
 		m.Data = []byte(`{}`)
@@ -413,7 +337,7 @@ func TestReflectedMessagesAreDroppedUnread(t *testing.T) {
 	}
 	// The responder handles its subscription's messages in order: once a
 	// signed command is answered, the reflected ones were handled.
-	if _, err := remote.NewClient(natstest.Connect(t, srv.URL()), op).Status(testContext(t), "S0001"); err != nil {
+	if _, err := fleet.NewClient(natstest.Connect(t, srv.URL()), op).Status(testContext(t), "S0001"); err != nil {
 		t.Fatal(err)
 	}
 	if ev := s.events(t, queue.ActionRefused); len(ev) != 0 {

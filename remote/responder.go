@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/central/command"
 	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/status"
@@ -34,6 +35,9 @@ const (
 	ActorUnsigned   = actorPrefix + "unsigned"   // no key, no signature
 	ActorUnverified = actorPrefix + "unverified" // a key and signature that did not verify
 )
+
+// storeCommands are the commands one store answers on its own subjects.
+var storeCommands = []string{command.CmdStatus, command.CmdDLQList, command.CmdDLQRedrive, command.CmdReconcile}
 
 // Options configure a Responder.
 type Options struct {
@@ -102,7 +106,7 @@ func (r *Responder) Subscribe(nc *nats.Conn) error {
 	}
 	// The command is what follows prefix: "dlq.list" in
 	// rx.ctl.S0001.dlq.list.
-	subject, prefix := central.ControlSubject(r.o.StoreID, ">"), central.ControlSubject(r.o.StoreID, "")
+	subject, prefix := command.Subject(r.o.StoreID, ">"), command.Subject(r.o.StoreID, "")
 	_, err := nc.Subscribe(subject, func(m *nats.Msg) {
 		r.handle(m, strings.TrimPrefix(m.Subject, prefix), nc.MaxPayload())
 	})
@@ -123,7 +127,7 @@ func (r *Responder) loadNonces() error {
 	now := r.o.Clock()
 	// An accepted command expires at most MaxLifetime+Skew after it was
 	// accepted, and is refused Skew after that.
-	since := now.Add(-(MaxLifetime + 2*Skew))
+	since := now.Add(-(command.MaxLifetime + 2*command.Skew))
 	err := r.o.Queue.Events(since, func(e queue.Event) bool {
 		if e.Action != ActionRemote {
 			return true
@@ -132,7 +136,7 @@ func (r *Responder) loadNonces() error {
 		if err != nil || e.Detail["nonce"] == "" {
 			return true
 		}
-		if until := exp.Add(Skew); until.After(now) {
+		if until := exp.Add(command.Skew); until.After(now) {
 			r.nonces[e.Detail["nonce"]] = until
 		}
 		return true
@@ -150,21 +154,21 @@ type refusal struct {
 	code, reason, msg string
 }
 
-func (f *refusal) reply(store string) Reply {
-	return Reply{Store: store, Code: f.code, Error: f.reason + ": " + f.msg}
+func (f *refusal) reply(store string) command.Reply {
+	return command.Reply{Store: store, Code: f.code, Error: f.reason + ": " + f.msg}
 }
 
-// command is one authenticated command.
-type command struct {
+// request is one authenticated command.
+type request struct {
 	cmd    string
-	env    Envelope
+	env    command.Envelope
 	actor  string
 	signed bool
 }
 
 // nonce is the command's nonce when it is a UUID, "" otherwise: what
 // the journal and the log may repeat of it.
-func (c command) nonce() string {
+func (c request) nonce() string {
 	if !validNonce(c.env.Nonce) {
 		return ""
 	}
@@ -189,7 +193,7 @@ func (r *Responder) handle(m *nats.Msg, cmd string, maxPayload int64) {
 	rep := r.serve(m.Data, m.Subject, cmd)
 	b, err := json.Marshal(rep)
 	if err == nil && maxPayload > 0 && int64(len(b)) > maxPayload {
-		b, err = json.Marshal(Reply{Store: r.o.StoreID, Code: CodeReplyTooLarge,
+		b, err = json.Marshal(command.Reply{Store: r.o.StoreID, Code: command.CodeReplyTooLarge,
 			Error: fmt.Sprintf("the reply (%d bytes) is larger than the server's max_payload (%d bytes): ask for less (a lower limit)", len(b), maxPayload)})
 	}
 	if err == nil {
@@ -201,10 +205,10 @@ func (r *Responder) handle(m *nats.Msg, cmd string, maxPayload int64) {
 }
 
 // serve authenticates and runs a command that arrived on subject.
-func (r *Responder) serve(data []byte, subject, cmd string) Reply {
+func (r *Responder) serve(data []byte, subject, cmd string) command.Reply {
 	store := r.o.StoreID
 	if !slices.Contains(storeCommands, cmd) {
-		return Reply{Store: store, Code: CodeUnknownCommand, Error: fmt.Sprintf("no command %q on %s: send status, dlq.list, dlq.redrive or reconcile", clip(cmd), Subject(store, "…"))}
+		return command.Reply{Store: store, Code: command.CodeUnknownCommand, Error: fmt.Sprintf("no command %q on %s: send status, dlq.list, dlq.redrive or reconcile", command.Clip(cmd), command.Subject(store, "…"))}
 	}
 	c, ref := r.authenticate(data, subject, cmd, store)
 	if ref != nil {
@@ -222,22 +226,22 @@ func (r *Responder) serve(data []byte, subject, cmd string) Reply {
 	if rerr == nil {
 		res, rerr = run()
 	}
-	rep := Reply{OK: rerr == nil, Store: store}
+	rep := command.Reply{OK: rerr == nil, Store: store}
 	// A failed redrive says what it did before it failed.
-	if res != nil && (rerr == nil || c.cmd == CmdDLQRedrive) {
+	if res != nil && (rerr == nil || c.cmd == command.CmdDLQRedrive) {
 		if b, err := json.Marshal(res); err == nil {
 			rep.Result = b
 		}
 	}
 	if rerr != nil {
-		rep.Code, rep.Error = CodeFailed, rerr.Error()
+		rep.Code, rep.Error = command.CodeFailed, rerr.Error()
 		var ie *dlq.InputError
 		var be *badRequest
 		switch {
 		case errors.As(rerr, &be):
-			rep.Code, rep.Error = CodeBadRequest, be.msg
+			rep.Code, rep.Error = command.CodeBadRequest, be.msg
 		case errors.As(rerr, &ie):
-			rep.Code = CodeBadRequest
+			rep.Code = command.CodeBadRequest
 		}
 	}
 	level := slog.LevelDebug
@@ -259,40 +263,40 @@ func (e *badRequest) Error() string { return e.msg }
 // ActorUnverified, whatever key the envelope names. An unsigned command
 // passes only when it is a read and the agent allows unsigned reads. The
 // nonce is checked and taken by accept.
-func (r *Responder) authenticate(data []byte, subject, cmd, target string) (command, *refusal) {
-	c := command{cmd: cmd, actor: ActorUnverified}
-	e, err := DecodeEnvelope(data)
+func (r *Responder) authenticate(data []byte, subject, cmd, target string) (request, *refusal) {
+	c := request{cmd: cmd, actor: ActorUnverified}
+	e, err := command.DecodeEnvelope(data)
 	if err != nil {
-		return c, &refusal{CodeMalformed, "malformed", err.Error()}
+		return c, &refusal{command.CodeMalformed, "malformed", err.Error()}
 	}
 	c.env = e
 	wrongTarget := func() *refusal {
 		switch {
 		case e.Cmd != "" && e.Cmd != cmd:
-			return &refusal{CodeWrongTarget, "wrong command", fmt.Sprintf("the envelope's cmd is not %s, the command of the subject it was sent to", cmd)}
+			return &refusal{command.CodeWrongTarget, "wrong command", fmt.Sprintf("the envelope's cmd is not %s, the command of the subject it was sent to", cmd)}
 		case e.Store != "" && e.Store != target:
-			return &refusal{CodeWrongTarget, "wrong store", fmt.Sprintf("the envelope's store is not %s, the store of the subject it was sent to", target)}
+			return &refusal{command.CodeWrongTarget, "wrong store", fmt.Sprintf("the envelope's store is not %s, the store of the subject it was sent to", target)}
 		}
 		return nil
 	}
 	if e.Key == "" && e.Sig == "" {
 		c.actor = ActorUnsigned
-		if !r.o.AllowUnsignedReads || !readOnly(cmd) {
-			return c, &refusal{CodeUnsigned, "unsigned", cmd + " must be signed by an operator key listed in control.operator_keys (agent remote … --nkey SEED_FILE)"}
+		if !r.o.AllowUnsignedReads || !command.ReadOnly(cmd) {
+			return c, &refusal{command.CodeUnsigned, "unsigned", cmd + " must be signed by an operator key listed in control.operator_keys (agent remote … --nkey SEED_FILE)"}
 		}
 		return c, wrongTarget()
 	}
 	switch {
 	case !nkeys.IsValidPublicUserKey(e.Key):
-		return c, &refusal{CodeMalformed, "malformed", "key is not an NKey user public key (U…)"}
+		return c, &refusal{command.CodeMalformed, "malformed", "key is not an NKey user public key (U…)"}
 	case r.keys[e.Key] == nil:
-		return c, &refusal{CodeUnknownKey, "unknown key", "the key is not in this agent's control.operator_keys"}
+		return c, &refusal{command.CodeUnknownKey, "unknown key", "the key is not in this agent's control.operator_keys"}
 	case e.Sig == "":
-		return c, &refusal{CodeUnsigned, "unsigned", "the envelope names a key but has no signature"}
+		return c, &refusal{command.CodeUnsigned, "unsigned", "the envelope names a key but has no signature"}
 	}
-	sig, err := decodeSig(e.Sig)
+	sig, err := e.Signature()
 	if err != nil || r.keys[e.Key].Verify(e.SigningBytes(subject), sig) != nil {
-		return c, &refusal{CodeBadSignature, "bad signature", "the signature does not verify with the key it names, for this subject"}
+		return c, &refusal{command.CodeBadSignature, "bad signature", "the signature does not verify with the key it names, for this subject"}
 	}
 	c.actor, c.signed = actorPrefix+e.Key, true
 	if ref := wrongTarget(); ref != nil {
@@ -300,20 +304,20 @@ func (r *Responder) authenticate(data []byte, subject, cmd, target string) (comm
 	}
 	switch {
 	case e.Cmd == "" || e.Store == "":
-		return c, &refusal{CodeMalformed, "malformed", "a signed envelope must name its cmd and store"}
+		return c, &refusal{command.CodeMalformed, "malformed", "a signed envelope must name its cmd and store"}
 	case !validNonce(e.Nonce):
-		return c, &refusal{CodeMalformed, "malformed", "nonce is not a UUID (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)"}
+		return c, &refusal{command.CodeMalformed, "malformed", "nonce is not a UUID (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)"}
 	}
 	exp, err := time.Parse(time.RFC3339, e.Expires)
 	if err != nil {
-		return c, &refusal{CodeMalformed, "malformed", "expires is not an RFC 3339 time"}
+		return c, &refusal{command.CodeMalformed, "malformed", "expires is not an RFC 3339 time"}
 	}
 	now := r.o.Clock()
 	switch {
-	case now.After(exp.Add(Skew)):
-		return c, &refusal{CodeExpired, "expired", fmt.Sprintf("the command expired at %s; the agent's clock reads %s (tolerance %s): send it again, and check both clocks if this repeats", exp.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339), Skew)}
-	case exp.After(now.Add(MaxLifetime + Skew)):
-		return c, &refusal{CodeExpired, "expires too far ahead", fmt.Sprintf("the command expires at %s, more than %s after the agent's clock (%s, tolerance %s): check both clocks", exp.UTC().Format(time.RFC3339), MaxLifetime, now.UTC().Format(time.RFC3339), Skew)}
+	case now.After(exp.Add(command.Skew)):
+		return c, &refusal{command.CodeExpired, "expired", fmt.Sprintf("the command expired at %s; the agent's clock reads %s (tolerance %s): send it again, and check both clocks if this repeats", exp.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339), command.Skew)}
+	case exp.After(now.Add(command.MaxLifetime + command.Skew)):
+		return c, &refusal{command.CodeExpired, "expires too far ahead", fmt.Sprintf("the command expires at %s, more than %s after the agent's clock (%s, tolerance %s): check both clocks", exp.UTC().Format(time.RFC3339), command.MaxLifetime, now.UTC().Format(time.RFC3339), command.Skew)}
 	}
 	return c, nil
 }
@@ -321,7 +325,7 @@ func (r *Responder) authenticate(data []byte, subject, cmd, target string) (comm
 // accept takes a signed command's nonce and journals the command, before
 // anything is done: a nonce is accepted once, across restarts. Unsigned
 // commands are neither remembered nor journalled.
-func (r *Responder) accept(c command, reasonText string) *refusal {
+func (r *Responder) accept(c request, reasonText string) *refusal {
 	if !c.signed {
 		return nil
 	}
@@ -335,11 +339,11 @@ func (r *Responder) accept(c command, reasonText string) *refusal {
 	}
 	_, seen := r.nonces[c.env.Nonce]
 	if !seen {
-		r.nonces[c.env.Nonce] = exp.Add(Skew)
+		r.nonces[c.env.Nonce] = exp.Add(command.Skew)
 	}
 	r.mu.Unlock()
 	if seen {
-		return &refusal{CodeReplayed, "replayed", "the nonce " + c.env.Nonce + " was accepted before: a command is applied once; sign a new one"}
+		return &refusal{command.CodeReplayed, "replayed", "the nonce " + c.env.Nonce + " was accepted before: a command is applied once; sign a new one"}
 	}
 	err := r.o.Queue.Journal(queue.Event{
 		Action: ActionRemote, Actor: c.actor, Reason: reasonText,
@@ -349,7 +353,7 @@ func (r *Responder) accept(c command, reasonText string) *refusal {
 		r.mu.Lock()
 		delete(r.nonces, c.env.Nonce)
 		r.mu.Unlock()
-		return &refusal{CodeFailed, "not recorded", "the command could not be recorded in the journal, so nothing was done: " + err.Error()}
+		return &refusal{command.CodeFailed, "not recorded", "the command could not be recorded in the journal, so nothing was done: " + err.Error()}
 	}
 	return nil
 }
@@ -358,8 +362,8 @@ func (r *Responder) accept(c command, reasonText string) *refusal {
 // that are due (see refusalLog): a flood of refusals adds at most one
 // event per cause per RefusalWindow, and at most RefusalBytesPerHour, to
 // the journal. Refusals not yet due are journalled by a timer.
-func (r *Responder) refuse(c command, f *refusal) {
-	if f.code == CodeFailed {
+func (r *Responder) refuse(c request, f *refusal) {
+	if f.code == command.CodeFailed {
 		r.o.Logger.Warn("REMOTE_REFUSED", "cmd", c.cmd, "actor", c.actor, "reason", f.reason, "nonce", c.nonce())
 		return
 	}
@@ -410,7 +414,7 @@ func (r *Responder) Close() {
 }
 
 // args decodes a command's arguments strictly into v.
-func args(c command, v any) error {
+func args(c request, v any) error {
 	if len(c.env.Args) == 0 || string(c.env.Args) == "null" {
 		return nil
 	}
@@ -446,12 +450,12 @@ func (r *Responder) status() (*status.Status, error) {
 // prepare checks a command's arguments and returns what runs it once it is
 // accepted, and the reason text to journal with it. Nothing is done, and
 // no nonce taken, for arguments refused here.
-func (r *Responder) prepare(c command) (run func() (any, error), reasonText string, err error) {
+func (r *Responder) prepare(c request) (run func() (any, error), reasonText string, err error) {
 	switch c.cmd {
-	case CmdStatus:
+	case command.CmdStatus:
 		return func() (any, error) { return r.status() }, "", args(c, &struct{}{})
-	case CmdDLQList:
-		var a ListArgs
+	case command.CmdDLQList:
+		var a command.ListArgs
 		if err := args(c, &a); err != nil {
 			return nil, "", err
 		}
@@ -459,15 +463,15 @@ func (r *Responder) prepare(c command) (run func() (any, error), reasonText stri
 		case a.Limit < 0:
 			return nil, "", &badRequest{"limit must not be negative"}
 		case a.Limit == 0:
-			a.Limit = DefaultListLimit
-		case a.Limit > MaxListLimit:
-			return nil, "", &badRequest{fmt.Sprintf("limit must be at most %d (a reply is one NATS message)", MaxListLimit)}
+			a.Limit = command.DefaultListLimit
+		case a.Limit > command.MaxListLimit:
+			return nil, "", &badRequest{fmt.Sprintf("limit must be at most %d (a reply is one NATS message)", command.MaxListLimit)}
 		}
 		return func() (any, error) {
 			return r.o.DLQ.List(dlq.Filter{Reason: a.Reason, Since: a.Since, Until: a.Until, Limit: a.Limit})
 		}, "", nil
-	case CmdDLQRedrive:
-		var a RedriveArgs
+	case command.CmdDLQRedrive:
+		var a command.RedriveArgs
 		if err := args(c, &a); err != nil {
 			return nil, "", err
 		}
@@ -484,8 +488,8 @@ func (r *Responder) prepare(c command) (run func() (any, error), reasonText stri
 			return nil, "", &badRequest{"reason_text (--reason-text) is required: say why the movements are sent again (it is recorded in the store's audit journal)"}
 		}
 		return func() (any, error) { return r.redrive(c, a, reasonText, spread) }, reasonText, nil
-	case CmdReconcile:
-		var a ReconcileArgs
+	case command.CmdReconcile:
+		var a command.ReconcileArgs
 		if err := args(c, &a); err != nil {
 			return nil, "", err
 		}
@@ -498,25 +502,18 @@ func (r *Responder) prepare(c command) (run func() (any, error), reasonText stri
 	return nil, "", &badRequest{"no such command"}
 }
 
-func (r *Responder) redrive(c command, a RedriveArgs, reasonText string, spread time.Duration) (RedriveResult, error) {
+func (r *Responder) redrive(c request, a command.RedriveArgs, reasonText string, spread time.Duration) (command.RedriveResult, error) {
 	res, err := r.o.DLQ.Redrive(context.Background(), dlq.RedriveRequest{
 		Selection: a.Selection, Actor: c.actor, ReasonText: reasonText, Spread: spread, DryRun: a.DryRun,
 	})
-	out := RedriveResult{DryRun: res.DryRun, Redriven: len(res.Redriven), Keys: []string{}, NotFound: res.NotFound, Actor: c.actor, Nonce: c.env.Nonce}
+	out := command.RedriveResult{DryRun: res.DryRun, Redriven: len(res.Redriven), Keys: []string{}, NotFound: res.NotFound, Actor: c.actor, Nonce: c.env.Nonce}
 	for i, rd := range res.Redriven {
-		if i == MaxReplyKeys {
-			out.MoreKeys = len(res.Redriven) - MaxReplyKeys
+		if i == command.MaxReplyKeys {
+			out.MoreKeys = len(res.Redriven) - command.MaxReplyKeys
 			break
 		}
 		out.Keys = append(out.Keys, rd.Key)
 	}
 	r.o.Logger.Info("REMOTE_REDRIVE", "actor", c.actor, "nonce", c.nonce(), "redriven", out.Redriven, "not_found", len(out.NotFound), "dry_run", a.DryRun)
 	return out, err
-}
-
-func clip(s string) string {
-	if r := []rune(s); len(r) > 40 {
-		return string(r[:40]) + "…"
-	}
-	return s
 }

@@ -7,9 +7,9 @@ import (
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/dlq"
+	"github.com/rxedge/agent/headoffice/fleet"
 	"github.com/rxedge/agent/headoffice/reconcile"
 	"github.com/rxedge/agent/internal/progress"
-	"github.com/rxedge/agent/remote"
 )
 
 // newCentralCmd is the group of head office's commands on central as a
@@ -186,4 +186,4 @@ reused sequence or malformed record; 3 otherwise (as agent status);
 	return cmd
 }
 
-var _ reconcile.Asker = (*remote.Client)(nil)
+var _ reconcile.Asker = (*fleet.Client)(nil)

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/central/command"
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/headoffice/reconcile"
@@ -236,7 +237,7 @@ func (c *chain) answerWith(store string, answer []byte) {
 	if int64(len(answer)) > nc.MaxPayload() {
 		c.t.Fatalf("the answer of %d bytes is over the server's max_payload", len(answer))
 	}
-	if _, err := nc.Subscribe(remote.Subject(store, remote.CmdReconcile), func(m *nats.Msg) {
+	if _, err := nc.Subscribe(command.Subject(store, command.CmdReconcile), func(m *nats.Msg) {
 		if err := m.Respond(answer); err != nil {
 			c.t.Errorf("%s: answer: %v", store, err)
 		}

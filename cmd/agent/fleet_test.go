@@ -14,7 +14,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/central/command"
 	"github.com/rxedge/agent/daemon"
+	"github.com/rxedge/agent/headoffice/fleet"
 	"github.com/rxedge/agent/headoffice/provision"
 	"github.com/rxedge/agent/remote"
 	"github.com/rxedge/agent/settings"
@@ -49,7 +51,7 @@ func TestRemoteFleetView(t *testing.T) {
 	defer healthy()
 	stopped := startStoreAgent(t, h.URL(), "S0002")
 	seen := func(store string) bool {
-		entries, err := remote.ReadFleet(context.Background(), ops)
+		entries, err := fleet.Read(context.Background(), ops)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,19 +67,19 @@ func TestRemoteFleetView(t *testing.T) {
 
 	// The attacker, as S0003.
 	spoof := natstest.Connect(t, h.URL(), nats.UserInfo("S0003", "CHANGE-ME-S0003"), nats.CustomInboxPrefix("_INBOX_S0003"))
-	fake, _ := json.Marshal(remote.Summary{StoreID: "S0002", State: status.Online, GeneratedAt: time.Now()})
+	fake, _ := json.Marshal(command.Summary{StoreID: "S0002", State: status.Online, GeneratedAt: time.Now()})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	_, err := spoof.RequestWithContext(ctx, central.FleetSubject("S0002"), fake)
 	cancel()
 	if err == nil {
 		t.Fatal("S0003 wrote S0002's key")
 	}
-	fake, _ = json.Marshal(remote.Summary{StoreID: "S0001", State: status.Online, GeneratedAt: time.Now()})
+	fake, _ = json.Marshal(command.Summary{StoreID: "S0001", State: status.Online, GeneratedAt: time.Now()})
 	if err := remote.PublishSummary(context.Background(), spoof, "S0003", &status.Status{StoreID: "S0001", Connection: status.Connection{State: status.Online}}); err != nil {
 		t.Fatalf("S0003 writes its own key: %v", err)
 	}
 	// An answer on the old scatter-gather subject is refused by the server.
-	if sub, err := spoof.Subscribe(central.ControlSubject(central.FleetToken, ">"), func(m *nats.Msg) { m.Respond(fake) }); err == nil {
+	if sub, err := spoof.Subscribe(command.Subject(central.FleetToken, ">"), func(m *nats.Msg) { m.Respond(fake) }); err == nil {
 		defer sub.Unsubscribe()
 	}
 
@@ -87,13 +89,13 @@ func TestRemoteFleetView(t *testing.T) {
 	pollUntil(t, "S0002 silent", func() bool {
 		var code int
 		out, _, code = cli(t, append(args, "--json")...)
-		var view []remote.FleetStore
+		var view []fleet.Store
 		if err := json.Unmarshal([]byte(out), &view); err != nil || code != exitAttention || len(view) != 3 {
 			t.Fatalf("fleet --json: exit %d, %v\n%s", code, err, out)
 		}
-		return view[1].State == remote.FleetSilent
+		return view[1].State == fleet.Silent
 	})
-	var view []remote.FleetStore
+	var view []fleet.Store
 	json.Unmarshal([]byte(out), &view)
 	want := []string{"S0001 ok", "S0002 silent", "S0003 unverifiable"}
 	for i, v := range view {

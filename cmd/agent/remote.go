@@ -14,9 +14,10 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/central/command"
 	"github.com/rxedge/agent/dlq"
+	"github.com/rxedge/agent/headoffice/fleet"
 	"github.com/rxedge/agent/headoffice/provision"
-	"github.com/rxedge/agent/remote"
 	"github.com/rxedge/agent/status"
 )
 
@@ -62,24 +63,24 @@ type remoteFlags struct {
 func (f *remoteFlags) register(fs *pflag.FlagSet, waitDefault time.Duration, waitHelp, nkeyHelp string) {
 	f.nats.register(fs, "")
 	fs.StringVar(&f.nkey, "nkey", "", nkeyHelp)
-	fs.DurationVar(&f.validFor, "valid-for", remote.DefaultValidity, "how long a signed command stays valid (at most 5m)")
+	fs.DurationVar(&f.validFor, "valid-for", command.DefaultValidity, "how long a signed command stays valid (at most 5m)")
 	fs.DurationVar(&f.wait, "wait", waitDefault, waitHelp)
 	fs.BoolVar(&f.asJSON, "json", false, "print the result as JSON")
 }
 
 // client connects and loads the signing key. The caller closes the
 // connection.
-func (f *remoteFlags) client(name string) (*remote.Client, *nats.Conn, error) {
-	if f.validFor <= 0 || f.validFor > remote.MaxLifetime {
-		return nil, nil, usageError("--valid-for must be more than 0 and at most %s", remote.MaxLifetime)
+func (f *remoteFlags) client(name string) (*fleet.Client, *nats.Conn, error) {
+	if f.validFor <= 0 || f.validFor > command.MaxLifetime {
+		return nil, nil, usageError("--valid-for must be more than 0 and at most %s", command.MaxLifetime)
 	}
 	if f.wait <= 0 {
 		return nil, nil, usageError("--wait must be positive")
 	}
-	var signer *remote.Signer
+	var signer *command.Signer
 	if f.nkey != "" {
 		var err error
-		if signer, err = remote.LoadSigner(f.nkey); err != nil {
+		if signer, err = command.LoadSigner(f.nkey); err != nil {
 			return nil, nil, fmt.Errorf("--nkey: %w", err)
 		}
 	}
@@ -87,7 +88,7 @@ func (f *remoteFlags) client(name string) (*remote.Client, *nats.Conn, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	c := remote.NewClient(nc, signer)
+	c := fleet.NewClient(nc, signer)
 	c.ValidFor = f.validFor
 	return c, nc, nil
 }
@@ -106,8 +107,8 @@ func storeFlag(store string) error {
 // remoteError turns a store's answer into the CLI's exit codes: arguments
 // it refused as given are a usage error (2), anything else an error (1).
 func remoteError(err error) error {
-	var re *remote.Error
-	if errors.As(err, &re) && re.Code == remote.CodeBadRequest {
+	var re *command.Error
+	if errors.As(err, &re) && re.Code == command.CodeBadRequest {
 		return &exitErr{code: exitUsage, msg: err.Error()}
 	}
 	return err
@@ -117,10 +118,10 @@ func newRemoteStatusCmd(s *streams) *cobra.Command {
 	var (
 		f      remoteFlags
 		store  string
-		fleet  bool
+		whole  bool
 		maxAge time.Duration
 		roster string
-		limits = remote.FleetLimits{}
+		limits = fleet.Limits{}
 	)
 	cmd := &cobra.Command{
 		Use:   "status (--store ID | --fleet [--roster FILE]) --server URL [auth flags]",
@@ -144,9 +145,9 @@ Exit status 3 unless every store is ok, so monitoring systems can run it;
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
-			case store == "" && !fleet:
+			case store == "" && !whole:
 				return usageError("remote status: give --store ID or --fleet")
-			case store != "" && fleet:
+			case store != "" && whole:
 				return usageError("remote status: give --store ID or --fleet, not both")
 			case store != "":
 				if err := storeFlag(store); err != nil {
@@ -177,7 +178,7 @@ Exit status 3 unless every store is ok, so monitoring systems can run it;
 			defer nc.Close()
 			ctx, cancel := context.WithTimeout(cmd.Context(), f.wait)
 			defer cancel()
-			if fleet {
+			if whole {
 				limits.MaxAge = maxAge
 				return remoteFleet(ctx, s, nc, stores, limits, f.asJSON)
 			}
@@ -200,7 +201,7 @@ Exit status 3 unless every store is ok, so monitoring systems can run it;
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&store, "store", "", "the store to ask")
-	fs.BoolVar(&fleet, "fleet", false, "read every store's summary from the fleet view")
+	fs.BoolVar(&whole, "fleet", false, "read every store's summary from the fleet view")
 	fs.StringVar(&roster, "roster", "", "--fleet: file of the store ids that should exist, one a line")
 	fs.DurationVar(&limits.Stale, "stale", 2*time.Minute, "--fleet: a store not seen for this long is stale")
 	fs.DurationVar(&limits.Silent, "silent", 15*time.Minute, "--fleet: a store not seen for this long is silent")
@@ -210,12 +211,12 @@ Exit status 3 unless every store is ok, so monitoring systems can run it;
 	return cmd
 }
 
-func remoteFleet(ctx context.Context, s *streams, nc *nats.Conn, roster []string, limits remote.FleetLimits, asJSON bool) error {
-	entries, err := remote.ReadFleet(ctx, nc)
+func remoteFleet(ctx context.Context, s *streams, nc *nats.Conn, roster []string, limits fleet.Limits, asJSON bool) error {
+	entries, err := fleet.Read(ctx, nc)
 	if err != nil {
 		return fmt.Errorf("%w: may this identity read the fleet view ($JS.API.DIRECT.GET.%s), and was it provisioned (agent provision)?", err, central.FleetStreamName)
 	}
-	view := remote.JudgeFleet(entries, roster, time.Now(), limits)
+	view := fleet.Judge(entries, roster, time.Now(), limits)
 	if asJSON {
 		if err := printJSON(s.out, view); err != nil {
 			return err
@@ -224,7 +225,7 @@ func remoteFleet(ctx context.Context, s *streams, nc *nats.Conn, roster []string
 		renderFleet(s.out, view, time.Now())
 	}
 	for _, v := range view {
-		if v.State != remote.FleetOK {
+		if v.State != fleet.OK {
 			return &exitErr{code: exitAttention}
 		}
 	}
@@ -234,7 +235,7 @@ func remoteFleet(ctx context.Context, s *streams, nc *nats.Conn, roster []string
 	return nil
 }
 
-func renderFleet(w io.Writer, view []remote.FleetStore, now time.Time) {
+func renderFleet(w io.Writer, view []fleet.Store, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "STORE\tFLEET\tLAST SEEN\tSTATE\tPENDING\tQUARANTINED\tOLDEST PENDING\tVERSION")
 	var problems []string
@@ -284,8 +285,8 @@ func newRemoteListCmd(s *streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if filter.Limit > remote.MaxListLimit {
-				return usageError("--limit must be at most %d over NATS", remote.MaxListLimit)
+			if filter.Limit > command.MaxListLimit {
+				return usageError("--limit must be at most %d over NATS", command.MaxListLimit)
 			}
 			c, nc, err := f.client("rxedge-remote")
 			if err != nil {
@@ -294,7 +295,7 @@ func newRemoteListCmd(s *streams) *cobra.Command {
 			defer nc.Close()
 			ctx, cancel := context.WithTimeout(cmd.Context(), f.wait)
 			defer cancel()
-			res, err := c.List(ctx, store, remote.ListArgs{Reason: filter.Reason, Since: filter.Since, Until: filter.Until, Limit: filter.Limit})
+			res, err := c.List(ctx, store, command.ListArgs{Reason: filter.Reason, Since: filter.Since, Until: filter.Until, Limit: filter.Limit})
 			if err != nil {
 				return remoteError(err)
 			}
@@ -307,7 +308,7 @@ func newRemoteListCmd(s *streams) *cobra.Command {
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&store, "store", "", "the store to ask (required)")
-	ff.register(fs, fmt.Sprintf("show at most N, the oldest (default %d, at most %d)", remote.DefaultListLimit, remote.MaxListLimit))
+	ff.register(fs, fmt.Sprintf("show at most N, the oldest (default %d, at most %d)", command.DefaultListLimit, command.MaxListLimit))
 	f.register(fs, 10*time.Second, "how long to wait for the answer", "optional: sign the request with this operator seed file")
 	return cmd
 }
@@ -355,7 +356,7 @@ redriven), or when the store refused the command.`,
 				return err
 			}
 			defer nc.Close()
-			a := remote.RedriveArgs{Selection: dlq.Selection{Keys: keys, All: all}, ReasonText: reasonText, DryRun: dryRun}
+			a := command.RedriveArgs{Selection: dlq.Selection{Keys: keys, All: all}, ReasonText: reasonText, DryRun: dryRun}
 			if spread > 0 {
 				a.Spread = spread.String()
 			}
@@ -363,7 +364,7 @@ redriven), or when the store refused the command.`,
 			defer cancel()
 			res, err := c.Redrive(ctx, store, a)
 			if err != nil {
-				var re *remote.Error
+				var re *command.Error
 				if errors.As(err, &re) && res.Redriven > 0 {
 					fmt.Fprintf(s.out, "store %s: %d movement(s) were redriven before it failed\n", store, res.Redriven)
 				}
@@ -397,7 +398,7 @@ redriven), or when the store refused the command.`,
 	return cmd
 }
 
-func renderRemoteRedrive(w io.Writer, store string, res remote.RedriveResult, spread time.Duration) {
+func renderRemoteRedrive(w io.Writer, store string, res command.RedriveResult, spread time.Duration) {
 	switch {
 	case res.DryRun:
 		fmt.Fprintf(w, "store %s: would redrive %d movement(s)\n", store, res.Redriven)

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/central/command"
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/hub"
@@ -310,7 +311,7 @@ func TestRemoteRedriveEndToEnd(t *testing.T) {
 		case queue.ActionRedrive:
 			redrives = append(redrives, e)
 		case remote.ActionRemote:
-			if e.Detail["cmd"] == remote.CmdDLQRedrive { // signed reads are journalled too
+			if e.Detail["cmd"] == command.CmdDLQRedrive { // signed reads are journalled too
 				accepted = append(accepted, e)
 			}
 		case queue.ActionRefused:
@@ -322,7 +323,7 @@ func TestRemoteRedriveEndToEnd(t *testing.T) {
 		redrives[1].Actor != "remote:"+pub || redrives[1].Reason != remoteWhy || !slices.Equal(redrives[1].Keys, []string{keyB}) {
 		t.Errorf("redrives journalled: %+v\nwant A by %s (%q), then B by remote:%s (%q)", redrives, control.LocalActor(), localWhy, pub, remoteWhy)
 	}
-	if len(accepted) != 2 || accepted[0].Actor != "remote:"+pub || accepted[0].Detail["nonce"] == "" || accepted[0].Detail["cmd"] != remote.CmdDLQRedrive || accepted[0].Reason != remoteWhy {
+	if len(accepted) != 2 || accepted[0].Actor != "remote:"+pub || accepted[0].Detail["nonce"] == "" || accepted[0].Detail["cmd"] != command.CmdDLQRedrive || accepted[0].Reason != remoteWhy {
 		t.Errorf("accepted remote commands journalled: %+v, want two redrives by the operator, with nonces", accepted)
 	}
 	if len(refusals) != 1 || refusals[0].Actor != remote.ActorUnverified || refusals[0].Reason != "unknown key" {

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/central/command"
 )
 
 var audit = identity{"audit", "CHANGE-ME-audit", "_INBOX_audit"}
@@ -98,14 +99,14 @@ func testAudit(t *testing.T, n int) {
 	})
 
 	t.Run("sends the reconcile command", func(t *testing.T) {
-		sub, err := a.nc.SubscribeSync(central.ControlSubject("S0001", ">"))
+		sub, err := a.nc.SubscribeSync(command.Subject("S0001", ">"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := a.nc.Flush(); err != nil {
 			t.Fatal(err)
 		}
-		if err := au.nc.Publish(central.ControlSubject("S0001", "reconcile"), []byte(`{}`)); err != nil {
+		if err := au.nc.Publish(command.Subject("S0001", "reconcile"), []byte(`{}`)); err != nil {
 			t.Fatal(err)
 		}
 		m, err := sub.NextMsg(5 * time.Second)

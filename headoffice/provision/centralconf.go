@@ -10,6 +10,7 @@ import (
 	"text/template"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/central/command"
 	"github.com/rxedge/agent/headoffice/migrate"
 )
 
@@ -119,8 +120,8 @@ func CentralConfig(w io.Writer, stores []string, partitions int) error {
 	}{
 		Stores: ss, Partitions: parts, Streams: streamList(parts), Migrate: migrateGrants(n), AuditArchives: auditArchives(n),
 		FleetStream: central.FleetStreamName, Fleet: central.FleetSubject("STORE"),
-		Status: central.StatusSubject("STORE"), Ctl: central.ControlSubject("STORE", ">"),
-		Reconcile: central.ControlSubject("STORE", "reconcile"), ReconcileAll: central.ControlSubject("*", "reconcile"),
+		Status: central.StatusSubject("STORE"), Ctl: command.Subject("STORE", ">"),
+		Reconcile: command.Subject("STORE", "reconcile"), ReconcileAll: command.Subject("*", "reconcile"),
 		AuditAPI: central.AuditAPIPrefix,
 	})
 	if err != nil {

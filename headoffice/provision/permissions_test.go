@@ -21,8 +21,10 @@ import (
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/central/command"
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/dlq"
+	"github.com/rxedge/agent/headoffice/fleet"
 	"github.com/rxedge/agent/headoffice/provision"
 	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/movement"
@@ -557,7 +559,7 @@ func TestProductionConfigRemoteControl(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	signer, err := remote.NewSigner(seed)
+	signer, err := command.NewSigner(seed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -586,7 +588,7 @@ func TestProductionConfigRemoteControl(t *testing.T) {
 		}
 	}
 	o := dial(t, h.URL(), ops)
-	client := remote.NewClient(o.nc, signer)
+	client := fleet.NewClient(o.nc, signer)
 
 	t.Run("operator asks a store for its status", func(t *testing.T) {
 		st, err := client.Status(testContext(t), "S0001")
@@ -599,7 +601,7 @@ func TestProductionConfigRemoteControl(t *testing.T) {
 	})
 
 	// A redrive signed by the operator, which store B gets hold of.
-	env, err := remote.NewEnvelope("S0001", remote.CmdDLQRedrive, remote.RedriveArgs{Selection: dlq.Selection{Keys: []string{quarantined}}, ReasonText: "limit raised"})
+	env, err := command.NewEnvelope("S0001", command.CmdDLQRedrive, command.RedriveArgs{Selection: dlq.Selection{Keys: []string{quarantined}}, ReasonText: "limit raised"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -613,7 +615,7 @@ func TestProductionConfigRemoteControl(t *testing.T) {
 
 	t.Run("store cannot send an operator's signed command", func(t *testing.T) {
 		b := dial(t, h.URL(), storeB)
-		_, err := b.nc.RequestWithContext(shortContext(t), remote.Subject("S0001", remote.CmdDLQRedrive), data)
+		_, err := b.nc.RequestWithContext(shortContext(t), command.Subject("S0001", command.CmdDLQRedrive), data)
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("request error = %v, want a timeout", err)
 		}
@@ -624,7 +626,7 @@ func TestProductionConfigRemoteControl(t *testing.T) {
 	})
 
 	t.Run("operator redrives with a signed command", func(t *testing.T) {
-		var res remote.RedriveResult
+		var res command.RedriveResult
 		if err := client.Send(testContext(t), env, &res); err != nil {
 			t.Fatalf("redrive: %v", err)
 		}

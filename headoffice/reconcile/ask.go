@@ -8,7 +8,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/rxedge/agent/remote"
+	"github.com/rxedge/agent/central/command"
+	"github.com/rxedge/agent/headoffice/fleet"
 )
 
 // MaxRequestsPerChunk bounds the halving when a store answers that its
@@ -84,7 +85,7 @@ func explain(ctx context.Context, o Options, sr *StoreReport, syncedAfter time.T
 			budget -= g.Len()
 		}
 	}
-	queue := chunk(asked, remote.MaxReconcileSeqs, remote.MaxReconcileRanges)
+	queue := chunk(asked, command.MaxReconcileSeqs, command.MaxReconcileRanges)
 	requests, maxRequests := 0, MaxRequestsPerChunk*len(queue)
 	for len(queue) > 0 {
 		req := queue[0]
@@ -93,26 +94,26 @@ func explain(ctx context.Context, o Options, sr *StoreReport, syncedAfter time.T
 			sr.noteAll(req, UnexplainedNoAnswer, "reconciliation stopped", o.MaxListed)
 			continue
 		}
-		args := remote.ReconcileArgs{SyncedAfter: syncedAfter.UTC()}
+		args := command.ReconcileArgs{SyncedAfter: syncedAfter.UTC()}
 		for _, r := range req {
-			args.Seqs = append(args.Seqs, remote.SeqRange{r.From, r.To})
+			args.Seqs = append(args.Seqs, command.SeqRange{r.From, r.To})
 		}
 		rctx, cancel := context.WithTimeout(ctx, o.Timeout)
 		res, err := o.Asker.Reconcile(rctx, sr.Store, args)
 		cancel()
 		requests++
-		var re *remote.Error
+		var re *command.Error
 		switch {
-		case errors.As(err, &re) && re.Code == remote.CodeReplyTooLarge && Count(req) > 1 && requests < maxRequests:
+		case errors.As(err, &re) && re.Code == command.CodeReplyTooLarge && Count(req) > 1 && requests < maxRequests:
 			a, b := halve(req)
 			queue = append([][]Range{a, b}, queue...)
-		case errors.As(err, &re) && re.Code == remote.CodeReplyTooLarge:
+		case errors.As(err, &re) && re.Code == command.CodeReplyTooLarge:
 			sr.noteAll(req, UnexplainedBadAnswer, "its answers are too large, however small the request", o.MaxListed)
 		case errors.As(err, &re) && re.Refused():
 			sr.noteAll(req, UnexplainedRefused, re.Code, o.MaxListed)
 		case errors.As(err, &re):
 			sr.noteAll(req, UnexplainedBadAnswer, "the store failed: "+re.Code, o.MaxListed)
-		case errors.Is(err, remote.ErrNoAgent), errors.Is(err, context.DeadlineExceeded):
+		case errors.Is(err, fleet.ErrNoAgent), errors.Is(err, context.DeadlineExceeded):
 			sr.noteAll(req, UnexplainedNoAnswer, "", o.MaxListed)
 		case err != nil:
 			sr.noteAll(req, UnexplainedBadAnswer, "the answer does not read", o.MaxListed)
@@ -131,21 +132,21 @@ func explain(ctx context.Context, o Options, sr *StoreReport, syncedAfter time.T
 }
 
 // judge sorts what a store said of a run of missing sequences.
-func judge(run remote.SeqRun) (why, reason string, explained bool) {
+func judge(run command.SeqRun) (why, reason string, explained bool) {
 	switch run.State {
-	case remote.SeqPending:
+	case command.SeqPending:
 		return ExplainedPending, "", true
-	case remote.SeqQuarantined:
+	case command.SeqQuarantined:
 		return ExplainedQuarantined, run.Reason, true
-	case remote.SeqPurged:
+	case command.SeqPurged:
 		return ExplainedPurged, run.Reason, true
-	case remote.SeqSynced:
-		if run.Reason == remote.SeqRecent {
+	case command.SeqSynced:
+		if run.Reason == command.SeqRecent {
 			return ExplainedInTransit, "synced at the store within the grace of the read", true
 		}
 		return UnexplainedSynced, "", false
-	case remote.SeqUnknown:
-		if run.Reason == remote.SeqPruned {
+	case command.SeqUnknown:
+		if run.Reason == command.SeqPruned {
 			return UnexplainedPruned, "", false
 		}
 		return UnexplainedNotAssigned, "", false
@@ -158,7 +159,7 @@ func judge(run remote.SeqRun) (why, reason string, explained bool) {
 // what was asked, covering every sequence asked once, in a known state,
 // with a bounded printable reason, and consistent with the highest
 // sequence the store reports.
-func checkAnswer(req []Range, res remote.ReconcileResult) string {
+func checkAnswer(req []Range, res command.ReconcileResult) string {
 	var asked Set
 	for _, r := range req {
 		asked.AddRange(r)
@@ -174,19 +175,19 @@ func checkAnswer(req []Range, res remote.ReconcileResult) string {
 		prev = run.To
 		covered += run.To - run.From + 1
 		switch run.State {
-		case remote.SeqPending:
+		case command.SeqPending:
 			if run.Reason != "" {
 				return "the answer gives a pending run a reason"
 			}
-		case remote.SeqQuarantined, remote.SeqPurged:
-		case remote.SeqSynced:
-			if run.Reason != "" && run.Reason != remote.SeqRecent {
+		case command.SeqQuarantined, command.SeqPurged:
+		case command.SeqSynced:
+			if run.Reason != "" && run.Reason != command.SeqRecent {
 				return "the answer gives a synced run an unknown reason"
 			}
-		case remote.SeqUnknown:
+		case command.SeqUnknown:
 			switch {
-			case run.Reason == remote.SeqPruned && run.To <= res.Highest:
-			case run.Reason == remote.SeqNotAssigned && run.From > res.Highest:
+			case run.Reason == command.SeqPruned && run.To <= res.Highest:
+			case run.Reason == command.SeqNotAssigned && run.From > res.Highest:
 			default:
 				return "the answer's unknown run contradicts its highest sequence"
 			}
@@ -204,7 +205,7 @@ func checkAnswer(req []Range, res remote.ReconcileResult) string {
 }
 
 func printable(s string) bool {
-	if utf8.RuneCountInString(s) > remote.MaxReasonRunes || !utf8.ValidString(s) {
+	if utf8.RuneCountInString(s) > command.MaxReasonRunes || !utf8.ValidString(s) {
 		return false
 	}
 	return !strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) })

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rxedge/agent/remote"
+	"github.com/rxedge/agent/central/command"
 )
 
 func TestChunk(t *testing.T) {
@@ -43,31 +43,31 @@ func TestChunk(t *testing.T) {
 // exactly what was asked, in known states with bounded reasons.
 func TestCheckAnswer(t *testing.T) {
 	req := []Range{{3, 5}, {9, 9}}
-	run := func(from, to uint64, state, reason string) remote.SeqRun {
-		return remote.SeqRun{From: from, To: to, State: state, Reason: reason}
+	run := func(from, to uint64, state, reason string) command.SeqRun {
+		return command.SeqRun{From: from, To: to, State: state, Reason: reason}
 	}
 	tests := []struct {
 		name string
-		res  remote.ReconcileResult
+		res  command.ReconcileResult
 		bad  string // "" when well formed
 	}{
-		{"good", remote.ReconcileResult{Highest: 9, Runs: []remote.SeqRun{run(3, 3, "pending", ""), run(4, 5, "quarantined", "permanent:too_large"), run(9, 9, "synced", "recent")}}, ""},
-		{"one run per range", remote.ReconcileResult{Highest: 20, Runs: []remote.SeqRun{run(3, 5, "purged", "by local:x: y"), run(9, 9, "unknown", "pruned")}}, ""},
-		{"not assigned", remote.ReconcileResult{Highest: 5, Runs: []remote.SeqRun{run(3, 5, "pending", ""), run(9, 9, "unknown", "not_assigned")}}, ""},
-		{"empty", remote.ReconcileResult{Highest: 9}, "does not cover"},
-		{"short", remote.ReconcileResult{Highest: 9, Runs: []remote.SeqRun{run(3, 5, "pending", "")}}, "does not cover"},
-		{"across a gap", remote.ReconcileResult{Highest: 9, Runs: []remote.SeqRun{run(3, 9, "pending", "")}}, "not asked"},
-		{"not asked", remote.ReconcileResult{Highest: 9, Runs: []remote.SeqRun{run(3, 5, "pending", ""), run(10, 10, "pending", "")}}, "not asked"},
-		{"twice", remote.ReconcileResult{Highest: 9, Runs: []remote.SeqRun{run(3, 5, "pending", ""), run(5, 5, "pending", ""), run(9, 9, "pending", "")}}, "out of order"},
-		{"descending", remote.ReconcileResult{Highest: 9, Runs: []remote.SeqRun{run(9, 9, "pending", ""), run(3, 5, "pending", "")}}, "out of order"},
-		{"reversed run", remote.ReconcileResult{Highest: 9, Runs: []remote.SeqRun{run(5, 3, "pending", ""), run(9, 9, "pending", "")}}, "out of order"},
-		{"zero", remote.ReconcileResult{Highest: 9, Runs: []remote.SeqRun{run(0, 5, "pending", ""), run(9, 9, "pending", "")}}, "out of order"},
-		{"unknown state", remote.ReconcileResult{Highest: 9, Runs: []remote.SeqRun{run(3, 5, "lost", ""), run(9, 9, "pending", "")}}, "unknown state"},
-		{"synced reason", remote.ReconcileResult{Highest: 9, Runs: []remote.SeqRun{run(3, 5, "synced", "trust me"), run(9, 9, "pending", "")}}, "synced run"},
-		{"pruned above highest", remote.ReconcileResult{Highest: 4, Runs: []remote.SeqRun{run(3, 5, "unknown", "pruned"), run(9, 9, "unknown", "not_assigned")}}, "contradicts"},
-		{"not assigned below highest", remote.ReconcileResult{Highest: 9, Runs: []remote.SeqRun{run(3, 5, "pending", ""), run(9, 9, "unknown", "not_assigned")}}, "contradicts"},
-		{"long reason", remote.ReconcileResult{Highest: 9, Runs: []remote.SeqRun{run(3, 5, "quarantined", strings.Repeat("x", 500)), run(9, 9, "pending", "")}}, "too long"},
-		{"control characters", remote.ReconcileResult{Highest: 9, Runs: []remote.SeqRun{run(3, 5, "quarantined", "a\x1b[2Jb"), run(9, 9, "pending", "")}}, "not printable"},
+		{"good", command.ReconcileResult{Highest: 9, Runs: []command.SeqRun{run(3, 3, "pending", ""), run(4, 5, "quarantined", "permanent:too_large"), run(9, 9, "synced", "recent")}}, ""},
+		{"one run per range", command.ReconcileResult{Highest: 20, Runs: []command.SeqRun{run(3, 5, "purged", "by local:x: y"), run(9, 9, "unknown", "pruned")}}, ""},
+		{"not assigned", command.ReconcileResult{Highest: 5, Runs: []command.SeqRun{run(3, 5, "pending", ""), run(9, 9, "unknown", "not_assigned")}}, ""},
+		{"empty", command.ReconcileResult{Highest: 9}, "does not cover"},
+		{"short", command.ReconcileResult{Highest: 9, Runs: []command.SeqRun{run(3, 5, "pending", "")}}, "does not cover"},
+		{"across a gap", command.ReconcileResult{Highest: 9, Runs: []command.SeqRun{run(3, 9, "pending", "")}}, "not asked"},
+		{"not asked", command.ReconcileResult{Highest: 9, Runs: []command.SeqRun{run(3, 5, "pending", ""), run(10, 10, "pending", "")}}, "not asked"},
+		{"twice", command.ReconcileResult{Highest: 9, Runs: []command.SeqRun{run(3, 5, "pending", ""), run(5, 5, "pending", ""), run(9, 9, "pending", "")}}, "out of order"},
+		{"descending", command.ReconcileResult{Highest: 9, Runs: []command.SeqRun{run(9, 9, "pending", ""), run(3, 5, "pending", "")}}, "out of order"},
+		{"reversed run", command.ReconcileResult{Highest: 9, Runs: []command.SeqRun{run(5, 3, "pending", ""), run(9, 9, "pending", "")}}, "out of order"},
+		{"zero", command.ReconcileResult{Highest: 9, Runs: []command.SeqRun{run(0, 5, "pending", ""), run(9, 9, "pending", "")}}, "out of order"},
+		{"unknown state", command.ReconcileResult{Highest: 9, Runs: []command.SeqRun{run(3, 5, "lost", ""), run(9, 9, "pending", "")}}, "unknown state"},
+		{"synced reason", command.ReconcileResult{Highest: 9, Runs: []command.SeqRun{run(3, 5, "synced", "trust me"), run(9, 9, "pending", "")}}, "synced run"},
+		{"pruned above highest", command.ReconcileResult{Highest: 4, Runs: []command.SeqRun{run(3, 5, "unknown", "pruned"), run(9, 9, "unknown", "not_assigned")}}, "contradicts"},
+		{"not assigned below highest", command.ReconcileResult{Highest: 9, Runs: []command.SeqRun{run(3, 5, "pending", ""), run(9, 9, "unknown", "not_assigned")}}, "contradicts"},
+		{"long reason", command.ReconcileResult{Highest: 9, Runs: []command.SeqRun{run(3, 5, "quarantined", strings.Repeat("x", 500)), run(9, 9, "pending", "")}}, "too long"},
+		{"control characters", command.ReconcileResult{Highest: 9, Runs: []command.SeqRun{run(3, 5, "quarantined", "a\x1b[2Jb"), run(9, 9, "pending", "")}}, "not printable"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -105,8 +105,8 @@ func TestBloomFindsEveryKeySeenTwice(t *testing.T) {
 // every sequence asked exactly once and nothing else.
 func TestCheckAnswerBelievesOnlyExactCover(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	states := []string{remote.SeqPending, remote.SeqQuarantined, remote.SeqPurged, remote.SeqSynced, remote.SeqUnknown, "lost"}
-	reasons := []string{"", remote.SeqRecent, remote.SeqPruned, remote.SeqNotAssigned, "permanent:too_large"}
+	states := []string{command.SeqPending, command.SeqQuarantined, command.SeqPurged, command.SeqSynced, command.SeqUnknown, "lost"}
+	reasons := []string{"", command.SeqRecent, command.SeqPruned, command.SeqNotAssigned, "permanent:too_large"}
 	accepted := 0
 	for range 20_000 {
 		var asked Set
@@ -117,16 +117,16 @@ func TestCheckAnswerBelievesOnlyExactCover(t *testing.T) {
 			asked.AddRange(rg)
 			x = rg.To
 		}
-		res := remote.ReconcileResult{Highest: uint64(r.IntN(40))}
+		res := command.ReconcileResult{Highest: uint64(r.IntN(40))}
 		if r.IntN(2) == 0 {
 			// Often right: the request itself, in random states.
 			for _, rg := range req {
-				res.Runs = append(res.Runs, remote.SeqRun{From: rg.From, To: rg.To, State: states[r.IntN(5)], Reason: reasons[r.IntN(len(reasons))]})
+				res.Runs = append(res.Runs, command.SeqRun{From: rg.From, To: rg.To, State: states[r.IntN(5)], Reason: reasons[r.IntN(len(reasons))]})
 			}
 		}
 		for range r.IntN(3) {
 			from := uint64(r.IntN(35))
-			res.Runs = append(res.Runs, remote.SeqRun{From: from, To: from + uint64(r.IntN(5)) - 1, State: states[r.IntN(len(states))], Reason: reasons[r.IntN(len(reasons))]})
+			res.Runs = append(res.Runs, command.SeqRun{From: from, To: from + uint64(r.IntN(5)) - 1, State: states[r.IntN(len(states))], Reason: reasons[r.IntN(len(reasons))]})
 		}
 		if checkAnswer(req, res) != "" {
 			continue

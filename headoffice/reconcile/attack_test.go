@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/central/command"
 	"github.com/rxedge/agent/headoffice/reconcile"
-	"github.com/rxedge/agent/remote"
 )
 
 // TestRunForgedHighestCannotHideAGap: a store's fleet summary is its own
@@ -22,10 +22,10 @@ func TestRunForgedHighestCannotHideAGap(t *testing.T) {
 	}
 	r.fleet("S0001", 8)                // 4..8 lost by central
 	r.fleet("S0666", math.MaxUint64-4) // forged
-	synced := func(_ context.Context, _ string, a remote.ReconcileArgs) (remote.ReconcileResult, error) {
-		res := remote.ReconcileResult{Highest: math.MaxUint64}
+	synced := func(_ context.Context, _ string, a command.ReconcileArgs) (command.ReconcileResult, error) {
+		res := command.ReconcileResult{Highest: math.MaxUint64}
 		for _, rg := range a.Seqs {
-			res.Runs = append(res.Runs, remote.SeqRun{From: rg[0], To: rg[1], State: remote.SeqSynced})
+			res.Runs = append(res.Runs, command.SeqRun{From: rg[0], To: rg[1], State: command.SeqSynced})
 		}
 		return res, nil
 	}
@@ -77,10 +77,10 @@ func TestRunAfterTheArchiveAgedOut(t *testing.T) {
 	}
 	r.fleet("S0001", 6)
 	r.fleet("S0002", 1) // nothing of it is left
-	k := &asker{answer: func(_ context.Context, _ string, a remote.ReconcileArgs) (remote.ReconcileResult, error) {
-		res := remote.ReconcileResult{Highest: 6}
+	k := &asker{answer: func(_ context.Context, _ string, a command.ReconcileArgs) (command.ReconcileResult, error) {
+		res := command.ReconcileResult{Highest: 6}
 		for _, rg := range a.Seqs {
-			res.Runs = append(res.Runs, remote.SeqRun{From: rg[0], To: rg[1], State: remote.SeqSynced})
+			res.Runs = append(res.Runs, command.SeqRun{From: rg[0], To: rg[1], State: command.SeqSynced})
 		}
 		return res, nil
 	}}
@@ -104,8 +104,8 @@ func TestRunBoundsTheHalving(t *testing.T) {
 	r := newRig(t, map[string][]string{central.ArchiveStreamName: {"S0666"}})
 	r.put(archiveMsg("S0666", 1, "", "", time.Now()))
 	r.fleet("S0666", 100_001)
-	k := &asker{answer: func(_ context.Context, store string, _ remote.ReconcileArgs) (remote.ReconcileResult, error) {
-		return remote.ReconcileResult{}, &remote.Error{Store: store, Cmd: remote.CmdReconcile, Code: remote.CodeReplyTooLarge}
+	k := &asker{answer: func(_ context.Context, store string, _ command.ReconcileArgs) (command.ReconcileResult, error) {
+		return command.ReconcileResult{}, &command.Error{Store: store, Cmd: command.CmdReconcile, Code: command.CodeReplyTooLarge}
 	}}
 	rep, err := reconcile.Run(r.ctx, reconcile.Options{Conn: r.nc, Asker: k})
 	if err != nil {

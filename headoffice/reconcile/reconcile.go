@@ -18,12 +18,13 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/rxedge/agent/central"
-	"github.com/rxedge/agent/remote"
+	"github.com/rxedge/agent/central/command"
+	"github.com/rxedge/agent/headoffice/fleet"
 )
 
-// Asker asks a store what it holds for sequences; *remote.Client is one.
+// Asker asks a store what it holds for sequences; *fleet.Client is one.
 type Asker interface {
-	Reconcile(ctx context.Context, store string, a remote.ReconcileArgs) (remote.ReconcileResult, error)
+	Reconcile(ctx context.Context, store string, a command.ReconcileArgs) (command.ReconcileResult, error)
 }
 
 // Defaults of Options.
@@ -299,7 +300,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if rep.ReadSeconds > 0 {
 		rep.RecordsPerSecond = float64(rep.Records) / rep.ReadSeconds
 	}
-	fleet, err := remote.ReadFleetWith(ctx, js)
+	fleet, err := fleet.ReadWith(ctx, js)
 	if err != nil {
 		return nil, fmt.Errorf("%w: may this identity direct get %s?", err, central.FleetStreamName)
 	}
@@ -320,7 +321,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if sr == nil {
 			continue
 		}
-		var sum remote.Summary
+		var sum command.Summary
 		switch err := json.Unmarshal(e.Value, &sum); {
 		case err != nil:
 			sr.Notes = append(sr.Notes, "its fleet summary does not read: highest acknowledged unknown")

@@ -15,7 +15,9 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/central/command"
 	"github.com/rxedge/agent/dlq"
+	"github.com/rxedge/agent/headoffice/fleet"
 	"github.com/rxedge/agent/headoffice/reconcile"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
@@ -80,14 +82,14 @@ func (r *rig) fleet(store string, highest uint64) {
 // asker is a store's side of the reconcile command, in the test.
 type asker struct {
 	mu     stdsync.Mutex
-	asked  map[string][][]remote.SeqRange
-	answer func(ctx context.Context, store string, a remote.ReconcileArgs) (remote.ReconcileResult, error)
+	asked  map[string][][]command.SeqRange
+	answer func(ctx context.Context, store string, a command.ReconcileArgs) (command.ReconcileResult, error)
 }
 
-func (k *asker) Reconcile(ctx context.Context, store string, a remote.ReconcileArgs) (remote.ReconcileResult, error) {
+func (k *asker) Reconcile(ctx context.Context, store string, a command.ReconcileArgs) (command.ReconcileResult, error) {
 	k.mu.Lock()
 	if k.asked == nil {
-		k.asked = map[string][][]remote.SeqRange{}
+		k.asked = map[string][][]command.SeqRange{}
 	}
 	k.asked[store] = append(k.asked[store], a.Seqs)
 	k.mu.Unlock()
@@ -95,10 +97,10 @@ func (k *asker) Reconcile(ctx context.Context, store string, a remote.ReconcileA
 }
 
 // allPending answers every sequence asked as pending.
-func allPending(_ context.Context, _ string, a remote.ReconcileArgs) (remote.ReconcileResult, error) {
-	res := remote.ReconcileResult{Highest: 1 << 40}
+func allPending(_ context.Context, _ string, a command.ReconcileArgs) (command.ReconcileResult, error) {
+	res := command.ReconcileResult{Highest: 1 << 40}
 	for _, r := range a.Seqs {
-		res.Runs = append(res.Runs, remote.SeqRun{From: r[0], To: r[1], State: remote.SeqPending})
+		res.Runs = append(res.Runs, command.SeqRun{From: r[0], To: r[1], State: command.SeqPending})
 	}
 	return res, nil
 }
@@ -162,7 +164,7 @@ func TestRunAcrossPartitions(t *testing.T) {
 	if want := []reconcile.Gap{{From: 4, To: 4, Why: reconcile.ExplainedPending, Explained: true}}; s2.Missing != 1 || !reflect.DeepEqual(s2.Gaps, want) || !s2.OK() {
 		t.Errorf("S0002: %+v; want 4 missing and pending", s2)
 	}
-	if want := map[string][][]remote.SeqRange{"S0002": {{{4, 4}}}}; !reflect.DeepEqual(k.asked, want) {
+	if want := map[string][][]command.SeqRange{"S0002": {{{4, 4}}}}; !reflect.DeepEqual(k.asked, want) {
 		t.Errorf("asked %v, want %v", k.asked, want)
 	}
 	if rep.OK() {
@@ -203,7 +205,7 @@ func TestRunSince(t *testing.T) {
 	if s1.Checked == nil || *s1.Checked != (reconcile.Range{From: 8, To: 12}) || s1.Missing != 2 || s1.Held != 4 {
 		t.Errorf("S0001: checked %v, %d missing, %d held; want 8-12, 2 (10 and 12), 4", s1.Checked, s1.Missing, s1.Held)
 	}
-	if want := map[string][][]remote.SeqRange{"S0001": {{{10, 10}, {12, 12}}}}; !reflect.DeepEqual(k.asked, want) {
+	if want := map[string][][]command.SeqRange{"S0001": {{{10, 10}, {12, 12}}}}; !reflect.DeepEqual(k.asked, want) {
 		t.Errorf("asked %v, want %v", k.asked, want)
 	}
 	s2 := storeOf(t, rep, "S0002")
@@ -222,19 +224,19 @@ func TestRunAskingGoesWrong(t *testing.T) {
 		r.put(archiveMsg(s, 1, "", "", time.Now()))
 		r.fleet(s, 9)
 	}
-	k := &asker{answer: func(ctx context.Context, store string, a remote.ReconcileArgs) (remote.ReconcileResult, error) {
+	k := &asker{answer: func(ctx context.Context, store string, a command.ReconcileArgs) (command.ReconcileResult, error) {
 		n := 0
 		for _, rg := range a.Seqs {
 			n += int(rg[1] - rg[0] + 1)
 		}
 		switch {
 		case store == "S0001" && n > 2:
-			return remote.ReconcileResult{}, &remote.Error{Store: store, Cmd: remote.CmdReconcile, Code: remote.CodeReplyTooLarge}
+			return command.ReconcileResult{}, &command.Error{Store: store, Cmd: command.CmdReconcile, Code: command.CodeReplyTooLarge}
 		case store == "S0002":
-			return remote.ReconcileResult{}, &remote.Error{Store: store, Cmd: remote.CmdReconcile, Code: remote.CodeUnknownKey}
+			return command.ReconcileResult{}, &command.Error{Store: store, Cmd: command.CmdReconcile, Code: command.CodeUnknownKey}
 		case store == "S0003":
 			<-ctx.Done()
-			return remote.ReconcileResult{}, ctx.Err()
+			return command.ReconcileResult{}, ctx.Err()
 		}
 		return allPending(ctx, store, a)
 	}}
@@ -323,7 +325,7 @@ func TestRunHalvesWhatDoesNotFitAMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	seed, _ := kp.Seed()
-	signer, err := remote.NewSigner(seed)
+	signer, err := command.NewSigner(seed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,8 +338,8 @@ func TestRunHalvesWhatDoesNotFitAMessage(t *testing.T) {
 	if err := storeConn.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	client := remote.NewClient(r.nc, signer)
-	k := &asker{answer: func(ctx context.Context, store string, a remote.ReconcileArgs) (remote.ReconcileResult, error) {
+	client := fleet.NewClient(r.nc, signer)
+	k := &asker{answer: func(ctx context.Context, store string, a command.ReconcileArgs) (command.ReconcileResult, error) {
 		return client.Reconcile(ctx, store, a)
 	}}
 	rep, err := reconcile.Run(ctx, reconcile.Options{Conn: r.nc, Asker: k})

@@ -1,13 +1,10 @@
-package remote
+package command
 
 import (
 	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
-
-	"github.com/rxedge/agent/dlq"
-	"github.com/rxedge/agent/status"
 )
 
 // Reply is an agent's answer to a command: {"ok":true,"result":…} or
@@ -59,12 +56,21 @@ func (e *Error) Error() string {
 // signature, key, expiry, nonce or form) rather than failed to do it.
 func (e *Error) Refused() bool { return slices.Contains(refusalCodes, e.Code) }
 
-// ListArgs are the arguments of dlq.list; see dlq.Filter.
+// ListArgs are the arguments of dlq.list, and the store's own filter of
+// its quarantine (dlq.Filter).
 type ListArgs struct {
-	Reason string    `json:"reason,omitempty"`
-	Since  time.Time `json:"since,omitzero"`
-	Until  time.Time `json:"until,omitzero"`
-	// Limit keeps the Limit oldest; 0 means DefaultListLimit.
+	// Reason matches the quarantine reason ("<class>:<kind>"):
+	//   - "permanent:too_large": exactly that reason;
+	//   - "permanent" or "exhausted" (or "permanent:"): every reason of that class;
+	//   - "too_large" (a kind alone): that kind in either class.
+	// Matching ignores case.
+	Reason string `json:"reason,omitempty"`
+	// Since and Until bound the quarantine time: Since inclusive, Until
+	// exclusive; a zero time is no bound.
+	Since time.Time `json:"since,omitzero"`
+	Until time.Time `json:"until,omitzero"`
+	// Limit keeps the Limit oldest matches (by quarantine time); 0 keeps
+	// all in the store's own calls, DefaultListLimit over NATS.
 	Limit int `json:"limit,omitempty"`
 }
 
@@ -76,7 +82,7 @@ const (
 
 // RedriveArgs are the arguments of dlq.redrive; see dlq.RedriveRequest.
 type RedriveArgs struct {
-	dlq.Selection
+	Selection
 	ReasonText string `json:"reason_text"`
 	// Spread is a Go duration ("10m"), at most dlq.MaxSpread.
 	Spread string `json:"spread,omitempty"`
@@ -97,7 +103,7 @@ type RedriveResult struct {
 	MoreKeys int      `json:"more_keys,omitempty"`
 	// NotFound are selected keys that were not quarantined, and where they
 	// are instead.
-	NotFound []dlq.Missing `json:"not_found,omitempty"`
+	NotFound []Missing `json:"not_found,omitempty"`
 	// Actor and Nonce are as journalled.
 	Actor string `json:"actor"`
 	Nonce string `json:"nonce"`
@@ -125,41 +131,4 @@ type Summary struct {
 	LastSyncAt       *time.Time `json:"last_sync_at,omitempty"`
 	Version          string     `json:"version"`
 	GeneratedAt      time.Time  `json:"generated_at"`
-}
-
-// SummaryOf condenses a status document.
-func SummaryOf(st *status.Status) Summary {
-	s := Summary{
-		StoreID:               st.StoreID,
-		State:                 st.Connection.State,
-		Reason:                st.Connection.Reason,
-		Pending:               st.Counts.Pending.Total,
-		PendingControlled:     st.Counts.Pending.Controlled,
-		Quarantined:           st.Counts.Quarantined.Total,
-		QuarantinedControlled: st.Counts.Quarantined.Controlled,
-		SyncedTotal:           st.SyncedTotal,
-		HighestSeq:            st.HighestSeq,
-		LastSyncAt:            st.Connection.LastSyncAt,
-		Version:               st.Agent.Version,
-		GeneratedAt:           st.GeneratedAt,
-	}
-	if st.OldestPendingAt != nil {
-		age := st.OldestPendingAge
-		s.OldestPendingAge = &age
-	}
-	return s
-}
-
-// Problems is what makes the store need attention, by the rule of
-// status.Status.Problems (quarantined movements, a pending movement older
-// than maxAge, a paused sender).
-func (s Summary) Problems(maxAge time.Duration) []string {
-	st := status.Status{Connection: status.Connection{State: s.State, Reason: s.Reason}}
-	st.Counts.Quarantined.Total = s.Quarantined
-	if s.OldestPendingAge != nil {
-		at := s.GeneratedAt.Add(-time.Duration(*s.OldestPendingAge * float64(time.Second)))
-		st.OldestPendingAt = &at
-		st.OldestPendingAge = *s.OldestPendingAge
-	}
-	return st.Problems(maxAge)
 }

@@ -1,4 +1,4 @@
-package remote
+package command
 
 import (
 	"bytes"
@@ -13,8 +13,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nkeys"
-
-	"github.com/rxedge/agent/central"
 )
 
 // Commands, the last tokens of their subjects.
@@ -24,17 +22,16 @@ const (
 	CmdDLQRedrive = "dlq.redrive" // send quarantined movements again: signed
 )
 
+// Prefix starts every control subject; only operators may publish them.
+const Prefix = "rx.ctl."
+
 // Subject is the subject of cmd for store: rx.ctl.<store>.<cmd>.
-func Subject(store, cmd string) string {
-	return central.ControlSubject(store, cmd)
-}
+// Subject(store, ">") is every command an agent subscribes to.
+func Subject(store, cmd string) string { return Prefix + store + "." + cmd }
 
-// readOnly reports whether cmd only reads, and so may come unsigned when
+// ReadOnly reports whether cmd only reads, and so may come unsigned when
 // the agent allows unsigned reads (control.allow_unsigned_reads).
-func readOnly(cmd string) bool { return cmd == CmdStatus || cmd == CmdDLQList }
-
-// storeCommands are the commands one store answers on its own subjects.
-var storeCommands = []string{CmdStatus, CmdDLQList, CmdDLQRedrive, CmdReconcile}
+func ReadOnly(cmd string) bool { return cmd == CmdStatus || cmd == CmdDLQList }
 
 // Time limits of a signed command.
 const (
@@ -235,7 +232,17 @@ func DecodeEnvelope(data []byte) (Envelope, error) {
 	return e, nil
 }
 
-// decodeSig decodes a signature in base64url, with or without padding.
-func decodeSig(s string) ([]byte, error) {
-	return base64.RawURLEncoding.DecodeString(strings.TrimRight(s, "="))
+// Signature decodes the envelope's signature, base64url with or without
+// padding.
+func (e Envelope) Signature() ([]byte, error) {
+	return base64.RawURLEncoding.DecodeString(strings.TrimRight(e.Sig, "="))
+}
+
+// Clip bounds a value a peer sent (a store id, a command name) before it
+// is quoted back in an error: at most 40 runes.
+func Clip(s string) string {
+	if r := []rune(s); len(r) > 40 {
+		return string(r[:40]) + "…"
+	}
+	return s
 }

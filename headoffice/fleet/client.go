@@ -1,4 +1,4 @@
-package remote
+package fleet
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rxedge/agent/central"
-	"github.com/rxedge/agent/dlq"
+	"github.com/rxedge/agent/central/command"
 	"github.com/rxedge/agent/status"
 )
 
@@ -21,7 +21,7 @@ type Client struct {
 	nc *nats.Conn
 	// Signer, when set, signs every command; commands that change a store
 	// need one.
-	Signer *Signer
+	Signer *command.Signer
 	// ValidFor is how long a signed command is valid; 0 means
 	// DefaultValidity. At most MaxLifetime.
 	ValidFor time.Duration
@@ -30,7 +30,7 @@ type Client struct {
 }
 
 // NewClient returns a client over nc, signing with signer (nil: unsigned).
-func NewClient(nc *nats.Conn, signer *Signer) *Client {
+func NewClient(nc *nats.Conn, signer *command.Signer) *Client {
 	return &Client{nc: nc, Signer: signer}
 }
 
@@ -38,13 +38,13 @@ func NewClient(nc *nats.Conn, signer *Signer) *Client {
 var ErrNoAgent = errors.New("remote: no agent answers")
 
 // envelope builds (and signs, when the client can) a command.
-func (c *Client) envelope(store, cmd string, args any) (Envelope, error) {
-	e, err := NewEnvelope(store, cmd, args)
+func (c *Client) envelope(store, cmd string, args any) (command.Envelope, error) {
+	e, err := command.NewEnvelope(store, cmd, args)
 	if err != nil {
 		return e, err
 	}
 	if c.Signer == nil {
-		if !readOnly(cmd) {
+		if !command.ReadOnly(cmd) {
 			return e, fmt.Errorf("remote: %s must be signed: give the operator's seed file (--nkey)", cmd)
 		}
 		return e, nil // refused unless the store allows unsigned reads
@@ -54,7 +54,7 @@ func (c *Client) envelope(store, cmd string, args any) (Envelope, error) {
 		now = c.Clock()
 	}
 	if valid == 0 {
-		valid = DefaultValidity
+		valid = command.DefaultValidity
 	}
 	return e, c.Signer.Sign(&e, now, valid)
 }
@@ -62,12 +62,12 @@ func (c *Client) envelope(store, cmd string, args any) (Envelope, error) {
 // Send sends an envelope to its store and decodes the result into out
 // (nil to drop it). A failed reply is an *Error; its result, if any (what a
 // failed redrive did), is decoded into out all the same.
-func (c *Client) Send(ctx context.Context, e Envelope, out any) error {
+func (c *Client) Send(ctx context.Context, e command.Envelope, out any) error {
 	data, err := json.Marshal(e)
 	if err != nil {
 		return err
 	}
-	subject := Subject(e.Store, e.Cmd)
+	subject := command.Subject(e.Store, e.Cmd)
 	msg, err := c.nc.RequestWithContext(ctx, subject, data)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
@@ -77,7 +77,7 @@ func (c *Client) Send(ctx context.Context, e Envelope, out any) error {
 	case err != nil:
 		return fmt.Errorf("remote: %s to store %s: %w", e.Cmd, e.Store, err)
 	}
-	var rep Reply
+	var rep command.Reply
 	if err := json.Unmarshal(msg.Data, &rep); err != nil {
 		return fmt.Errorf("remote: store %s answered %s with something that is not a reply: %w", e.Store, e.Cmd, err)
 	}
@@ -90,7 +90,7 @@ func (c *Client) Send(ctx context.Context, e Envelope, out any) error {
 		}
 	}
 	if !rep.OK {
-		return &Error{Store: e.Store, Cmd: e.Cmd, Code: rep.Code, Msg: rep.Error}
+		return &command.Error{Store: e.Store, Cmd: e.Cmd, Code: rep.Code, Msg: rep.Error}
 	}
 	return nil
 }
@@ -109,31 +109,31 @@ func (c *Client) call(ctx context.Context, store, cmd string, args, out any) err
 // Status asks a store for its status document.
 func (c *Client) Status(ctx context.Context, store string) (*status.Status, error) {
 	var st status.Status
-	if err := c.call(ctx, store, CmdStatus, nil, &st); err != nil {
+	if err := c.call(ctx, store, command.CmdStatus, nil, &st); err != nil {
 		return nil, err
 	}
 	return &st, nil
 }
 
 // List asks a store for its quarantined movements, without payloads.
-func (c *Client) List(ctx context.Context, store string, a ListArgs) (dlq.ListResult, error) {
-	var res dlq.ListResult
-	err := c.call(ctx, store, CmdDLQList, a, &res)
+func (c *Client) List(ctx context.Context, store string, a command.ListArgs) (command.ListResult, error) {
+	var res command.ListResult
+	err := c.call(ctx, store, command.CmdDLQList, a, &res)
 	return res, err
 }
 
 // Redrive asks a store to send quarantined movements again. It must be
 // signed. On an error the result says what was done, if anything.
-func (c *Client) Redrive(ctx context.Context, store string, a RedriveArgs) (RedriveResult, error) {
-	var res RedriveResult
-	err := c.call(ctx, store, CmdDLQRedrive, a, &res)
+func (c *Client) Redrive(ctx context.Context, store string, a command.RedriveArgs) (command.RedriveResult, error) {
+	var res command.RedriveResult
+	err := c.call(ctx, store, command.CmdDLQRedrive, a, &res)
 	return res, err
 }
 
 // Reconcile asks a store what it holds for sequences (see ReconcileArgs
 // for the limits). It must be signed.
-func (c *Client) Reconcile(ctx context.Context, store string, a ReconcileArgs) (ReconcileResult, error) {
-	var res ReconcileResult
-	err := c.call(ctx, store, CmdReconcile, a, &res)
+func (c *Client) Reconcile(ctx context.Context, store string, a command.ReconcileArgs) (command.ReconcileResult, error) {
+	var res command.ReconcileResult
+	err := c.call(ctx, store, command.CmdReconcile, a, &res)
 	return res, err
 }

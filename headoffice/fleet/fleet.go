@@ -1,0 +1,145 @@
+package fleet
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
+
+	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/central/command"
+	"github.com/rxedge/agent/status"
+)
+
+// Entry is one key of the fleet view as central holds it. Store is
+// the key, which only that store's identity can write; LastSeen is the
+// server's time of the write.
+type Entry struct {
+	Store    string
+	LastSeen time.Time
+	Value    []byte
+}
+
+// Read reads the latest summary of every store from the fleet view,
+// with direct gets (no consumer, no stream info).
+func Read(ctx context.Context, nc *nats.Conn) ([]Entry, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	return ReadWith(ctx, js)
+}
+
+// ReadWith is Read through js, for an identity whose JetStream
+// API has another prefix.
+func ReadWith(ctx context.Context, js jetstream.JetStream) ([]Entry, error) {
+	msgs, err := jetstreamext.GetLastMsgsFor(ctx, js, central.FleetStreamName, []string{central.FleetSubjects})
+	if err != nil {
+		return nil, fmt.Errorf("remote: read the fleet view: %w", err)
+	}
+	var out []Entry
+	for m, err := range msgs {
+		if errors.Is(err, jetstreamext.ErrNoMessages) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("remote: read the fleet view (%s): %w", central.FleetStreamName, err)
+		}
+		out = append(out, Entry{Store: strings.TrimPrefix(m.Subject, central.FleetPrefix), LastSeen: m.Time, Value: m.Data})
+	}
+	return out, nil
+}
+
+// Fleet states of a store, from the best to the worst.
+const (
+	OK           = "ok"
+	Attention    = "needs_attention" // it reports quarantined or old movements, or a paused sender
+	Stale        = "stale"           // not seen for longer than the stale limit
+	Silent       = "silent"          // not seen for longer than the silent limit
+	Missing      = "missing"         // on the roster, never seen
+	Unverifiable = "unverifiable"    // its value does not read, or names another store
+	Unknown      = "unknown"         // seen, but not on the roster
+)
+
+// Store is one store's line of the fleet view.
+type Store struct {
+	Store    string           `json:"store"`
+	State    string           `json:"state"`
+	LastSeen *time.Time       `json:"last_seen,omitempty"`
+	Summary  *command.Summary `json:"summary,omitempty"`
+	Problems []string         `json:"problems,omitempty"`
+}
+
+// Limits say when a store is stale or silent, and when its
+// movements need attention.
+type Limits struct {
+	Stale, Silent, MaxAge time.Duration
+}
+
+// Judge turns the entries of the fleet view and a roster (nil: no
+// roster) into one line per store, sorted by store: the store id is the
+// key's, the last-seen time the server's; a value that names another
+// store or does not read is unverifiable. Every state but OK needs
+// attention.
+func Judge(entries []Entry, roster []string, now time.Time, l Limits) []Store {
+	seen := map[string]bool{}
+	var out []Store
+	for _, e := range entries {
+		seen[e.Store] = true
+		at := e.LastSeen
+		fs := Store{Store: e.Store, LastSeen: &at, State: OK}
+		var s command.Summary
+		switch err := json.Unmarshal(e.Value, &s); {
+		case err != nil:
+			fs.State, fs.Problems = Unverifiable, []string{"its summary does not read"}
+		case s.StoreID != e.Store:
+			fs.State, fs.Problems = Unverifiable, []string{fmt.Sprintf("its summary names store %q", command.Clip(s.StoreID))}
+		default:
+			fs.Summary = &s
+		}
+		quiet := now.Sub(at)
+		switch {
+		case fs.State != OK:
+		case roster != nil && !slices.Contains(roster, e.Store):
+			fs.State, fs.Problems = Unknown, []string{"not on the roster"}
+		case quiet > l.Silent:
+			fs.State, fs.Problems = Silent, []string{"last seen " + quiet.Round(time.Second).String() + " ago"}
+		case quiet > l.Stale:
+			fs.State, fs.Problems = Stale, []string{"last seen " + quiet.Round(time.Second).String() + " ago"}
+		default:
+			if p := summaryProblems(s, l.MaxAge); len(p) > 0 {
+				fs.State, fs.Problems = Attention, p
+			}
+		}
+		out = append(out, fs)
+	}
+	for _, r := range roster {
+		if !seen[r] {
+			out = append(out, Store{Store: r, State: Missing, Problems: []string{"never seen"}})
+		}
+	}
+	slices.SortFunc(out, func(a, b Store) int { return cmp.Compare(a.Store, b.Store) })
+	return out
+}
+
+// summaryProblems is what makes the store need attention, by the rule of
+// status.Status.Problems (quarantined movements, a pending movement older
+// than maxAge, a paused sender).
+func summaryProblems(s command.Summary, maxAge time.Duration) []string {
+	st := status.Status{Connection: status.Connection{State: s.State, Reason: s.Reason}}
+	st.Counts.Quarantined.Total = s.Quarantined
+	if s.OldestPendingAge != nil {
+		at := s.GeneratedAt.Add(-time.Duration(*s.OldestPendingAge * float64(time.Second)))
+		st.OldestPendingAt = &at
+		st.OldestPendingAge = *s.OldestPendingAge
+	}
+	return st.Problems(maxAge)
+}
