@@ -63,14 +63,6 @@ type Admin struct {
 	User, Password string
 }
 
-// Durability is how to see central's fsync setting and replicas (either
-// field): a user of central's system account, or its servers' monitoring
-// URLs.
-type Durability struct {
-	SystemUser, SystemPassword string
-	MonitorURLs                []string
-}
-
 // Options is what Run examines.
 type Options struct {
 	ConfigPath string
@@ -78,9 +70,10 @@ type Options struct {
 	// Status reads the agent's status document (running or stopped).
 	Status func(ctx context.Context) (*status.Status, error)
 	Admin  *Admin
-	// Durability, when set, runs the central durability check; nil reports
-	// it skipped.
-	Durability *Durability
+	// Durability, when set, is the central durability check (head office's
+	// durability.Check, given central's client URLs and CA); nil reports it
+	// skipped.
+	Durability func(ctx context.Context, servers []string, caFile string) Check
 	// Timeout bounds each network step; 0 means 5 s.
 	Timeout time.Duration
 	// MinFree is the least free disk space that passes; 0 means 1 GiB.

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rxedge/agent/doctor"
+	"github.com/rxedge/agent/headoffice/durability"
 	"github.com/rxedge/agent/installer"
 	"github.com/rxedge/agent/status"
 )
@@ -67,13 +68,17 @@ or a skipped check does not).`,
 				o.Admin = &doctor.Admin{User: adminUser, Password: strings.TrimRight(string(pw), "\r\n")}
 			}
 			if sysUser != "" || len(monitor) > 0 {
-				o.Durability = &doctor.Durability{SystemUser: sysUser, MonitorURLs: monitor}
+				a := durability.Access{SystemUser: sysUser, MonitorURLs: monitor}
 				if sysUser != "" {
 					pw, err := os.ReadFile(sysPass)
 					if err != nil {
 						return usageError("--system-user needs --system-password-file: %v", err)
 					}
-					o.Durability.SystemPassword = strings.TrimRight(string(pw), "\r\n")
+					a.SystemPassword = strings.TrimRight(string(pw), "\r\n")
+				}
+				o.Durability = func(ctx context.Context, servers []string, caFile string) doctor.Check {
+					s := durability.Check(ctx, a, servers, caFile, timeout)
+					return doctor.Check{OK: s.OK, Warning: s.Warning, Detail: s.Detail, Fix: s.Fix}
 				}
 			}
 			if c.DataDir != "" {
