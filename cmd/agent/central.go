@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -37,20 +38,8 @@ var centralCommands = []func(*streams) *cobra.Command{
 	newCentralDurabilityCmd,
 }
 
-func newCentralReconcileCmd(s *streams) *cobra.Command {
-	var (
-		f      remoteFlags
-		stores []string
-		since  string
-		asCSV  bool
-		noAsk  bool
-		parts  int
-		o      reconcile.Options
-	)
-	cmd := &cobra.Command{
-		Use:   "reconcile [--store ID]... [--since T] [--json|--csv] [--no-ask] --nkey OPERATOR_SEED_FILE --server URL [auth flags]",
-		Short: "Check central's archive against what every store acknowledged (exit 3 when something is unexplained)",
-		Long: `Check central's archive against what every store acknowledged.
+// centralReconcileLong is the help of `agent …`.
+const centralReconcileLong = `Check central's archive against what every store acknowledged.
 
 Every archive stream (RX_ARCHIVE, or RX_ARCHIVE_<p> on a partitioned
 central) is read once, in order, headers only, and the sequences (Rx-Seq)
@@ -98,92 +87,111 @@ is drawn on stderr when it is a terminal.
 
 Exit status: 0 when nothing is unexplained and there is no conflict,
 reused sequence or malformed record; 3 otherwise (as agent status);
-1 when the archive or the fleet view cannot be read; 2 for a usage error.`,
-		Args: usageArgs(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if f.asJSON && asCSV {
-				return usageError("give --json or --csv, not both")
-			}
-			if f.nkey == "" && !noAsk {
-				return usageError("central reconcile: --nkey OPERATOR_SEED_FILE is required to ask the stores (or --no-ask to read only)")
-			}
-			if parts < 0 || parts > central.MaxPartitions {
-				return usageError("--partitions must be between 1 and %d (0: list the streams)", central.MaxPartitions)
-			}
-			for _, st := range stores {
-				if err := storeFlag(st); err != nil {
-					return err
-				}
-			}
-			if since != "" {
-				t, err := dlq.ParseTime(since, time.Now())
-				if err != nil {
-					return usageError("--since: %v", err)
-				}
-				o.Since = t
-			}
-			c, nc, err := f.client("rxedge-reconcile")
-			if err != nil {
-				return err
-			}
-			defer nc.Close()
-			o.Conn, o.Stores, o.Timeout = nc, stores, f.wait
-			if parts > 0 {
-				o.Archives = central.ArchiveStreams(parts)
-			}
-			if !noAsk {
-				o.Asker = c
-			}
-			var (
-				bar   *progress.Bar
-				phase string
-				drawn uint64
-			)
-			o.Progress = func(read string, done, total uint64) {
-				if read != phase {
-					bar.Done()
-					bar, phase, drawn = progress.New(s.err, read, int(total)), read, 0
-				}
-				bar.Add(int(done - drawn))
-				drawn = done
-			}
-			rep, err := reconcile.Run(cmd.Context(), o)
-			bar.Done()
-			if err != nil {
-				return err
-			}
-			switch {
-			case f.asJSON:
-				err = printJSON(s.out, rep)
-			case asCSV:
-				err = reconcile.WriteCSV(s.out, rep)
-			default:
-				err = reconcile.WriteTable(s.out, rep)
-			}
-			if err != nil {
-				return err
-			}
-			if !rep.OK() {
-				return &exitErr{code: exitAttention}
-			}
-			return nil
-		},
+1 when the archive or the fleet view cannot be read; 2 for a usage error.`
+
+// reconcileFlags are central reconcile's flags.
+type reconcileFlags struct {
+	remote remoteFlags
+	stores []string
+	since  string
+	asCSV  bool
+	noAsk  bool
+	parts  int
+	o      reconcile.Options
+}
+
+func newCentralReconcileCmd(s *streams) *cobra.Command {
+	var f reconcileFlags
+	cmd := &cobra.Command{
+		Use:   "reconcile [--store ID]... [--since T] [--json|--csv] [--no-ask] --nkey OPERATOR_SEED_FILE --server URL [auth flags]",
+		Short: "Check central's archive against what every store acknowledged (exit 3 when something is unexplained)",
+		Long:  centralReconcileLong,
+		Args:  usageArgs(cobra.NoArgs),
+		RunE:  func(cmd *cobra.Command, _ []string) error { return f.run(cmd.Context(), s) },
 	}
 	fs := cmd.Flags()
-	fs.StringArrayVar(&stores, "store", nil, "reconcile only this store (repeatable)")
-	fs.IntVar(&parts, "partitions", 0, "central's partitions: read RX_ARCHIVE and RX_ARCHIVE_<p> without listing the streams (0: list them)")
-	fs.StringVar(&o.APIPrefix, "js-api-prefix", "", "JetStream API prefix of this identity's account (rx.audit.api. for the production configuration's audit user)")
-	fs.StringVar(&since, "since", "", "read only the archive stored since then (RFC 3339, a date, or a duration such as 7d); see above")
-	fs.BoolVar(&asCSV, "csv", false, "print one CSV row per store")
-	fs.BoolVar(&noAsk, "no-ask", false, "read the archive and the fleet view only; ask no store")
-	fs.DurationVar(&o.Grace, "grace", reconcile.DefaultGrace, "a movement synced this long before the read, or after, is in transit")
-	fs.IntVar(&o.Concurrency, "concurrency", reconcile.DefaultConcurrency, "stores asked at once")
-	fs.Uint64Var(&o.MaxAskPerStore, "max-ask", reconcile.DefaultMaxAskPerStore, "missing sequences asked of one store at most")
-	fs.IntVar(&o.MaxListed, "max-listed", reconcile.DefaultMaxListed, "runs of missing sequences listed per store")
-	f.register(fs, reconcile.DefaultTimeout, "how long to wait for each store's answer",
+	fs.StringArrayVar(&f.stores, "store", nil, "reconcile only this store (repeatable)")
+	fs.IntVar(&f.parts, "partitions", 0, "central's partitions: read RX_ARCHIVE and RX_ARCHIVE_<p> without listing the streams (0: list them)")
+	fs.StringVar(&f.o.APIPrefix, "js-api-prefix", "", "JetStream API prefix of this identity's account (rx.audit.api. for the production configuration's audit user)")
+	fs.StringVar(&f.since, "since", "", "read only the archive stored since then (RFC 3339, a date, or a duration such as 7d); see above")
+	fs.BoolVar(&f.asCSV, "csv", false, "print one CSV row per store")
+	fs.BoolVar(&f.noAsk, "no-ask", false, "read the archive and the fleet view only; ask no store")
+	fs.DurationVar(&f.o.Grace, "grace", reconcile.DefaultGrace, "a movement synced this long before the read, or after, is in transit")
+	fs.IntVar(&f.o.Concurrency, "concurrency", reconcile.DefaultConcurrency, "stores asked at once")
+	fs.Uint64Var(&f.o.MaxAskPerStore, "max-ask", reconcile.DefaultMaxAskPerStore, "missing sequences asked of one store at most")
+	fs.IntVar(&f.o.MaxListed, "max-listed", reconcile.DefaultMaxListed, "runs of missing sequences listed per store")
+	f.remote.register(fs, reconcile.DefaultTimeout, "how long to wait for each store's answer",
 		"the operator seed file that signs the reconcile command")
-	fs.StringVar(&f.nkey, "operator-key", "", "the same as --nkey")
+	fs.StringVar(&f.remote.nkey, "operator-key", "", "the same as --nkey")
 	return cmd
+}
+
+// check refuses flags that do not go together and fills in f.o what the
+// flags say beyond what they set directly.
+func (f *reconcileFlags) check() error {
+	switch {
+	case f.remote.asJSON && f.asCSV:
+		return usageError("give --json or --csv, not both")
+	case f.remote.nkey == "" && !f.noAsk:
+		return usageError("central reconcile: --nkey OPERATOR_SEED_FILE is required to ask the stores (or --no-ask to read only)")
+	case f.parts < 0 || f.parts > central.MaxPartitions:
+		return usageError("--partitions must be between 1 and %d (0: list the streams)", central.MaxPartitions)
+	}
+	for _, st := range f.stores {
+		if err := storeFlag(st); err != nil {
+			return err
+		}
+	}
+	if f.since != "" {
+		t, err := dlq.ParseTime(f.since, time.Now())
+		if err != nil {
+			return usageError("--since: %v", err)
+		}
+		f.o.Since = t
+	}
+	if f.parts > 0 {
+		f.o.Archives = central.ArchiveStreams(f.parts)
+	}
+	f.o.Stores, f.o.Timeout = f.stores, f.remote.wait
+	return nil
+}
+
+func (f *reconcileFlags) run(ctx context.Context, s *streams) error {
+	if err := f.check(); err != nil {
+		return err
+	}
+	c, nc, err := f.remote.client("rxedge-reconcile")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	o := f.o
+	o.Conn = nc
+	if !f.noAsk {
+		o.Asker = c
+	}
+	bars := progress.NewPhases(s.err)
+	o.Progress = bars.Update
+	rep, err := reconcile.Run(ctx, o)
+	bars.Done()
+	if err != nil {
+		return err
+	}
+	switch {
+	case f.remote.asJSON:
+		err = printJSON(s.out, rep)
+	case f.asCSV:
+		err = reconcile.WriteCSV(s.out, rep)
+	default:
+		err = reconcile.WriteTable(s.out, rep)
+	}
+	if err != nil {
+		return err
+	}
+	if !rep.OK() {
+		return &exitErr{code: exitAttention}
+	}
+	return nil
 }
 
 var _ reconcile.Asker = (*fleet.Client)(nil)

@@ -34,6 +34,15 @@ type rejection struct {
 	Errors []control.ItemError `json:"errors"`
 }
 
+// enqueueLong is the help of `agent …`.
+const enqueueLong = `Submit movements from a JSON-lines file (one movement object per line), or
+from standard input with -f -.
+
+Through the running agent's control socket when it runs, straight into the
+data file when it does not. Each line is accepted, recognised as a duplicate
+of a movement already held, or rejected with its line number and reasons.
+Exit status 1 when any line was rejected.`
+
 func newEnqueueCmd(s *streams) *cobra.Command {
 	var (
 		loc     location
@@ -44,14 +53,8 @@ func newEnqueueCmd(s *streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "enqueue -f FILE.jsonl|-",
 		Short: "Submit movements from a JSON-lines file, durably",
-		Long: `Submit movements from a JSON-lines file (one movement object per line), or
-from standard input with -f -.
-
-Through the running agent's control socket when it runs, straight into the
-data file when it does not. Each line is accepted, recognised as a duplicate
-of a movement already held, or rejected with its line number and reasons.
-Exit status 1 when any line was rejected.`,
-		Args: noArgs,
+		Long:  enqueueLong,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if file == "" {
 				return usageError("enqueue: -f FILE is required (use -f - for standard input)")

@@ -57,23 +57,8 @@ Prints its URL, then runs until interrupted. For production, run nats-server wit
 	return cmd
 }
 
-func newProvisionCmd(s *streams) *cobra.Command {
-	var (
-		nf         natsFlags
-		replicas   int
-		partitions int
-		window     time.Duration
-		maxAge     time.Duration
-		retention  time.Duration
-		shortOK    bool
-		sysUser    string
-		sysPass    string
-		monitor    []string
-	)
-	cmd := &cobra.Command{
-		Use:   "provision --server URL",
-		Short: "Create or update central's streams on a central server or cluster",
-		Long: `Create central's streams, or bring existing ones to the product's settings,
+// provisionLong is the help of `agent …`.
+const provisionLong = `Create central's streams, or bring existing ones to the product's settings,
 idempotently, and print what changed: for each of --partitions partitions a
 movement stream (RX_MOVEMENTS, or RX_MOVEMENTS_<p>), which refuses a second
 message for a key for the dedupe horizon (--max-age), and its archive
@@ -90,73 +75,81 @@ Then, with --system-user or --monitor-url, it checks that every server
 fsyncs each write (sync_interval: always) and that the streams have three
 replicas on a cluster (as agent central durability does), and exits 3 when
 central can lose acknowledged movements; without them it says the check
-was not run.`,
-		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if replicas < 1 || replicas > 5 {
-				return usageError("--replicas must be between 1 and 5 (3 for a production cluster)")
-			}
-			if partitions < 1 || partitions > central.MaxPartitions {
-				return usageError("--partitions must be between 1 and %d", central.MaxPartitions)
-			}
-			if retention < provision.MinRetention && !shortOK {
-				return usageError("--retention %s is shorter than %s: records of controlled substances must be kept for two years", retention, provision.MinRetention)
-			}
-			if maxAge <= 0 || retention <= maxAge {
-				return usageError("--max-age must be positive and shorter than --retention")
-			}
-			dnf := &nf // who checks durability: the system user when given
-			if sysUser != "" {
-				pw, err := os.ReadFile(sysPass)
-				if err != nil {
-					return usageError("--system-user needs --system-password-file: %v", err)
-				}
-				dnf = nf.asUser(sysUser, strings.TrimRight(string(pw), "\r\n"))
-			}
-			nc, err := nf.connect("rxedge-provision")
-			if err != nil {
-				return err
-			}
-			defer nc.Close()
-			js, err := jetstream.New(nc)
-			if err != nil {
-				return err
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second+time.Duration(partitions)*5*time.Second)
-			defer cancel()
-			changes, err := provision.Provision(ctx, js, central.StreamOptions{Partitions: partitions, Replicas: replicas,
-				DuplicateWindow: window, MaxAge: maxAge, Retention: retention})
-			for _, c := range changes {
-				fmt.Fprintln(s.out, c)
-			}
-			if err != nil {
-				return fmt.Errorf("provision: %w", err)
-			}
-			if len(changes) == 0 {
-				fmt.Fprintln(s.out, "central's streams are up to date")
-			}
-			if sysUser == "" && len(monitor) == 0 {
-				fmt.Fprintln(s.out, "durability not checked: give --system-user and --system-password-file, or --monitor-url, to check fsync and replicas")
-				return nil
-			}
-			r, err := checkDurability(cmd.Context(), dnf, monitor)
-			if err != nil {
-				return fmt.Errorf("provisioned, but the durability check failed: %w", err)
-			}
-			return printDurability(s, r, false)
-		},
+was not run.`
+
+// provisionFlags are provision's flags.
+type provisionFlags struct {
+	nf               natsFlags
+	stream           central.StreamOptions
+	shortOK          bool
+	sysUser, sysPass string
+	monitor          []string
+}
+
+func newProvisionCmd(s *streams) *cobra.Command {
+	var f provisionFlags
+	cmd := &cobra.Command{
+		Use:   "provision --server URL",
+		Short: "Create or update central's streams on a central server or cluster",
+		Long:  provisionLong,
+		Args:  noArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return f.run(cmd.Context(), s) },
 	}
 	fs := cmd.Flags()
-	nf.register(fs, "")
-	fs.IntVar(&partitions, "partitions", 1, fmt.Sprintf("partitions of central, 1 to %d, as in the server configuration", central.MaxPartitions))
-	fs.IntVar(&replicas, "replicas", central.DefaultReplicas, "stream replicas (3 on a production cluster)")
-	fs.DurationVar(&window, "duplicate-window", central.DefaultDuplicateWindow, "Nats-Msg-Id duplicate window")
-	fs.DurationVar(&maxAge, "max-age", central.DefaultHorizon, "how long central refuses a second message for a key (the dedupe horizon)")
-	fs.DurationVar(&retention, "retention", central.DefaultRetention, "how long the archive keeps every movement; at least 17520h (two years)")
-	fs.BoolVar(&shortOK, "allow-short-retention", false, "accept a --retention under two years (test centrals only)")
+	f.nf.register(fs, "")
+	fs.IntVar(&f.stream.Partitions, "partitions", 1, fmt.Sprintf("partitions of central, 1 to %d, as in the server configuration", central.MaxPartitions))
+	fs.IntVar(&f.stream.Replicas, "replicas", central.DefaultReplicas, "stream replicas (3 on a production cluster)")
+	fs.DurationVar(&f.stream.DuplicateWindow, "duplicate-window", central.DefaultDuplicateWindow, "Nats-Msg-Id duplicate window")
+	fs.DurationVar(&f.stream.MaxAge, "max-age", central.DefaultHorizon, "how long central refuses a second message for a key (the dedupe horizon)")
+	fs.DurationVar(&f.stream.Retention, "retention", central.DefaultRetention, "how long the archive keeps every movement; at least 17520h (two years)")
+	fs.BoolVar(&f.shortOK, "allow-short-retention", false, "accept a --retention under two years (test centrals only)")
 	_ = fs.MarkHidden("allow-short-retention")
-	fs.StringVar(&sysUser, "system-user", "", "a user of central's system account: then check fsync and replicas")
-	fs.StringVar(&sysPass, "system-password-file", "", "file holding --system-user's password")
-	fs.StringSliceVar(&monitor, "monitor-url", nil, "central's monitoring URL, one per server (instead of --system-user)")
+	fs.StringVar(&f.sysUser, "system-user", "", "a user of central's system account: then check fsync and replicas")
+	fs.StringVar(&f.sysPass, "system-password-file", "", "file holding --system-user's password")
+	fs.StringSliceVar(&f.monitor, "monitor-url", nil, "central's monitoring URL, one per server (instead of --system-user)")
 	return cmd
+}
+
+func (f *provisionFlags) run(ctx context.Context, s *streams) error {
+	if err := provision.CheckOptions(f.stream, f.shortOK); err != nil {
+		return usageError("%v", err)
+	}
+	dnf := &f.nf // who checks durability: the system user when given
+	if f.sysUser != "" {
+		pw, err := os.ReadFile(f.sysPass)
+		if err != nil {
+			return usageError("--system-user needs --system-password-file: %v", err)
+		}
+		dnf = f.nf.asUser(f.sysUser, strings.TrimRight(string(pw), "\r\n"))
+	}
+	nc, err := f.nf.connect("rxedge-provision")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second+time.Duration(f.stream.Partitions)*5*time.Second)
+	defer cancel()
+	changes, err := provision.Provision(pctx, js, f.stream)
+	for _, c := range changes {
+		fmt.Fprintln(s.out, c)
+	}
+	if err != nil {
+		return fmt.Errorf("provision: %w", err)
+	}
+	if len(changes) == 0 {
+		fmt.Fprintln(s.out, "central's streams are up to date")
+	}
+	if f.sysUser == "" && len(f.monitor) == 0 {
+		fmt.Fprintln(s.out, "durability not checked: give --system-user and --system-password-file, or --monitor-url, to check fsync and replicas")
+		return nil
+	}
+	r, err := checkDurability(ctx, dnf, f.monitor)
+	if err != nil {
+		return fmt.Errorf("provisioned, but the durability check failed: %w", err)
+	}
+	return printDurability(s, r, false)
 }

@@ -114,19 +114,8 @@ func remoteError(err error) error {
 	return err
 }
 
-func newRemoteStatusCmd(s *streams) *cobra.Command {
-	var (
-		f      remoteFlags
-		store  string
-		whole  bool
-		maxAge time.Duration
-		roster string
-		limits = fleet.Limits{}
-	)
-	cmd := &cobra.Command{
-		Use:   "status (--store ID | --fleet [--roster FILE]) --server URL [auth flags]",
-		Short: "Show a store's status, or the whole fleet (exit 3 when any store needs attention)",
-		Long: `Show one store's status document (--store ID: the same as ` + "`agent status`" + ` on
+// remoteStatusLong is the help of `agent …`.
+const remoteStatusLong = `Show one store's status document (--store ID: the same as ` + "`agent status`" + ` on
 that store; a signed command, --nkey), or the fleet view (--fleet): the
 summary every agent writes with each heartbeat into central's bucket
 RX_FLEET, under its own store id (the server lets a store write only its
@@ -141,8 +130,22 @@ older than --max-age, sync paused), stale (not seen for --stale), silent
 another store or does not read), unknown.
 
 Exit status 3 unless every store is ok, so monitoring systems can run it;
-1 when the view cannot be read.`,
-		Args: usageArgs(cobra.NoArgs),
+1 when the view cannot be read.`
+
+func newRemoteStatusCmd(s *streams) *cobra.Command {
+	var (
+		f      remoteFlags
+		store  string
+		whole  bool
+		maxAge time.Duration
+		roster string
+		limits = fleet.Limits{}
+	)
+	cmd := &cobra.Command{
+		Use:   "status (--store ID | --fleet [--roster FILE]) --server URL [auth flags]",
+		Short: "Show a store's status, or the whole fleet (exit 3 when any store needs attention)",
+		Long:  remoteStatusLong,
+		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
 			case store == "" && !whole:
@@ -313,6 +316,18 @@ func newRemoteListCmd(s *streams) *cobra.Command {
 	return cmd
 }
 
+// remoteRedriveLong is the help of `agent …`.
+const remoteRedriveLong = `Send a store's quarantined movements again, attempts reset, like
+` + "`agent dlq redrive`" + ` on the store. The command is signed with the operator seed
+in --nkey; the store applies it once, only if the public key is in its
+control.operator_keys, and records it in its audit journal with
+remote:<public key> as the actor and --reason-text as the reason.
+
+--spread DUR spreads the due times over DUR (at most 24h). --dry-run lists
+what would be redriven and changes nothing (it is signed all the same).
+Exit status 1 when some keys were not quarantined (the others are
+redriven), or when the store refused the command.`
+
 func newRemoteRedriveCmd(s *streams) *cobra.Command {
 	var (
 		f          remoteFlags
@@ -325,16 +340,7 @@ func newRemoteRedriveCmd(s *streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "redrive --store ID (KEY… | --all) --reason-text WHY --nkey OPERATOR_SEED_FILE --server URL [auth flags]",
 		Short: "Send a store's quarantined movements again (a signed command)",
-		Long: `Send a store's quarantined movements again, attempts reset, like
-` + "`agent dlq redrive`" + ` on the store. The command is signed with the operator seed
-in --nkey; the store applies it once, only if the public key is in its
-control.operator_keys, and records it in its audit journal with
-remote:<public key> as the actor and --reason-text as the reason.
-
---spread DUR spreads the due times over DUR (at most 24h). --dry-run lists
-what would be redriven and changes nothing (it is signed all the same).
-Exit status 1 when some keys were not quarantined (the others are
-redriven), or when the store refused the command.`,
+		Long:  remoteRedriveLong,
 		RunE: func(cmd *cobra.Command, keys []string) error {
 			if err := storeFlag(store); err != nil {
 				return err

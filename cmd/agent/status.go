@@ -18,20 +18,8 @@ import (
 	"github.com/rxedge/agent/status"
 )
 
-func newStatusCmd(s *streams) *cobra.Command {
-	var (
-		loc      location
-		asJSON   bool
-		watch    bool
-		check    bool
-		interval time.Duration
-		maxAge   time.Duration
-		th       = defaultCheckThresholds()
-	)
-	cmd := &cobra.Command{
-		Use:   "status",
-		Short: "Show the agent's state, counts and health (exit 3 when it needs attention)",
-		Long: `Show the agent's state: connection to central, counts per state and class,
+// statusLong is the help of `agent …`.
+const statusLong = `Show the agent's state: connection to central, counts per state and class,
 the oldest pending movement, the last sync and error, recent rates, and the
 data file.
 
@@ -48,8 +36,23 @@ stable code.
 --check follows the Nagios/Icinga plugin contract instead: one line
 "RXEDGE OK|WARNING|CRITICAL|UNKNOWN - ... | perfdata" and exit 0, 1, 2 or 3,
 judged by the --warn-* and --crit-* thresholds (0 turns one off). An agent
-that does not run is CRITICAL; a status that cannot be read is UNKNOWN.`,
-		Args: noArgs,
+that does not run is CRITICAL; a status that cannot be read is UNKNOWN.`
+
+func newStatusCmd(s *streams) *cobra.Command {
+	var (
+		loc      location
+		asJSON   bool
+		watch    bool
+		check    bool
+		interval time.Duration
+		maxAge   time.Duration
+		th       = defaultCheckThresholds()
+	)
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the agent's state, counts and health (exit 3 when it needs attention)",
+		Long:  statusLong,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if check {
 				return runCheck(cmd.Context(), s, &loc, th)

@@ -18,6 +18,25 @@ import (
 // substances must be kept for two years (21 CFR 1304.04).
 const MinRetention = 730 * 24 * time.Hour
 
+// CheckOptions refuses stream options provision must not apply, in the
+// words of agent provision's flags: replicas outside 1 to 5, a number of
+// partitions central does not support, an archive kept less than
+// MinRetention (unless allowShort, for test centrals), or a dedupe horizon
+// not shorter than the retention.
+func CheckOptions(o central.StreamOptions, allowShort bool) error {
+	switch {
+	case o.Replicas < 1 || o.Replicas > 5:
+		return errors.New("--replicas must be between 1 and 5 (3 for a production cluster)")
+	case o.Partitions < 1 || o.Partitions > central.MaxPartitions:
+		return fmt.Errorf("--partitions must be between 1 and %d", central.MaxPartitions)
+	case o.Retention < MinRetention && !allowShort:
+		return fmt.Errorf("--retention %s is shorter than %s: records of controlled substances must be kept for two years", o.Retention, MinRetention)
+	case o.MaxAge <= 0 || o.Retention <= o.MaxAge:
+		return errors.New("--max-age must be positive and shorter than --retention")
+	}
+	return nil
+}
+
 // Provision brings central to the layout o describes: for every partition
 // of o.Partitions (0 means 1), the movement stream (central.StreamConfig)
 // and its archive (central.ArchiveConfig); then the fleet view's stream,

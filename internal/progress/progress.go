@@ -64,3 +64,42 @@ func (b *Bar) draw() {
 	rate := float64(b.done) / max(time.Since(b.start).Seconds(), 0.001)
 	fmt.Fprintf(b.w, "\r%s [%s%s] %3.0f%% %d/%d (%.0f/s)", b.label, strings.Repeat("=", fill), strings.Repeat(" ", width-fill), frac*100, b.done, b.total, rate)
 }
+
+// Phases draws one bar per phase of a long operation that reports its
+// progress as (phase, done, total), such as reading one stream after
+// another: a new phase finishes the bar before it. A nil *Phases draws
+// nothing; every method is safe on it.
+type Phases struct {
+	w     io.Writer
+	bar   *Bar
+	phase string
+	drawn uint64
+}
+
+// NewPhases returns Phases drawing on w when w is a terminal, or nil.
+func NewPhases(w io.Writer) *Phases {
+	if New(w, "", 0) == nil {
+		return nil
+	}
+	return &Phases{w: w}
+}
+
+// Update moves the bar of phase to done of total.
+func (p *Phases) Update(phase string, done, total uint64) {
+	if p == nil {
+		return
+	}
+	if phase != p.phase || p.bar == nil {
+		p.bar.Done()
+		p.bar, p.phase, p.drawn = New(p.w, phase, int(total)), phase, 0
+	}
+	p.bar.Add(int(done - p.drawn))
+	p.drawn = done
+}
+
+// Done finishes the last phase's line.
+func (p *Phases) Done() {
+	if p != nil {
+		p.bar.Done()
+	}
+}
