@@ -41,14 +41,9 @@ partitions, whose movement streams do not hold their earlier keys.`,
 			if roster == "" {
 				return usageError("central-config: --roster FILE is required")
 			}
-			f, err := os.Open(roster)
+			stores, err := provision.ReadRosterFile(roster)
 			if err != nil {
-				return fmt.Errorf("--roster: %w", err)
-			}
-			stores, err := provision.ReadRoster(f)
-			f.Close()
-			if err != nil {
-				return fmt.Errorf("--roster %s: %w", roster, err)
+				return err
 			}
 			var b bytes.Buffer
 			if err := provision.CentralConfig(&b, stores, partitions); err != nil {

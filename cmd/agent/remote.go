@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"text/tabwriter"
 	"time"
 
@@ -132,86 +131,88 @@ another store or does not read), unknown.
 Exit status 3 unless every store is ok, so monitoring systems can run it;
 1 when the view cannot be read.`
 
+// remoteStatusFlags are remote status's flags.
+type remoteStatusFlags struct {
+	remote remoteFlags
+	store  string
+	whole  bool
+	maxAge time.Duration
+	roster string
+	limits fleet.Limits
+}
+
 func newRemoteStatusCmd(s *streams) *cobra.Command {
-	var (
-		f      remoteFlags
-		store  string
-		whole  bool
-		maxAge time.Duration
-		roster string
-		limits = fleet.Limits{}
-	)
+	var f remoteStatusFlags
 	cmd := &cobra.Command{
 		Use:   "status (--store ID | --fleet [--roster FILE]) --server URL [auth flags]",
 		Short: "Show a store's status, or the whole fleet (exit 3 when any store needs attention)",
 		Long:  remoteStatusLong,
 		Args:  usageArgs(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			switch {
-			case store == "" && !whole:
-				return usageError("remote status: give --store ID or --fleet")
-			case store != "" && whole:
-				return usageError("remote status: give --store ID or --fleet, not both")
-			case store != "":
-				if err := storeFlag(store); err != nil {
-					return err
-				}
-			case limits.Stale <= 0 || limits.Silent < limits.Stale:
-				return usageError("--stale must be positive and --silent at least --stale")
-			}
-			if !cmd.Flags().Changed("wait") {
-				f.wait = 10 * time.Second
-			}
-			var stores []string
-			if roster != "" {
-				fh, err := os.Open(roster)
-				if err != nil {
-					return fmt.Errorf("--roster: %w", err)
-				}
-				stores, err = provision.ReadRoster(fh)
-				fh.Close()
-				if err != nil {
-					return fmt.Errorf("--roster %s: %w", roster, err)
-				}
-			}
-			c, nc, err := f.client("rxedge-remote")
-			if err != nil {
-				return err
-			}
-			defer nc.Close()
-			ctx, cancel := context.WithTimeout(cmd.Context(), f.wait)
-			defer cancel()
-			if whole {
-				limits.MaxAge = maxAge
-				return remoteFleet(ctx, s, nc, stores, limits, f.asJSON)
-			}
-			st, err := c.Status(ctx, store)
-			if err != nil {
-				return remoteError(err)
-			}
-			if f.asJSON {
-				if err := printJSON(s.out, st); err != nil {
-					return err
-				}
-			} else {
-				status.Render(s.out, st, maxAge)
-			}
-			if len(st.Problems(maxAge)) > 0 {
-				return &exitErr{code: exitAttention}
-			}
-			return nil
-		},
+		RunE:  func(cmd *cobra.Command, _ []string) error { return f.run(cmd.Context(), s) },
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&store, "store", "", "the store to ask")
-	fs.BoolVar(&whole, "fleet", false, "read every store's summary from the fleet view")
-	fs.StringVar(&roster, "roster", "", "--fleet: file of the store ids that should exist, one a line")
-	fs.DurationVar(&limits.Stale, "stale", 2*time.Minute, "--fleet: a store not seen for this long is stale")
-	fs.DurationVar(&limits.Silent, "silent", 15*time.Minute, "--fleet: a store not seen for this long is silent")
-	fs.DurationVar(&maxAge, "max-age", time.Hour, "pending age above which a store needs attention (exit 3)")
-	f.register(fs, 10*time.Second, "how long to wait for the answer",
+	fs.StringVar(&f.store, "store", "", "the store to ask")
+	fs.BoolVar(&f.whole, "fleet", false, "read every store's summary from the fleet view")
+	fs.StringVar(&f.roster, "roster", "", "--fleet: file of the store ids that should exist, one a line")
+	fs.DurationVar(&f.limits.Stale, "stale", 2*time.Minute, "--fleet: a store not seen for this long is stale")
+	fs.DurationVar(&f.limits.Silent, "silent", 15*time.Minute, "--fleet: a store not seen for this long is silent")
+	fs.DurationVar(&f.maxAge, "max-age", time.Hour, "pending age above which a store needs attention (exit 3)")
+	f.remote.register(fs, 10*time.Second, "how long to wait for the answer",
 		"the operator seed file that signs the command (--store)")
 	return cmd
+}
+
+func (f *remoteStatusFlags) check() error {
+	switch {
+	case f.store == "" && !f.whole:
+		return usageError("remote status: give --store ID or --fleet")
+	case f.store != "" && f.whole:
+		return usageError("remote status: give --store ID or --fleet, not both")
+	case f.store != "":
+		return storeFlag(f.store)
+	case f.limits.Stale <= 0 || f.limits.Silent < f.limits.Stale:
+		return usageError("--stale must be positive and --silent at least --stale")
+	}
+	return nil
+}
+
+func (f *remoteStatusFlags) run(ctx context.Context, s *streams) error {
+	if err := f.check(); err != nil {
+		return err
+	}
+	var stores []string
+	if f.roster != "" {
+		var err error
+		if stores, err = provision.ReadRosterFile(f.roster); err != nil {
+			return err
+		}
+	}
+	c, nc, err := f.remote.client("rxedge-remote")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(ctx, f.remote.wait)
+	defer cancel()
+	if f.whole {
+		f.limits.MaxAge = f.maxAge
+		return remoteFleet(ctx, s, nc, stores, f.limits, f.remote.asJSON)
+	}
+	st, err := c.Status(ctx, f.store)
+	if err != nil {
+		return remoteError(err)
+	}
+	if f.remote.asJSON {
+		if err := printJSON(s.out, st); err != nil {
+			return err
+		}
+	} else {
+		status.Render(s.out, st, f.maxAge)
+	}
+	if len(st.Problems(f.maxAge)) > 0 {
+		return &exitErr{code: exitAttention}
+	}
+	return nil
 }
 
 func remoteFleet(ctx context.Context, s *streams, nc *nats.Conn, roster []string, limits fleet.Limits, asJSON bool) error {

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"text/template"
@@ -25,6 +26,21 @@ const (
 // reservedAccounts are the names of the template's own accounts, and the
 // fleet token, which no store may take.
 var reservedAccounts = []string{"RX", "SYS", "AUDIT", "admin", "audit", "migrate", "ops", "sys", central.FleetToken}
+
+// ReadRosterFile is ReadRoster of the file at path; its errors name the
+// flag that gave it, --roster.
+func ReadRosterFile(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--roster: %w", err)
+	}
+	defer f.Close()
+	stores, err := ReadRoster(f)
+	if err != nil {
+		return nil, fmt.Errorf("--roster %s: %w", path, err)
+	}
+	return stores, nil
+}
 
 // ReadRoster reads a roster: one store id per line; blank lines and
 // everything after a # are ignored. It refuses invalid, reserved and
