@@ -3,8 +3,8 @@
 //
 // Promises:
 //
-//   - Exactly once (P2). Every publish carries the movement's key as
-//     Nats-Msg-Id and Nats-Expected-Last-Subject-Sequence: 0 on its own
+//   - Exactly once (P2). Every publish carries the movement's key and
+//     digest as Nats-Msg-Id (key-digest) and Nats-Expected-Last-Subject-Sequence: 0 on its own
 //     subject rx.mv.<store>.<key>, so central stores a key at most once
 //     however often it is resent. When central answers that the subject is
 //     already taken, the sender reads the stored message back and compares
