@@ -62,7 +62,9 @@ func TestClusterPartitionLeaderStoppedMidDrain(t *testing.T) {
 	live := c.URLs()[(leader+1)%3]
 	nc := natstest.Connect(t, live, admin...)
 	js := natstest.JetStream(t, nc)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// One bound for every read below, longer than the 60 s the archive is
+	// given to copy: on a loaded machine the reads alone take a while.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	for q := range parts {
 		name := central.MovementStream(q, parts)
