@@ -206,8 +206,9 @@ type Settlement struct {
 	Release     []uint64
 }
 
-// Settle applies a settlement in one transaction (one fsync).
-func (q *Queue) Settle(st Settlement) error {
+// Seqs lists every sequence the settlement names: acknowledged, retried,
+// quarantined and released, in that order.
+func (st Settlement) Seqs() []uint64 {
 	seqs := make([]uint64, 0, len(st.Acks)+len(st.Retries)+len(st.Quarantines)+len(st.Release))
 	for _, a := range st.Acks {
 		seqs = append(seqs, a.Seq)
@@ -218,7 +219,12 @@ func (q *Queue) Settle(st Settlement) error {
 	for _, x := range st.Quarantines {
 		seqs = append(seqs, x.Seq)
 	}
-	seqs = append(seqs, st.Release...)
+	return append(seqs, st.Release...)
+}
+
+// Settle applies a settlement in one transaction (one fsync).
+func (q *Queue) Settle(st Settlement) error {
+	seqs := st.Seqs()
 	if len(st.Acks)+len(st.Retries)+len(st.Quarantines) == 0 {
 		q.Release(seqs...)
 		return nil
