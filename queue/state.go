@@ -12,7 +12,7 @@ import (
 // Lease returns up to max pending movements that are due at now, in due
 // order (FIFO among movements due at the same time), and marks them leased
 // so that later calls do not return them again until they are released by
-// MarkSynced, Retry, Quarantine or Release. Leases live in memory only.
+// Settle or Release. Leases live in memory only.
 //
 // A due time more than MaxAhead (plus the window of a spread redrive under
 // way) after now cannot have been scheduled by this clock: the wall clock
@@ -152,12 +152,6 @@ type Ack struct {
 	StreamSeq uint64 // the central stream sequence of the stored message
 }
 
-// MarkSynced moves acknowledged movements from pending to synced in one
-// transaction and releases their leases. The payload is dropped; the key is
-// kept, with its central sequence, as a record for the dedupe horizon.
-// Sequences that are no longer pending are skipped.
-func (q *Queue) MarkSynced(acks []Ack) error { return q.Settle(Settlement{Acks: acks}) }
-
 func (q *Queue) markSynced(tx *bolt.Tx, now time.Time, acks []Ack) error {
 	b := buckets(tx)
 	var moved [2]int64
@@ -198,7 +192,10 @@ func (q *Queue) markSynced(tx *bolt.Tx, now time.Time, acks []Ack) error {
 // transaction: acknowledged movements become synced, failed ones are
 // scheduled again or quarantined. Every sequence named is released from its
 // lease once the transaction committed; Release names leased movements to
-// give back unchanged.
+// give back unchanged. A synced movement's payload is dropped and its key
+// kept, with its central sequence, for the dedupe horizon; a retry is
+// charged as an attempt unless Uncharged; a quarantine is journalled.
+// Sequences that are no longer pending are skipped.
 type Settlement struct {
 	Acks        []Ack
 	Retries     []RetryAt
@@ -260,12 +257,6 @@ type RetryAt struct {
 	Uncharged bool
 }
 
-// Retry records a failure of each movement and makes it due again after
-// its delay, in one transaction; it releases the leases. The failure is
-// charged as an attempt unless Uncharged. Sequences that are no longer
-// pending are skipped.
-func (q *Queue) Retry(retries []RetryAt) error { return q.Settle(Settlement{Retries: retries}) }
-
 func (q *Queue) retry(tx *bolt.Tx, now time.Time, retries []RetryAt) error {
 	b := buckets(tx)
 	for _, rt := range retries {
@@ -320,13 +311,6 @@ type QuarantineAt struct {
 	Charge       bool    // whether this failure is an attempt (false when already charged)
 	ConnState    string
 	AgentVersion string
-}
-
-// Quarantine moves movements from pending to the quarantine with their
-// failure context, journals it, and releases the leases — one transaction.
-// Sequences that are no longer pending are skipped.
-func (q *Queue) Quarantine(items []QuarantineAt) error {
-	return q.Settle(Settlement{Quarantines: items})
 }
 
 func (q *Queue) quarantine(tx *bolt.Tx, now time.Time, items []QuarantineAt) error {
