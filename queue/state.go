@@ -407,16 +407,7 @@ func (q *Queue) Redrive(rq Redrive) (RedriveResult, error) {
 		now := q.opts.Clock()
 		res, window = RedriveResult{}, spreadWindow{}
 		b := buckets(tx)
-		var keys []string
-		for _, k := range rq.Keys {
-			r, err := b.takeQuarantined(k)
-			if err != nil {
-				return err
-			}
-			if r == nil {
-				res.NotFound = append(res.NotFound, k)
-				continue
-			}
+		keys, err := b.takeEachQuarantined(rq.Keys, &res.NotFound, func(k [16]byte, r *Record) error {
 			r.Quarantine = nil
 			r.Attempts = 0
 			r.FirstFailure, r.LastFailure = time.Time{}, time.Time{}
@@ -435,10 +426,10 @@ func (q *Queue) Redrive(rq Redrive) (RedriveResult, error) {
 				return err
 			}
 			res.Redriven = append(res.Redriven, Redriven{Key: k, DueAt: r.NextAt})
-			keys = append(keys, r.KeyString())
-		}
-		if len(keys) == 0 {
 			return nil
+		})
+		if err != nil || len(keys) == 0 {
+			return err
 		}
 		if rq.Spread > 0 {
 			window = spreadWindow{until: now.Add(rq.Spread), length: rq.Spread}
@@ -500,24 +491,15 @@ func (q *Queue) Purge(rq Purge) (PurgeResult, error) {
 		now := q.opts.Clock()
 		res = PurgeResult{}
 		b := buckets(tx)
-		var keys []string
-		for _, k := range rq.Keys {
-			r, err := b.takeQuarantined(k)
-			if err != nil {
-				return err
-			}
-			if r == nil {
-				res.NotFound = append(res.NotFound, k)
-				continue
-			}
+		keys, err := b.takeEachQuarantined(rq.Keys, &res.NotFound, func(k [16]byte, r *Record) error {
 			if err := b.setState(r, Purged, now); err != nil {
 				return err
 			}
 			res.Purged = append(res.Purged, k)
-			keys = append(keys, r.KeyString())
-		}
-		if len(keys) == 0 {
 			return nil
+		})
+		if err != nil || len(keys) == 0 {
+			return err
 		}
 		ev := Event{At: now, Action: ActionPurge, Actor: rq.Actor, Reason: rq.Reason, Keys: keys, Detail: rq.Detail}
 		return appendEvents(tx, ev)
@@ -556,6 +538,28 @@ func (b txBuckets) takePending(seq uint64) (*Record, error) {
 		return nil, err
 	}
 	return r, b.pending.Delete(u64(seq))
+}
+
+// takeEachQuarantined takes each key's movement out of the quarantine and
+// hands it to fn; keys not quarantined are added to notFound. It returns
+// the keys taken, as strings, for the journal.
+func (b txBuckets) takeEachQuarantined(keys [][16]byte, notFound *[][16]byte, fn func(k [16]byte, r *Record) error) ([]string, error) {
+	var taken []string
+	for _, k := range keys {
+		r, err := b.takeQuarantined(k)
+		if err != nil {
+			return nil, err
+		}
+		if r == nil {
+			*notFound = append(*notFound, k)
+			continue
+		}
+		if err := fn(k, r); err != nil {
+			return nil, err
+		}
+		taken = append(taken, r.KeyString())
+	}
+	return taken, nil
 }
 
 // takeQuarantined deletes a quarantined record and returns it, or nil when
