@@ -55,8 +55,6 @@ type httpError struct {
 	body ErrorBody
 }
 
-func (e *httpError) Error() string { return e.body.Error }
-
 func refuse(code int, format string, args ...any) *httpError {
 	return &httpError{code: code, body: ErrorBody{Error: fmt.Sprintf(format, args...)}}
 }

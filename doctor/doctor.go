@@ -34,6 +34,7 @@ import (
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/status"
+	"github.com/rxedge/agent/sync"
 )
 
 // Check is the verdict on one aspect of the store.
@@ -259,7 +260,7 @@ func centralChecks(ctx context.Context, o Options, opts settings.Options) []Chec
 	nc, err := nats.Connect(strings.Join(servers, ","), append(nopts, cred...)...)
 	if err != nil {
 		c := Check{Name: CheckAuth, Detail: err.Error(), Fix: "check the TLS settings (nats.ca_file) and the server URLs"}
-		if errors.Is(err, nats.ErrAuthorization) || strings.Contains(strings.ToLower(err.Error()), "authorization") {
+		if reason, _ := sync.Diagnose(err); reason == status.ReasonAuth {
 			c.Fix = fmt.Sprintf("central refused store %s's credentials: check nats.user/password, creds_file or nkey_seed_file in %s against central's account", opts.StoreID, o.ConfigPath)
 		}
 		return append(out, c)
@@ -390,8 +391,9 @@ func adminInfo(ctx context.Context, o Options, server string) (*jetstream.Stream
 
 // probe publishes a message central must refuse to subject and waits for
 // its answer: a JetStream error (the publish was allowed), a permissions
-// violation, or nothing.
-func probe(ctx context.Context, o Options, nc *nats.Conn, subject string, perm <-chan error) (allowed bool, detail string) {
+// violation, or nothing. A refused probe's reason is sync.Diagnose's
+// (status.ReasonAuthorization for a permissions violation).
+func probe(ctx context.Context, o Options, nc *nats.Conn, subject string, perm <-chan error) (allowed bool, reason, detail string) {
 	m := nats.NewMsg(subject)
 	m.Header.Set(jetstream.ExpectedStreamHeader, central.StreamName)
 	// No subject holds a message at this sequence, so the stream refuses
@@ -412,18 +414,20 @@ func probe(ctx context.Context, o Options, nc *nats.Conn, subject string, perm <
 	for {
 		select {
 		case err := <-perm:
-			if strings.Contains(err.Error(), subject) {
-				return false, err.Error()
+			if strings.Contains(err.Error(), subject) { // the error concerns this probe
+				reason, _ := sync.Diagnose(err)
+				return false, reason, err.Error()
 			}
 		case a := <-ans:
 			if a.err != nil {
-				if errors.Is(a.err, nats.ErrPermissionViolation) {
-					return false, a.err.Error()
+				switch reason, _ := sync.Diagnose(a.err); reason {
+				case status.ReasonAuthorization:
+					return false, reason, a.err.Error()
+				case status.ReasonNoStream:
+					return false, reason, errNoStream
+				default:
+					return false, reason, "no answer: " + a.err.Error()
 				}
-				if errors.Is(a.err, nats.ErrNoResponders) {
-					return false, errNoStream
-				}
-				return false, "no answer: " + a.err.Error()
 			}
 			var reply struct {
 				Error *struct {
@@ -433,9 +437,9 @@ func probe(ctx context.Context, o Options, nc *nats.Conn, subject string, perm <
 			}
 			json.Unmarshal(a.msg.Data, &reply)
 			if reply.Error != nil {
-				return true, fmt.Sprintf("refused by the stream as intended (%d %s)", reply.Error.ErrCode, reply.Error.Desc)
+				return true, "", fmt.Sprintf("refused by the stream as intended (%d %s)", reply.Error.ErrCode, reply.Error.Desc)
 			}
-			return true, "stored?! " + string(a.msg.Data)
+			return true, "", "stored?! " + string(a.msg.Data)
 		}
 	}
 }
@@ -444,8 +448,8 @@ func probe(ctx context.Context, o Options, nc *nats.Conn, subject string, perm <
 const errNoStream = "no stream takes it"
 
 func publishOwn(ctx context.Context, o Options, nc *nats.Conn, subject string, perm <-chan error) Check {
-	allowed, detail := probe(ctx, o, nc, subject, perm)
-	if detail == errNoStream {
+	allowed, reason, detail := probe(ctx, o, nc, subject, perm)
+	if reason == status.ReasonNoStream {
 		return Check{Name: CheckPublishOwn, Detail: subject + ": " + detail, Fix: "provision the stream first (see the stream check)"}
 	}
 	if !allowed {
@@ -456,12 +460,12 @@ func publishOwn(ctx context.Context, o Options, nc *nats.Conn, subject string, p
 }
 
 func publishOther(ctx context.Context, o Options, nc *nats.Conn, subject string, perm <-chan error) Check {
-	allowed, detail := probe(ctx, o, nc, subject, perm)
+	allowed, reason, detail := probe(ctx, o, nc, subject, perm)
 	if allowed {
 		return Check{Name: CheckPublishOne, Detail: "this store may publish on " + subject,
 			Fix: "restrict the store's publish allow list to its own subjects (configs/nats/production.conf.template)"}
 	}
-	if !strings.Contains(strings.ToLower(detail), "permission") {
+	if reason != status.ReasonAuthorization {
 		return Check{Name: CheckPublishOne, Detail: subject + ": " + detail, Fix: "check that central answers (see the checks above)"}
 	}
 	return Check{Name: CheckPublishOne, OK: true, Detail: "refused: " + subject}

@@ -12,6 +12,10 @@
 // the data directory (the bbolt file with every unsynced movement) are
 // kept, and their paths are printed.
 //
+// A new config is the example config with a few keys set (store_id,
+// data_dir, ingest.token_file, nats): Template sets them line by line, so
+// every other line and comment of the example stays as it is.
+//
 // Run is what `agent run` calls: under a service manager Start launches the
 // agent's run function and returns at once, Stop cancels it and waits for it
 // with a deadline; run interactively, SIGINT or SIGTERM does the same.

@@ -203,7 +203,7 @@ func checkExistingConfig(path string, ps Paths) []string {
 	if err != nil {
 		return []string{fmt.Sprintf("cannot read %s to check it: %v", path, err)}
 	}
-	c, err := configRefs(b)
+	c, err := ReadConfig(b)
 	if err != nil {
 		return []string{fmt.Sprintf("%s: %v; fix it before `"+Command()+" start`", path, err)}
 	}
@@ -274,7 +274,7 @@ func keptPaths(ps Paths) Paths {
 		}
 	}
 	if b, err := os.ReadFile(kept.ConfigFile); err == nil {
-		if c, err := configRefs(b); err == nil {
+		if c, err := ReadConfig(b); err == nil {
 			if c.DataDir != "" {
 				kept.DataDir = c.DataDir
 			}

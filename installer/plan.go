@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
 
@@ -306,54 +305,16 @@ func renderConfig(tmpl []byte, ps Paths) ([]byte, error) {
 	if len(bytes.TrimSpace(tmpl)) == 0 {
 		return nil, errors.New("installer: config template is empty; pass the example config (configs/agent.example.yaml)")
 	}
-	lines := strings.Split(strings.TrimSuffix(string(tmpl), "\n"), "\n")
-	dataLine := "data_dir: " + yamlQuote(ps.DataDir)
-	tokenLine := "token_file: " + yamlQuote(ps.TokenFile)
-	section, ingestAt, tokenIndent := "", -1, ""
-	var setData, setToken, inline bool
-	for i, l := range lines {
-		if l == "" || l[0] == '#' || l[0] == ' ' || l[0] == '\t' {
-			trimmed := strings.TrimLeft(l, " ")
-			if section != "ingest" || trimmed == "" || trimmed[0] == '#' {
-				continue
-			}
-			if tokenIndent == "" {
-				tokenIndent = l[:len(l)-len(trimmed)]
-			}
-			if strings.HasPrefix(trimmed, "token_file:") {
-				lines[i], setToken = l[:len(l)-len(trimmed)]+tokenLine, true
-			}
-			continue
-		}
-		key, value, _ := strings.Cut(l, ":")
-		section = strings.TrimSpace(key)
-		switch section {
-		case "data_dir":
-			lines[i], setData = dataLine, true
-		case "ingest":
-			ingestAt = i
-			value = strings.TrimSpace(value)
-			inline = value != "" && value[0] != '#'
-		}
+	t := ParseTemplate(tmpl)
+	if err := t.Set(keyTokenFile, ps.TokenFile); err != nil {
+		return nil, fmt.Errorf("installer: config template: %w so install can set %s", err, keyTokenFile)
 	}
-	if tokenIndent == "" {
-		tokenIndent = "  "
+	if err := t.Set(keyDataDir, ps.DataDir); err != nil {
+		return nil, fmt.Errorf("installer: config template: %w", err)
 	}
-	switch {
-	case setToken:
-	case inline:
-		return nil, fmt.Errorf("installer: config template: ingest is written inline; write it as a block with `token_file:` on its own line so install can set %s", keyTokenFile)
-	case ingestAt >= 0:
-		lines = slices.Insert(lines, ingestAt+1, tokenIndent+tokenLine)
-	default:
-		lines = append(lines, "ingest:", tokenIndent+tokenLine)
-	}
-	if !setData {
-		lines = append(lines, dataLine)
-	}
-	out := []byte(strings.Join(lines, "\n") + "\n")
+	out := t.Bytes()
 
-	c, err := configRefs(out)
+	c, err := ReadConfig(out)
 	if err != nil {
 		return nil, fmt.Errorf("installer: config template: %w", err)
 	}
@@ -366,28 +327,34 @@ func renderConfig(tmpl []byte, ps Paths) ([]byte, error) {
 	return out, nil
 }
 
-// yamlQuote returns s as a YAML single-quoted scalar, in which backslashes
-// are literal.
-func yamlQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
-}
-
-// configRefs reads the settings install cares about from a YAML config.
-func configRefs(b []byte) (agentConfig, error) {
-	var c agentConfig
+// ReadConfig reads the settings install and its CLI care about from a YAML
+// config.
+func ReadConfig(b []byte) (ConfigRefs, error) {
+	var c ConfigRefs
 	if err := yaml.Unmarshal(b, &c); err != nil {
 		return c, fmt.Errorf("parse yaml: %w", err)
 	}
 	return c, nil
 }
 
-// agentConfig is the part of the agent's config install reads.
-type agentConfig struct {
+// ConfigRefs is the part of the agent's config install reads.
+type ConfigRefs struct {
+	StoreID string `yaml:"store_id"`
 	DataDir string `yaml:"data_dir"`
 	Ingest  struct {
+		Listen    string `yaml:"listen"`
 		Token     string `yaml:"token"`
 		TokenFile string `yaml:"token_file"`
 	} `yaml:"ingest"`
+	NATS struct {
+		Servers []string `yaml:"servers"`
+	} `yaml:"nats"`
+}
+
+// HasTokenSource reports whether the config names an ingest token, or
+// turns the ingest listener off.
+func (c ConfigRefs) HasTokenSource() bool {
+	return c.Ingest.Listen == "off" || c.Ingest.Token != "" || c.Ingest.TokenFile != ""
 }
 
 // ServiceConfig is what Install hands to kardianos/service.

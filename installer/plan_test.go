@@ -209,7 +209,7 @@ func TestPrepareCustomPaths(t *testing.T) {
 			if a := configArg(p.Args); a != tc.wantConfig {
 				t.Errorf("service --config: got %q, want %q", a, tc.wantConfig)
 			}
-			c, err := configRefs(p.Config.Content)
+			c, err := ReadConfig(p.Config.Content)
 			if err != nil || c.DataDir != tc.wantData || c.Ingest.TokenFile != tc.wantToken {
 				t.Errorf("config content refs: got %q, %q, %v; want %q, %q", c.DataDir, c.Ingest.TokenFile, err, tc.wantData, tc.wantToken)
 			}
@@ -295,7 +295,7 @@ func TestRenderConfig(t *testing.T) {
 			if tc.want == "" {
 				ps.DataDir = `C:\It's\data`
 				got, err := renderConfig([]byte(tc.tmpl), ps)
-				if c, _ := configRefs(got); err != nil || c.DataDir != ps.DataDir {
+				if c, _ := ReadConfig(got); err != nil || c.DataDir != ps.DataDir {
 					t.Errorf("got %q (%v), want data_dir %q", got, err, ps.DataDir)
 				}
 				return
@@ -322,7 +322,7 @@ func TestExampleConfig(t *testing.T) {
 		t.Run(spec.GOOS, func(t *testing.T) {
 			spec.ConfigTemplate = example
 			p := mustPrepare(t, spec)
-			c, err := configRefs(p.Config.Content)
+			c, err := ReadConfig(p.Config.Content)
 			if err != nil || c.DataDir != p.Paths.DataDir || c.Ingest.TokenFile != p.Paths.TokenFile {
 				t.Errorf("installed config sets %q, %q (%v); want %q, %q", c.DataDir, c.Ingest.TokenFile, err, p.Paths.DataDir, p.Paths.TokenFile)
 			}

@@ -13,17 +13,75 @@ import (
 // it contains the full unit file or service definition and config, but
 // never the ingest token, which is generated at install time.
 func (p *Plan) Render(w io.Writer) error {
-	bw := bufio.NewWriter(w)
+	r := &renderer{w: bufio.NewWriter(w), windows: p.GOOS == "windows"}
 	ps := p.Paths
-	manager := "systemd"
-	if p.GOOS == "windows" {
-		manager = "Windows service control manager"
+	r.summary(p)
+	fmt.Fprintf(r.w, "\nSteps:\n")
+	r.filesSteps(p)
+	if p.Unit != nil {
+		r.step("Write the systemd unit %s (mode 0644):", p.Unit.Path)
+		r.block(p.Unit.Path, p.Unit.Text)
+		r.step("systemctl enable %s.service", ps.ServiceName)
+		r.step("systemctl daemon-reload")
+		fmt.Fprintf(r.w, "\nLogs: JSON on stderr, collected by journald: journalctl -u %s\n", ps.ServiceName)
 	}
-	fmt.Fprintf(bw, "# %s: install plan for %s (%s). Dry run: nothing was changed.\n\n", ps.ServiceName, p.GOOS, manager)
-	account := ps.User + " (system user, no login shell)"
-	if p.GOOS == "windows" {
-		account = fmt.Sprintf("%s (SID %s)", ps.User, p.Windows.AccountSID)
+	if p.PackagedUnit != "" {
+		r.step("Use the unit %s installed by the package (it is enabled already; no unit is written)", p.PackagedUnit)
+		fmt.Fprintf(r.w, "\nLogs: JSON on stderr, collected by journald: journalctl -u %s\n", ps.ServiceName)
 	}
+	if p.Windows != nil {
+		r.windowsSteps(ps, p.Windows)
+	}
+	fmt.Fprintf(r.w, "Then start it with: agent start\n")
+	fmt.Fprintf(r.w, "Uninstall (agent uninstall) removes the service only; %s, %s and %s are kept.\n", ps.ConfigFile, ps.TokenFile, ps.DataDir)
+	return r.w.Flush()
+}
+
+// renderer writes a plan's numbered steps and their details.
+type renderer struct {
+	w       *bufio.Writer
+	windows bool
+	n       int // steps so far
+}
+
+func (r *renderer) step(format string, a ...any) {
+	r.n++
+	fmt.Fprintf(r.w, "%2d. %s\n", r.n, fmt.Sprintf(format, a...))
+}
+
+func (r *renderer) detail(format string, a ...any) {
+	fmt.Fprintf(r.w, "      %s\n", fmt.Sprintf(format, a...))
+}
+
+// block writes text between begin and end lines naming it.
+func (r *renderer) block(name, text string) {
+	fmt.Fprintf(r.w, "----- begin %s -----\n", name)
+	r.w.WriteString(text)
+	if !strings.HasSuffix(text, "\n") {
+		r.w.WriteString("\n")
+	}
+	fmt.Fprintf(r.w, "----- end %s -----\n", name)
+}
+
+// perm details the permissions install sets on path.
+func (r *renderer) perm(pm Perm, path string) {
+	if r.windows {
+		r.detail("grants: %s", pm.grants())
+		r.detail("DACL (protected, nothing inherited): %s", pm.SDDL())
+		r.detail("same as: %s", pm.icacls(path))
+		return
+	}
+	r.detail("mode %04o, owner %s:%s", uint32(pm.Mode.Perm()), pm.Owner, pm.Group)
+}
+
+// summary is the plan's heading: the service, its account and its paths.
+func (r *renderer) summary(p *Plan) {
+	ps := p.Paths
+	manager, account := "systemd", ps.User+" (system user, no login shell)"
+	if r.windows {
+		manager, account = "Windows service control manager", fmt.Sprintf("%s (SID %s)", ps.User, p.Windows.AccountSID)
+	}
+	fmt.Fprintf(r.w, "# %s: install plan for %s (%s). Dry run: nothing was changed.\n\n", ps.ServiceName, p.GOOS, manager)
 	for _, kv := range [][2]string{
 		{"service", ps.ServiceName},
 		{"display name", ps.DisplayName},
@@ -33,90 +91,56 @@ func (p *Plan) Render(w io.Writer) error {
 		{"ingest token", ps.TokenFile},
 		{"data dir", ps.DataDir},
 	} {
-		fmt.Fprintf(bw, "%-14s%s\n", kv[0]+":", kv[1])
+		fmt.Fprintf(r.w, "%-14s%s\n", kv[0]+":", kv[1])
 	}
-	fmt.Fprintf(bw, "\nSteps:\n")
-	n := 0
-	step := func(format string, a ...any) {
-		n++
-		fmt.Fprintf(bw, "%2d. %s\n", n, fmt.Sprintf(format, a...))
-	}
-	detail := func(format string, a ...any) {
-		fmt.Fprintf(bw, "      %s\n", fmt.Sprintf(format, a...))
-	}
-	block := func(name, text string) {
-		fmt.Fprintf(bw, "----- begin %s -----\n", name)
-		bw.WriteString(text)
-		if !strings.HasSuffix(text, "\n") {
-			bw.WriteString("\n")
-		}
-		fmt.Fprintf(bw, "----- end %s -----\n", name)
-	}
-	perm := func(pm Perm, path string) {
-		if p.GOOS == "windows" {
-			detail("grants: %s", pm.grants())
-			detail("DACL (protected, nothing inherited): %s", pm.SDDL())
-			detail("same as: %s", pm.icacls(path))
-			return
-		}
-		detail("mode %04o, owner %s:%s", uint32(pm.Mode.Perm()), pm.Owner, pm.Group)
-	}
+}
 
-	if p.GOOS == "windows" {
-		step("Check that the process is elevated (run as Administrator) and %s is not installed yet.", ps.ServiceName)
+// filesSteps are the checks and the account, directories, token and
+// config install prepares on either system.
+func (r *renderer) filesSteps(p *Plan) {
+	ps := p.Paths
+	if r.windows {
+		r.step("Check that the process is elevated (run as Administrator) and %s is not installed yet.", ps.ServiceName)
 	} else {
-		step("Check that the process runs as root, systemd manages this machine and %s is not installed yet.", ps.ServiceName)
+		r.step("Check that the process runs as root, systemd manages this machine and %s is not installed yet.", ps.ServiceName)
 	}
 	if p.CreateUser {
-		step("Create the system user %s if it does not exist:", ps.User)
-		detail("%s", strings.Join(useraddArgs(ps.User, ps.DataDir), " "))
+		r.step("Create the system user %s if it does not exist:", ps.User)
+		r.detail("%s", strings.Join(useraddArgs(ps.User, ps.DataDir), " "))
 	}
 	for _, d := range p.Dirs {
-		step("Create the %s directory %s if missing and set its permissions:", d.Purpose, d.Path)
-		perm(d.Perm, d.Path)
+		r.step("Create the %s directory %s if missing and set its permissions:", d.Purpose, d.Path)
+		r.perm(d.Perm, d.Path)
 	}
-	step("Write the %s %s if missing (32 random bytes, hex); an existing token is kept. Set its permissions:", p.Token.Purpose, p.Token.Path)
-	perm(p.Token.Perm, p.Token.Path)
-	step("Write the config %s if missing; an existing config is kept. Set its permissions:", p.Config.Path)
-	perm(p.Config.Perm, p.Config.Path)
-	block(p.Config.Path, string(p.Config.Content))
+	r.step("Write the %s %s if missing (32 random bytes, hex); an existing token is kept. Set its permissions:", p.Token.Purpose, p.Token.Path)
+	r.perm(p.Token.Perm, p.Token.Path)
+	r.step("Write the config %s if missing; an existing config is kept. Set its permissions:", p.Config.Path)
+	r.perm(p.Config.Perm, p.Config.Path)
+	r.block(p.Config.Path, string(p.Config.Content))
+}
 
-	if p.Unit != nil {
-		step("Write the systemd unit %s (mode 0644):", p.Unit.Path)
-		block(p.Unit.Path, p.Unit.Text)
-		step("systemctl enable %s.service", ps.ServiceName)
-		step("systemctl daemon-reload")
-		fmt.Fprintf(bw, "\nLogs: JSON on stderr, collected by journald: journalctl -u %s\n", ps.ServiceName)
+// windowsSteps register the service with the service control manager.
+func (r *renderer) windowsSteps(ps Paths, ws *WindowsService) {
+	r.step("Register the service %s with the service control manager:", ps.ServiceName)
+	r.detail("image path:   %s", ws.BinaryPath)
+	r.detail("display name: %s", ps.DisplayName)
+	r.detail("description:  %s", ps.Description)
+	r.detail("account:      %s (no password)", ws.Account)
+	start := ws.StartType
+	if ws.DelayedAutoStart {
+		start += ", delayed start"
 	}
-	if p.PackagedUnit != "" {
-		step("Use the unit %s installed by the package (it is enabled already; no unit is written)", p.PackagedUnit)
-		fmt.Fprintf(bw, "\nLogs: JSON on stderr, collected by journald: journalctl -u %s\n", ps.ServiceName)
+	r.detail("start type:   %s", start)
+	r.step("Register the Event Log source %s (Application log, message file %%SystemRoot%%\\System32\\EventCreate.exe) for start, stop and alarm events.", ws.EventSource)
+	r.step("Set the service SID type to unrestricted, so the ACLs above can name %s.", ws.Account)
+	var acts, sc []string
+	for _, d := range ws.Recovery {
+		acts = append(acts, "restart after "+d.String())
+		sc = append(sc, fmt.Sprintf("restart/%d", d/time.Millisecond))
 	}
-	if ws := p.Windows; ws != nil {
-		step("Register the service %s with the service control manager:", ps.ServiceName)
-		detail("image path:   %s", ws.BinaryPath)
-		detail("display name: %s", ps.DisplayName)
-		detail("description:  %s", ps.Description)
-		detail("account:      %s (no password)", ws.Account)
-		start := ws.StartType
-		if ws.DelayedAutoStart {
-			start += ", delayed start"
-		}
-		detail("start type:   %s", start)
-		step("Register the Event Log source %s (Application log, message file %%SystemRoot%%\\System32\\EventCreate.exe) for start, stop and alarm events.", ws.EventSource)
-		step("Set the service SID type to unrestricted, so the ACLs above can name %s.", ws.Account)
-		var acts, sc []string
-		for _, d := range ws.Recovery {
-			acts = append(acts, "restart after "+d.String())
-			sc = append(sc, fmt.Sprintf("restart/%d", d/time.Millisecond))
-		}
-		step("Set the recovery actions: %s; reset the failure count after %s without a failure.", strings.Join(acts, ", "), days(ws.ResetPeriod))
-		detail("same as: sc.exe failure %s reset= %d actions= %s", ps.ServiceName, ws.ResetPeriod/time.Second, strings.Join(sc, "/"))
-		fmt.Fprintf(bw, "\nLogs: start, stop, warnings and errors go to the Application event log, source %s.\n", ws.EventSource)
-	}
-	fmt.Fprintf(bw, "Then start it with: agent start\n")
-	fmt.Fprintf(bw, "Uninstall (agent uninstall) removes the service only; %s, %s and %s are kept.\n", ps.ConfigFile, ps.TokenFile, ps.DataDir)
-	return bw.Flush()
+	r.step("Set the recovery actions: %s; reset the failure count after %s without a failure.", strings.Join(acts, ", "), days(ws.ResetPeriod))
+	r.detail("same as: sc.exe failure %s reset= %d actions= %s", ps.ServiceName, ws.ResetPeriod/time.Second, strings.Join(sc, "/"))
+	fmt.Fprintf(r.w, "\nLogs: start, stop, warnings and errors go to the Application event log, source %s.\n", ws.EventSource)
 }
 
 // days formats a whole number of days, else a plain duration.

@@ -205,39 +205,51 @@ func (r CompactResult) Ratio() float64 {
 // and group when the process may set them, so an agent running as a
 // service user can open a file compacted by an administrator.
 func Compact(path string, opts CompactOptions) (res CompactResult, err error) {
-	if opts.LockTimeout <= 0 {
-		opts.LockTimeout = time.Second
-	}
-	if opts.TxSize <= 0 {
-		opts.TxSize = DefaultCompactTxSize
-	}
-	if opts.Actor == "" {
-		opts.Actor = ActorAgent
-	}
-	hook := opts.hook
-	if hook == nil {
-		hook = func(string) {}
-	}
+	opts = opts.withDefaults()
 	start := time.Now()
-	fail := func(err error) (CompactResult, error) {
-		return res, fmt.Errorf("queue: compact %s: %w", path, err)
-	}
-
 	// Work on the file itself, not on a symbolic link to it: the rename
 	// must replace the file, in its own directory.
 	if p, err := filepath.EvalSymlinks(path); err == nil {
 		path = p
 	}
-	tmp := path + CompactSuffix
-	if _, err := os.Stat(path); err != nil {
-		return fail(err) // bolt.Open would create it
+	if res.Before, err = compactLocked(path, opts); err != nil {
+		return res, fmt.Errorf("queue: compact %s: %w", path, err)
 	}
-	src, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.LockTimeout, FreelistType: bolt.FreelistMapType})
-	if errors.Is(err, bolterrors.ErrTimeout) {
-		return fail(ErrLocked)
+	res.Duration = time.Since(start)
+	if fi, err := os.Stat(path); err == nil {
+		res.After = fi.Size()
 	}
+	if err := journalCompaction(path, res, opts); err != nil {
+		return res, fmt.Errorf("%w: %s: %v", ErrNotJournaled, path, err)
+	}
+	opts.hook(phaseJournaled)
+	return res, nil
+}
+
+// withDefaults fills the zero fields of o.
+func (o CompactOptions) withDefaults() CompactOptions {
+	if o.LockTimeout <= 0 {
+		o.LockTimeout = time.Second
+	}
+	if o.TxSize <= 0 {
+		o.TxSize = DefaultCompactTxSize
+	}
+	if o.Actor == "" {
+		o.Actor = ActorAgent
+	}
+	if o.hook == nil {
+		o.hook = func(string) {}
+	}
+	return o
+}
+
+// compactLocked does the steps of Compact from locking the data file to
+// releasing it, and returns the file's size before (0 when it was not
+// locked). On every failure before the rename, <path>.compact is removed.
+func compactLocked(path string, opts CompactOptions) (before int64, err error) {
+	src, fi, err := lockDataFile(path, opts.LockTimeout)
 	if err != nil {
-		return fail(classify(err))
+		return 0, err
 	}
 	srcOpen := true
 	defer func() {
@@ -245,65 +257,82 @@ func Compact(path string, opts CompactOptions) (res CompactResult, err error) {
 			src.Close()
 		}
 	}()
-	if err := src.View(checkAgentFile); err != nil {
-		return fail(err)
-	}
-	fi, err := os.Stat(path)
-	if err != nil {
-		return fail(err)
-	}
-	res.Before = fi.Size()
+	before = fi.Size()
+	tmp := path + CompactSuffix
 	// Under the lock no other compaction runs, so a leftover is stale.
 	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fail(fmt.Errorf("remove the leftover of an earlier compaction: %w", err))
+		return before, fmt.Errorf("remove the leftover of an earlier compaction: %w", err)
 	}
-	hook(phaseLocked)
+	opts.hook(phaseLocked)
 
-	if err := copyFile(src, tmp, fi, opts, hook); err != nil {
+	if err := copyAndCheck(src, tmp, fi, opts); err != nil {
 		os.Remove(tmp)
-		return fail(classify(err))
+		return before, err
 	}
-	hook(phaseSynced)
-	if err := checkCopy(src, tmp, opts.LockTimeout); err != nil {
-		os.Remove(tmp)
-		return fail(err)
-	}
-	hook(phaseVerified)
-
 	if runtime.GOOS == "windows" {
 		srcOpen = false
 		if err := src.Close(); err != nil {
 			os.Remove(tmp)
-			return fail(err)
+			return before, err
 		}
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		os.Remove(tmp)
-		return fail(fmt.Errorf("replace the data file: %w", err))
+		return before, fmt.Errorf("replace the data file: %w", err)
 	}
-	hook(phaseRenamed)
+	opts.hook(phaseRenamed)
 	syncErr := syncDir(filepath.Dir(path))
 	if syncErr == nil {
-		hook(phaseDirSynced)
+		opts.hook(phaseDirSynced)
 	}
 	if srcOpen {
 		srcOpen = false
 		src.Close()
 	}
-	hook(phaseReleased)
+	opts.hook(phaseReleased)
 	if syncErr != nil {
-		return fail(fmt.Errorf("the compacted file is in place, but syncing the data directory failed: %w", syncErr))
+		return before, fmt.Errorf("the compacted file is in place, but syncing the data directory failed: %w", syncErr)
 	}
-	res.Duration = time.Since(start)
-	if fi, err := os.Stat(path); err == nil {
-		res.After = fi.Size()
-	}
+	return before, nil
+}
 
-	if err := journalCompaction(path, res, opts); err != nil {
-		return res, fmt.Errorf("%w: %s: %v", ErrNotJournaled, path, err)
+// lockDataFile opens the agent data file at path with its exclusive lock
+// (ErrLocked when another process holds it past timeout) and returns it
+// with the file's details, read under the lock.
+func lockDataFile(path string, timeout time.Duration) (*bolt.DB, os.FileInfo, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, nil, err // bolt.Open would create it
 	}
-	hook(phaseJournaled)
-	return res, nil
+	src, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, FreelistType: bolt.FreelistMapType})
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return nil, nil, ErrLocked
+	}
+	if err != nil {
+		return nil, nil, classify(err)
+	}
+	var fi os.FileInfo
+	if err = src.View(checkAgentFile); err == nil {
+		fi, err = os.Stat(path)
+	}
+	if err != nil {
+		src.Close()
+		return nil, nil, err
+	}
+	return src, fi, nil
+}
+
+// copyAndCheck copies src into tmp, fsyncs it, and checks the copy against
+// src.
+func copyAndCheck(src *bolt.DB, tmp string, fi os.FileInfo, opts CompactOptions) error {
+	if err := copyFile(src, tmp, fi, opts, opts.hook); err != nil {
+		return classify(err)
+	}
+	opts.hook(phaseSynced)
+	if err := checkCopy(src, tmp, opts.LockTimeout); err != nil {
+		return err
+	}
+	opts.hook(phaseVerified)
+	return nil
 }
 
 // checkAgentFile refuses to compact a file that is not an agent data file

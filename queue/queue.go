@@ -389,10 +389,6 @@ func (q *Queue) StoreID() string {
 	return s
 }
 
-// DB exposes the underlying database for read-only inspection in tests and
-// tools that check invariants. Callers must not write through it.
-func (q *Queue) DB() *bolt.DB { return q.db }
-
 // Close finishes the submissions already accepted, stops the writer and
 // closes the file. It is safe to call more than once.
 func (q *Queue) Close() error {

@@ -12,7 +12,7 @@ import (
 // Lease returns up to max pending movements that are due at now, in due
 // order (FIFO among movements due at the same time), and marks them leased
 // so that later calls do not return them again until they are released by
-// MarkSynced, Retry, Quarantine or Release. Leases live in memory only.
+// Settle or Release. Leases live in memory only.
 //
 // A due time more than MaxAhead (plus the window of a spread redrive under
 // way) after now cannot have been scheduled by this clock: the wall clock
@@ -152,12 +152,6 @@ type Ack struct {
 	StreamSeq uint64 // the central stream sequence of the stored message
 }
 
-// MarkSynced moves acknowledged movements from pending to synced in one
-// transaction and releases their leases. The payload is dropped; the key is
-// kept, with its central sequence, as a record for the dedupe horizon.
-// Sequences that are no longer pending are skipped.
-func (q *Queue) MarkSynced(acks []Ack) error { return q.Settle(Settlement{Acks: acks}) }
-
 func (q *Queue) markSynced(tx *bolt.Tx, now time.Time, acks []Ack) error {
 	b := buckets(tx)
 	var moved [2]int64
@@ -198,7 +192,10 @@ func (q *Queue) markSynced(tx *bolt.Tx, now time.Time, acks []Ack) error {
 // transaction: acknowledged movements become synced, failed ones are
 // scheduled again or quarantined. Every sequence named is released from its
 // lease once the transaction committed; Release names leased movements to
-// give back unchanged.
+// give back unchanged. A synced movement's payload is dropped and its key
+// kept, with its central sequence, for the dedupe horizon; a retry is
+// charged as an attempt unless Uncharged; a quarantine is journalled.
+// Sequences that are no longer pending are skipped.
 type Settlement struct {
 	Acks        []Ack
 	Retries     []RetryAt
@@ -206,8 +203,9 @@ type Settlement struct {
 	Release     []uint64
 }
 
-// Settle applies a settlement in one transaction (one fsync).
-func (q *Queue) Settle(st Settlement) error {
+// Seqs lists every sequence the settlement names: acknowledged, retried,
+// quarantined and released, in that order.
+func (st Settlement) Seqs() []uint64 {
 	seqs := make([]uint64, 0, len(st.Acks)+len(st.Retries)+len(st.Quarantines)+len(st.Release))
 	for _, a := range st.Acks {
 		seqs = append(seqs, a.Seq)
@@ -218,7 +216,12 @@ func (q *Queue) Settle(st Settlement) error {
 	for _, x := range st.Quarantines {
 		seqs = append(seqs, x.Seq)
 	}
-	seqs = append(seqs, st.Release...)
+	return append(seqs, st.Release...)
+}
+
+// Settle applies a settlement in one transaction (one fsync).
+func (q *Queue) Settle(st Settlement) error {
+	seqs := st.Seqs()
 	if len(st.Acks)+len(st.Retries)+len(st.Quarantines) == 0 {
 		q.Release(seqs...)
 		return nil
@@ -253,12 +256,6 @@ type RetryAt struct {
 	// not the movement's fault, e.g. central still replicating its id).
 	Uncharged bool
 }
-
-// Retry records a failure of each movement and makes it due again after
-// its delay, in one transaction; it releases the leases. The failure is
-// charged as an attempt unless Uncharged. Sequences that are no longer
-// pending are skipped.
-func (q *Queue) Retry(retries []RetryAt) error { return q.Settle(Settlement{Retries: retries}) }
 
 func (q *Queue) retry(tx *bolt.Tx, now time.Time, retries []RetryAt) error {
 	b := buckets(tx)
@@ -314,13 +311,6 @@ type QuarantineAt struct {
 	Charge       bool    // whether this failure is an attempt (false when already charged)
 	ConnState    string
 	AgentVersion string
-}
-
-// Quarantine moves movements from pending to the quarantine with their
-// failure context, journals it, and releases the leases — one transaction.
-// Sequences that are no longer pending are skipped.
-func (q *Queue) Quarantine(items []QuarantineAt) error {
-	return q.Settle(Settlement{Quarantines: items})
 }
 
 func (q *Queue) quarantine(tx *bolt.Tx, now time.Time, items []QuarantineAt) error {
@@ -417,16 +407,7 @@ func (q *Queue) Redrive(rq Redrive) (RedriveResult, error) {
 		now := q.opts.Clock()
 		res, window = RedriveResult{}, spreadWindow{}
 		b := buckets(tx)
-		var keys []string
-		for _, k := range rq.Keys {
-			r, err := b.takeQuarantined(k)
-			if err != nil {
-				return err
-			}
-			if r == nil {
-				res.NotFound = append(res.NotFound, k)
-				continue
-			}
+		keys, err := b.takeEachQuarantined(rq.Keys, &res.NotFound, func(k [16]byte, r *Record) error {
 			r.Quarantine = nil
 			r.Attempts = 0
 			r.FirstFailure, r.LastFailure = time.Time{}, time.Time{}
@@ -445,10 +426,10 @@ func (q *Queue) Redrive(rq Redrive) (RedriveResult, error) {
 				return err
 			}
 			res.Redriven = append(res.Redriven, Redriven{Key: k, DueAt: r.NextAt})
-			keys = append(keys, r.KeyString())
-		}
-		if len(keys) == 0 {
 			return nil
+		})
+		if err != nil || len(keys) == 0 {
+			return err
 		}
 		if rq.Spread > 0 {
 			window = spreadWindow{until: now.Add(rq.Spread), length: rq.Spread}
@@ -510,24 +491,15 @@ func (q *Queue) Purge(rq Purge) (PurgeResult, error) {
 		now := q.opts.Clock()
 		res = PurgeResult{}
 		b := buckets(tx)
-		var keys []string
-		for _, k := range rq.Keys {
-			r, err := b.takeQuarantined(k)
-			if err != nil {
-				return err
-			}
-			if r == nil {
-				res.NotFound = append(res.NotFound, k)
-				continue
-			}
+		keys, err := b.takeEachQuarantined(rq.Keys, &res.NotFound, func(k [16]byte, r *Record) error {
 			if err := b.setState(r, Purged, now); err != nil {
 				return err
 			}
 			res.Purged = append(res.Purged, k)
-			keys = append(keys, r.KeyString())
-		}
-		if len(keys) == 0 {
 			return nil
+		})
+		if err != nil || len(keys) == 0 {
+			return err
 		}
 		ev := Event{At: now, Action: ActionPurge, Actor: rq.Actor, Reason: rq.Reason, Keys: keys, Detail: rq.Detail}
 		return appendEvents(tx, ev)
@@ -566,6 +538,28 @@ func (b txBuckets) takePending(seq uint64) (*Record, error) {
 		return nil, err
 	}
 	return r, b.pending.Delete(u64(seq))
+}
+
+// takeEachQuarantined takes each key's movement out of the quarantine and
+// hands it to fn; keys not quarantined are added to notFound. It returns
+// the keys taken, as strings, for the journal.
+func (b txBuckets) takeEachQuarantined(keys [][16]byte, notFound *[][16]byte, fn func(k [16]byte, r *Record) error) ([]string, error) {
+	var taken []string
+	for _, k := range keys {
+		r, err := b.takeQuarantined(k)
+		if err != nil {
+			return nil, err
+		}
+		if r == nil {
+			*notFound = append(*notFound, k)
+			continue
+		}
+		if err := fn(k, r); err != nil {
+			return nil, err
+		}
+		taken = append(taken, r.KeyString())
+	}
+	return taken, nil
 }
 
 // takeQuarantined deletes a quarantined record and returns it, or nil when

@@ -115,12 +115,6 @@ func (q *Queue) ForEachQuarantined(fn func(*Record) bool) error {
 	return q.forEach(bucketQuarantine, fn)
 }
 
-// ForEachPending calls fn for every pending movement, in sequence order,
-// until fn returns false.
-func (q *Queue) ForEachPending(fn func(*Record) bool) error {
-	return q.forEach(bucketPending, fn)
-}
-
 func (q *Queue) forEach(bucket []byte, fn func(*Record) bool) error {
 	return q.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucket).Cursor()

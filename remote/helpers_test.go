@@ -113,10 +113,10 @@ func quarantine(t *testing.T, q *queue.Queue, storeID, id, extra string) string 
 		}
 	}
 	q.Release(others...)
-	err = q.Quarantine([]queue.QuarantineAt{{
+	err = q.Settle(queue.Settlement{Quarantines: []queue.QuarantineAt{{
 		Seq: res[0].Seq, Reason: "permanent:too_large", Charge: true, ConnState: "online", AgentVersion: "test",
 		Failure: queue.Failure{Kind: "permanent:too_large", Text: "nats: maximum payload exceeded"},
-	}})
+	}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,8 +143,8 @@ func (s *store) requarantine(t *testing.T, key string) {
 	if seq == 0 {
 		t.Fatalf("key %s is not pending", key)
 	}
-	err = s.q.Quarantine([]queue.QuarantineAt{{Seq: seq, Reason: "permanent:too_large", Charge: true, ConnState: "online", AgentVersion: "test",
-		Failure: queue.Failure{Kind: "permanent:too_large", Text: "nats: maximum payload exceeded"}}})
+	err = s.q.Settle(queue.Settlement{Quarantines: []queue.QuarantineAt{{Seq: seq, Reason: "permanent:too_large", Charge: true, ConnState: "online", AgentVersion: "test",
+		Failure: queue.Failure{Kind: "permanent:too_large", Text: "nats: maximum payload exceeded"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func TestReconcileCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := time.Now()
-	if err := s.q.MarkSynced([]queue.Ack{{Seq: 3, StreamSeq: 30}, {Seq: 4, StreamSeq: 40}}); err != nil {
+	if err := s.q.Settle(queue.Settlement{Acks: []queue.Ack{{Seq: 3, StreamSeq: 30}, {Seq: 4, StreamSeq: 40}}}); err != nil {
 		t.Fatal(err)
 	}
 	client := fleet.NewClient(natstest.Connect(t, srv.URL()), op)

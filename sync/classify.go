@@ -151,7 +151,7 @@ func classifyAPI(api *jetstream.APIError) verdict {
 // connected to says it has JetStream disabled.
 var errNoJetStream = errors.New("sync: the server has JetStream disabled")
 
-// diagnose says what an error means for reaching or using central: one of
+// Diagnose says what an error means for reaching or using central: one of
 // status.ConnReasons, and a detail for people (the error without nats.go's
 // prefix; error texts name hosts and subjects, never credentials or
 // payload). It is the one place where connection errors are sorted: by
@@ -161,7 +161,7 @@ var errNoJetStream = errors.New("sync: the server has JetStream disabled")
 // A "no responders" answer means the server is reachable but nothing takes
 // the store's subjects: the sender asks it only of its liveness probe, so
 // it is a missing stream (or JetStream off for the account).
-func diagnose(err error) (reason, detail string) {
+func Diagnose(err error) (reason, detail string) {
 	var (
 		api     *jetstream.APIError
 		invalid x509.CertificateInvalidError

@@ -79,13 +79,13 @@ func TestClassifyPinsServerTexts(t *testing.T) {
 // the connection's error handler: the publish itself only times out.
 func TestPermissionTextIsRecognised(t *testing.T) {
 	got := errors.New(`nats: permissions violation: Permissions Violation for Publish to "rx.mv.S2.k" on connection [7]`)
-	if r, _ := diagnose(got); r != status.ReasonAuthorization {
+	if r, _ := Diagnose(got); r != status.ReasonAuthorization {
 		t.Fatalf("the server's text is diagnosed %q", r)
 	}
-	if r, _ := diagnose(nats.ErrPermissionViolation); r != status.ReasonAuthorization {
+	if r, _ := Diagnose(nats.ErrPermissionViolation); r != status.ReasonAuthorization {
 		t.Fatalf("the sentinel is diagnosed %q", r)
 	}
-	if r, _ := diagnose(errors.New("nats: timeout")); r == status.ReasonAuthorization {
+	if r, _ := Diagnose(errors.New("nats: timeout")); r == status.ReasonAuthorization {
 		t.Fatal("a timeout is diagnosed as a permission")
 	}
 	if v := classify(nats.ErrPermissionViolation); v.outcome != retry.Systemic {

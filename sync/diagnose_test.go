@@ -64,9 +64,9 @@ func TestDiagnose(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, detail := diagnose(tc.err)
+			got, detail := Diagnose(tc.err)
 			if got != tc.want || detail == "" {
-				t.Errorf("diagnose(%v) = %q, %q; want %q with a detail", tc.err, got, detail, tc.want)
+				t.Errorf("Diagnose(%v) = %q, %q; want %q with a detail", tc.err, got, detail, tc.want)
 			}
 		})
 	}
@@ -87,7 +87,7 @@ func TestDiagnosePinsTexts(t *testing.T) {
 	defer h.Shutdown()
 
 	_, err = nats.Connect(h.URL(), nats.UserInfo("S0001", "wrong"))
-	if r, _ := diagnose(err); err == nil || r != status.ReasonAuth {
+	if r, _ := Diagnose(err); err == nil || r != status.ReasonAuth {
 		t.Errorf("wrong password: %v diagnosed %q, want %q", err, r, status.ReasonAuth)
 	}
 
@@ -107,7 +107,7 @@ func TestDiagnosePinsTexts(t *testing.T) {
 	}
 	select {
 	case err := <-async:
-		if r, _ := diagnose(err); r != status.ReasonAuthorization {
+		if r, _ := Diagnose(err); r != status.ReasonAuthorization {
 			t.Errorf("publish denied: %v diagnosed %q, want %q", err, r, status.ReasonAuthorization)
 		}
 	case <-time.After(10 * time.Second):

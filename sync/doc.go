@@ -40,7 +40,7 @@
 //     configuration file onto them).
 //   - classify.go: what a publish error means (verdict), by JetStream
 //     error code; answered or not; and why central cannot be reached or
-//     used (diagnose), as one of status.ConnReasons.
+//     used (Diagnose), as one of status.ConnReasons.
 //   - health.go: the decisions, as pure types with table tests
 //     (health_test.go). blame holds the settler's evidence and decides
 //     synced / charged / uncharged / pause for each outcome (rules 1–8 in

@@ -17,6 +17,7 @@ import (
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/retry"
 	"github.com/rxedge/agent/status"
+	"github.com/rxedge/agent/testkit/dlqtest"
 	"github.com/rxedge/agent/testkit/natstest"
 	"github.com/rxedge/agent/testkit/syncbuf"
 )
@@ -200,14 +201,10 @@ func exactlyOnce(t *testing.T, url string, n int) {
 // attempts — nothing was charged to any movement.
 func noAttemptsCharged(t *testing.T, q *queue.Queue) {
 	t.Helper()
-	err := q.ForEachPending(func(r *queue.Record) bool {
+	for _, r := range dlqtest.Pending(t, q) {
 		if r.Attempts != 0 {
 			t.Errorf("movement %s charged %d attempt(s) (%s)", r.KeyString(), r.Attempts, r.LastErrKind)
 		}
-		return true
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 }
 

@@ -145,7 +145,7 @@ const problemLogEvery = 5 * time.Minute
 // logs a change of reason. server is the URL it is about ("": the
 // configured server the error names).
 func (s *sender) problem(now time.Time, err error, server string) {
-	reason, detail := diagnose(err)
+	reason, detail := Diagnose(err)
 	if server == "" {
 		server = serverOf(err, s.o.NATS.Servers)
 	}
@@ -243,7 +243,7 @@ func (s *sender) handle(ev event) {
 	case evAsyncError:
 		// Refused credentials and permissions are diagnosed (and logged
 		// once); other asynchronous errors are logged as they come.
-		switch reason, _ := diagnose(ev.err); reason {
+		switch reason, _ := Diagnose(ev.err); reason {
 		case status.ReasonAuthorization:
 			s.problem(now, ev.err, redactURL(s.link.connection().ConnectedURL))
 			if was == stOnline || was == stPaused {

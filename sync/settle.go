@@ -426,8 +426,9 @@ func (st *settler) carry(r ruling, outs []outcome) {
 // is recognised on the next attempt (same key).
 func (st *settler) commit(set queue.Settlement, synced int) error {
 	if err := st.q.Settle(set); err != nil {
-		st.q.Release(allSeqs(set)...)
-		st.log.Error("QUEUE_ERROR", "error", err.Error(), "movements", len(allSeqs(set)))
+		seqs := set.Seqs()
+		st.q.Release(seqs...)
+		st.log.Error("QUEUE_ERROR", "error", err.Error(), "movements", len(seqs))
 		return err
 	}
 	st.logSettlement(set, synced)
@@ -447,20 +448,6 @@ func (st *settler) logSettlement(set queue.Settlement, synced int) {
 	if synced > 0 {
 		st.log.Info("SYNC_OK", "count", synced, "first_seq", set.Acks[0].Seq, "last_seq", set.Acks[len(set.Acks)-1].Seq)
 	}
-}
-
-func allSeqs(set queue.Settlement) []uint64 {
-	var seqs []uint64
-	for _, a := range set.Acks {
-		seqs = append(seqs, a.Seq)
-	}
-	for _, r := range set.Retries {
-		seqs = append(seqs, r.Seq)
-	}
-	for _, q := range set.Quarantines {
-		seqs = append(seqs, q.Seq)
-	}
-	return append(seqs, set.Release...)
 }
 
 // outcomeLabel is the metrics label of an outcome: its kind without any

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/rxedge/agent/central"
-	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/testkit/dlqtest"
 )
 
 // TestDigestChecksAreBounded: after an outage in which every
@@ -20,10 +20,9 @@ func TestDigestChecksAreBounded(t *testing.T) {
 		q, s, stop := pacingRig(t, c, Options{NoBatch: true, MaxInFlight: 512, ResumeJitter: time.Millisecond})
 		defer stop()
 		enqueueN(t, q, 0, n)
-		q.ForEachPending(func(r *queue.Record) bool {
+		for _, r := range dlqtest.Pending(t, q) {
 			c.stored[central.Subject(testStore, r.KeyString())] = true
-			return true
-		})
+		}
 		s.notify(event{kind: evConnected, url: "nats://central"})
 		time.Sleep(10 * time.Second)
 		c.mu.Lock()

@@ -174,7 +174,7 @@ func (c *chain) deliver(s *realStore, seqs ...uint64) {
 		c.publish(central.Message{Store: s.id, Key: r.KeyString(), Digest: hex.EncodeToString(r.Digest[:]), Seq: r.Seq, EnqueuedAt: r.EnqueuedAt, Payload: r.Payload})
 		acks = append(acks, queue.Ack{Seq: seq, StreamSeq: seq})
 	}
-	if err := s.q.MarkSynced(acks); err != nil {
+	if err := s.q.Settle(queue.Settlement{Acks: acks}); err != nil {
 		c.t.Fatal(err)
 	}
 }
@@ -271,7 +271,7 @@ func TestCentralReconcileChain(t *testing.T) {
 		if _, err := s.q.Lease(time.Now(), 5); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.q.Quarantine([]queue.QuarantineAt{{Seq: seq, Reason: "permanent:too_large", Failure: queue.Failure{Kind: "permanent:too_large"}}}); err != nil {
+		if err := s.q.Settle(queue.Settlement{Quarantines: []queue.QuarantineAt{{Seq: seq, Reason: "permanent:too_large", Failure: queue.Failure{Kind: "permanent:too_large"}}}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -64,10 +64,10 @@ func quarantinedDataDir(t *testing.T, mvs ...mv) (string, []string) {
 		if reason == "" {
 			reason = "permanent:too_large"
 		}
-		if err := q.Quarantine([]queue.QuarantineAt{{
+		if err := q.Settle(queue.Settlement{Quarantines: []queue.QuarantineAt{{
 			Seq: res[0].Seq, Reason: reason, Charge: true, ConnState: "online", AgentVersion: "test",
 			Failure: queue.Failure{Kind: reason, Text: "maximum payload exceeded"},
-		}}); err != nil {
+		}}}); err != nil {
 			t.Fatal(err)
 		}
 		keys[i] = p.KeyString()

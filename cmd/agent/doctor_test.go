@@ -14,6 +14,7 @@ import (
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/doctor"
 	"github.com/rxedge/agent/hub"
+	"github.com/rxedge/agent/installer"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/testkit/natstest"
 )
@@ -38,8 +39,8 @@ func doctorStore(t *testing.T, url, password string) (config, adminPW string) {
 	tok := filepath.Join(dir, "ingest.token")
 	os.WriteFile(tok, []byte("0123456789abcdef0123456789abcdef"), 0o640)
 	config = filepath.Join(dir, "agent.yaml")
-	os.WriteFile(config, []byte("store_id: S0001\ndata_dir: "+yamlString(data)+"\ningest:\n  token_file: "+yamlString(tok)+
-		"\nnats:\n  servers: ["+yamlString(url)+"]\n  user: S0001\n  password: "+yamlString(password)+"\n"), 0o640)
+	os.WriteFile(config, []byte("store_id: S0001\ndata_dir: "+installer.YAMLQuote(data)+"\ningest:\n  token_file: "+installer.YAMLQuote(tok)+
+		"\nnats:\n  servers: ["+installer.YAMLQuote(url)+"]\n  user: S0001\n  password: "+installer.YAMLQuote(password)+"\n"), 0o640)
 	adminPW = filepath.Join(dir, "admin.pw")
 	os.WriteFile(adminPW, []byte("CHANGE-ME-admin\n"), 0o600)
 	return config, adminPW

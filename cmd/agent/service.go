@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/configs"
@@ -73,12 +72,12 @@ func (c centralFlags) given() bool { return c != centralFlags{} }
 // movements until servers are set, and no placeholder URL is ever
 // written), one way to authenticate, and the CA.
 func (c centralFlags) apply(tmpl []byte) ([]byte, error) {
-	set := map[string]string{}
+	var set [][2]string // keys of the nats section and their values
 	switch {
 	case c.credsFile != "":
-		set["creds_file"] = c.credsFile
+		set = append(set, [2]string{"creds_file", c.credsFile})
 	case c.nkeySeedFile != "":
-		set["nkey_seed_file"] = c.nkeySeedFile
+		set = append(set, [2]string{"nkey_seed_file", c.nkeySeedFile})
 	case c.user != "":
 		b, err := os.ReadFile(c.passwordFile)
 		if err != nil {
@@ -88,63 +87,28 @@ func (c centralFlags) apply(tmpl []byte) ([]byte, error) {
 		if pw == "" {
 			return nil, usageError("--password-file %s is empty", c.passwordFile)
 		}
-		set["user"], set["password"] = c.user, pw
+		set = append(set, [2]string{"user", c.user}, [2]string{"password", pw})
 	}
 	if c.caFile != "" {
-		set["ca_file"] = c.caFile
+		set = append(set, [2]string{"ca_file", c.caFile})
 	}
 	servers := splitList(c.servers)
-	lines := strings.SplitAfter(string(tmpl), "\n")
-	var out []string
-	section, inServers := "", false
-	for _, l := range lines {
-		trimmed := strings.TrimLeft(l, " ")
-		indented := len(trimmed) < len(l)
-		if !indented && trimmed != "" && trimmed[0] != '#' && trimmed != "\n" {
-			key, _, _ := strings.Cut(trimmed, ":")
-			section, inServers = key, false
-		}
-		if section != "nats" || !indented {
-			out = append(out, l)
-			continue
-		}
-		if inServers && strings.HasPrefix(trimmed, "- ") {
-			continue // the example's servers are replaced
-		}
-		inServers = false
-		key, _, _ := strings.Cut(trimmed, ":")
-		indent := l[:len(l)-len(trimmed)]
-		switch {
-		case key == "servers":
-			inServers = true
-			if len(servers) == 0 {
-				out = append(out, indent+"servers: []\n")
-				continue
-			}
-			out = append(out, indent+"servers:\n")
-			for _, u := range servers {
-				out = append(out, indent+"  - "+yamlString(u)+"\n")
-			}
-		case set[key] != "":
-			out = append(out, indent+key+": "+yamlString(set[key])+"\n")
-		default:
-			out = append(out, l)
+	t := installer.ParseTemplate(tmpl)
+	if err := t.SetList("nats.servers", servers); err != nil {
+		return nil, fmt.Errorf("install: could not set nats.servers in the example config (%v)", err)
+	}
+	for _, kv := range set {
+		if err := t.Set("nats."+kv[0], kv[1]); err != nil {
+			return nil, fmt.Errorf("install: could not set nats.%s in the example config (%v)", kv[0], err)
 		}
 	}
-	b := []byte(strings.Join(out, ""))
-	var got struct {
-		NATS struct {
-			Servers []string `yaml:"servers"`
-		} `yaml:"nats"`
-	}
-	if err := yaml.Unmarshal(b, &got); err != nil || strings.Join(got.NATS.Servers, ",") != strings.Join(servers, ",") {
+	b := t.Bytes()
+	got, err := installer.ReadConfig(b)
+	if err != nil || strings.Join(got.NATS.Servers, ",") != strings.Join(servers, ",") {
 		return nil, fmt.Errorf("install: could not set nats.servers in the example config (%v)", err)
 	}
 	return b, nil
 }
-
-// yamlString is s as a single-quoted YAML scalar.
-func yamlString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // check refuses combinations of central flags that cannot make a valid
 // config.
@@ -327,7 +291,7 @@ func (f *installFlags) newConfig(path string, s *streams) (newConfig, error) {
 	if f.central.given() {
 		return newConfig{}, usageError("%s exists and install keeps it, so --nats and the credential flags would be ignored: edit nats in %s, or move it away and install again", path, path)
 	}
-	if !hasTokenSource(existing) {
+	if c, err := installer.ReadConfig(existing); err == nil && !c.HasTokenSource() {
 		return newConfig{}, &exitErr{code: exitError, msg: errNoIngestToken(path).Error()}
 	}
 	id := storeIDOf(existing)
@@ -342,51 +306,25 @@ func (f *installFlags) newConfig(path string, s *streams) (newConfig, error) {
 	return newConfig{template: tmpl}, err
 }
 
-// hasTokenSource reports whether a config names an ingest token, or turns
-// the ingest listener off.
-func hasTokenSource(b []byte) bool {
-	var c struct {
-		Ingest struct {
-			Listen    string `yaml:"listen"`
-			Token     string `yaml:"token"`
-			TokenFile string `yaml:"token_file"`
-		} `yaml:"ingest"`
-	}
-	if yaml.Unmarshal(b, &c) != nil {
-		return true // the settings check reports the syntax error
-	}
-	return c.Ingest.Listen == "off" || c.Ingest.Token != "" || c.Ingest.TokenFile != ""
-}
-
 // storeIDOf reads the top-level store_id of a YAML config ("" when the file
 // does not parse or has none).
 func storeIDOf(b []byte) string {
-	var c struct {
-		StoreID string `yaml:"store_id"`
-	}
-	if yaml.Unmarshal(b, &c) != nil {
+	c, err := installer.ReadConfig(b)
+	if err != nil {
 		return ""
 	}
 	return c.StoreID
 }
 
-// withStoreID returns the config tmpl with its top-level store_id line set
-// to id (added at the top when tmpl has none), every other line and comment
-// kept as it is.
+// withStoreID returns the config tmpl with its top-level store_id set to id
+// (added at the top when tmpl has none), every other line and comment kept
+// as it is.
 func withStoreID(tmpl []byte, id string) ([]byte, error) {
-	line := "store_id: '" + id + "'" // ids have no quotes: central.ValidStoreID
-	lines := strings.SplitAfter(string(tmpl), "\n")
-	set := false
-	for i, l := range lines {
-		if strings.HasPrefix(l, "store_id:") {
-			lines[i], set = line+"\n", true
-			break
-		}
+	t := installer.ParseTemplate(tmpl)
+	if err := t.SetFirst("store_id", id); err != nil {
+		return nil, fmt.Errorf("install: could not set store_id in the example config (%v)", err)
 	}
-	if !set {
-		lines = append([]string{line + "\n"}, lines...)
-	}
-	out := []byte(strings.Join(lines, ""))
+	out := t.Bytes()
 	if got := storeIDOf(out); got != id {
 		return nil, fmt.Errorf("install: could not set store_id in the example config (got %q)", got)
 	}

@@ -374,3 +374,19 @@ func TestInstallWritesCentral(t *testing.T) {
 		}
 	}
 }
+
+// TestInstallRefusesPasswordWithLineBreak: a password file whose password
+// spans lines is refused, naming the key and never the password, rather
+// than written as a YAML value that reads back as another password.
+func TestInstallRefusesPasswordWithLineBreak(t *testing.T) {
+	pw := filepath.Join(t.TempDir(), "password")
+	os.WriteFile(pw, []byte("first-half\nsecond-half\n"), 0o600)
+	f := centralFlags{servers: "nats://a.chain:4222", user: "S0107", passwordFile: pw}
+	b, err := f.apply(configs.AgentExample)
+	if err == nil {
+		t.Fatalf("accepted; config:\n%s", b)
+	}
+	if !strings.Contains(err.Error(), "nats.password") || strings.Contains(err.Error(), "half") {
+		t.Errorf("error %q: want it to name nats.password and not the password", err)
+	}
+}

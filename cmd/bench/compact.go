@@ -118,7 +118,7 @@ func drain(ctx context.Context, path, store string) (syncResult, error) {
 			streamSeq++
 			acks[i] = queue.Ack{Seq: r.Seq, StreamSeq: streamSeq}
 		}
-		if err := q.MarkSynced(acks); err != nil {
+		if err := q.Settle(queue.Settlement{Acks: acks}); err != nil {
 			return syncResult{}, err
 		}
 		n += len(recs)

@@ -171,7 +171,7 @@ func oneStep(q *queue.Queue, p movement.Prepared, streamSeq uint64) (enq, sync t
 	if len(recs) != 1 {
 		return 0, 0, fmt.Errorf("lease returned %d movements, want 1", len(recs))
 	}
-	if err := q.MarkSynced([]queue.Ack{{Seq: recs[0].Seq, StreamSeq: streamSeq}}); err != nil {
+	if err := q.Settle(queue.Settlement{Acks: []queue.Ack{{Seq: recs[0].Seq, StreamSeq: streamSeq}}}); err != nil {
 		return 0, 0, err
 	}
 	return enq, time.Since(t0), nil

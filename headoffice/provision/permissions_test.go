@@ -654,8 +654,8 @@ func quarantineOne(t *testing.T, q *queue.Queue, store string) string {
 	if _, err := q.Lease(time.Now().Add(time.Second), 10); err != nil {
 		t.Fatal(err)
 	}
-	err = q.Quarantine([]queue.QuarantineAt{{Seq: res[0].Seq, Reason: "permanent:too_large", Charge: true,
-		Failure: queue.Failure{Kind: "permanent:too_large", Text: "nats: maximum payload exceeded"}}})
+	err = q.Settle(queue.Settlement{Quarantines: []queue.QuarantineAt{{Seq: res[0].Seq, Reason: "permanent:too_large", Charge: true,
+		Failure: queue.Failure{Kind: "permanent:too_large", Text: "nats: maximum payload exceeded"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

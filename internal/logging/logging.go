@@ -60,9 +60,6 @@ var priorities = [4]struct {
 	{slog.LevelDebug, 7}, // debug
 }
 
-// Priority is the syslog priority of a record at level l.
-func Priority(l slog.Level) int { return priorities[index(l)].priority }
-
 func index(l slog.Level) int {
 	for i, p := range priorities {
 		if l >= p.level {

@@ -1,6 +1,8 @@
 // Package dlqtest puts movements in a real queue's quarantine, as the
 // sender does when it gives up on them, for the tests of the packages that
-// serve the quarantine (dlq and control). It is for tests only.
+// serve the quarantine (dlq and control), and lists the pending movements
+// for the tests that check what stays behind (dlq, sync). It is for tests
+// only.
 package dlqtest
 
 import (
@@ -72,14 +74,14 @@ func Quarantine(t testing.TB, q *queue.Queue, now time.Time, payload, reason str
 		reason = "permanent:too_large"
 	}
 	kind := reason[strings.Index(reason, ":")+1:]
-	err = q.Quarantine([]queue.QuarantineAt{{
+	err = q.Settle(queue.Settlement{Quarantines: []queue.QuarantineAt{{
 		Seq:          seq,
 		Failure:      queue.Failure{Kind: "permanent:" + kind, Text: "central refused the movement: " + kind},
 		Reason:       reason,
 		Charge:       true,
 		ConnState:    "online",
 		AgentVersion: "1.2.3-test",
-	}})
+	}}})
 	if err != nil {
 		t.Fatalf("quarantine %s: %v", key, err)
 	}
@@ -113,6 +115,36 @@ func State(t testing.TB, q *queue.Queue, key string) queue.State {
 		t.Fatalf("Get %s: %v", key, err)
 	}
 	return e.State
+}
+
+// Pending returns every pending movement, in sequence order, through the
+// queue's public reads (LookupSeqs, Get).
+func Pending(t testing.TB, q *queue.Queue) []*queue.Record {
+	t.Helper()
+	last, err := q.LastSeq()
+	if err != nil {
+		t.Fatalf("LastSeq: %v", err)
+	}
+	seqs := make([]uint64, last)
+	for i := range seqs {
+		seqs[i] = uint64(i) + 1
+	}
+	l, err := q.LookupSeqs(seqs)
+	if err != nil {
+		t.Fatalf("LookupSeqs: %v", err)
+	}
+	var out []*queue.Record
+	for _, s := range l.States {
+		if s.State != queue.Pending {
+			continue
+		}
+		e, err := q.Get(s.Key)
+		if err != nil || e.Record == nil {
+			t.Fatalf("Get pending seq %d: %v", s.Seq, err)
+		}
+		out = append(out, e.Record)
+	}
+	return out
 }
 
 // ReopenReadOnly closes q and opens its file read-only, as a CLI command

@@ -202,12 +202,6 @@ func (c *Cluster) StopNode(i int) {
 	}
 }
 
-// StartNode starts the stopped node i again with its ports and store.
-func (c *Cluster) StartNode(tb testing.TB, i int) {
-	tb.Helper()
-	c.startNode(tb, i)
-}
-
 // RestartNode stops node i and starts it again with its ports and store,
 // then waits until its copy of the stream has caught up.
 func (c *Cluster) RestartNode(tb testing.TB, i int) {
