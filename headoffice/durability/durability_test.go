@@ -146,7 +146,16 @@ func TestClusterWithAnR1Archive(t *testing.T) {
 	c := natstest.StartCluster(t, 3, withSystemUser())
 	urls := strings.Join(c.URLs(), ",")
 	createStreams(t, urls, 3, 1)
-	r := systemReport(t, urls)
+	// The cluster was provisioned with R3 streams, so the archive is scaled
+	// down: poll until every server reports it as updated (awaited: the
+	// servers' view of the archive's replicas), 30 s at most.
+	var r durability.Report
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		r = systemReport(t, urls)
+		if archiveReplicas(r) == 1 || time.Now().After(deadline) {
+			break
+		}
+	}
 	if r.ClusterSize != 3 || len(r.Servers) != 3 {
 		t.Fatalf("cluster size %d, %d servers answered; want 3 and 3", r.ClusterSize, len(r.Servers))
 	}
@@ -162,6 +171,18 @@ func TestClusterWithAnR1Archive(t *testing.T) {
 	if f.Severity != durability.Error || !strings.Contains(f.Detail, "R1 on a cluster of 3") || !strings.Contains(f.Fix, "--replicas 3") {
 		t.Errorf("%s: %+v, want an error with the fix", central.ArchiveStreamName, f)
 	}
+}
+
+// archiveReplicas is the largest replica count any server reports for the
+// archive, 0 when none reports it.
+func archiveReplicas(r durability.Report) int {
+	n := 0
+	for _, st := range r.Streams {
+		if st.Name == central.ArchiveStreamName {
+			n = max(n, st.Replicas)
+		}
+	}
+	return n
 }
 
 // TestNotTheSystemAccount: a user of another account gets an error, never a
