@@ -22,6 +22,7 @@ import (
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/control"
+	"github.com/rxedge/agent/internal/redact"
 	"github.com/rxedge/agent/retry"
 	"github.com/rxedge/agent/sync"
 )
@@ -339,7 +340,7 @@ func (c Config) Validate() (Options, error) {
 		u, err := url.Parse(s)
 		switch {
 		case err != nil || u.Host == "" || (u.Scheme != "nats" && u.Scheme != "tls"):
-			bad("nats.servers", "%q is not a server URL such as nats://central.example:4222", redactURL(s))
+			bad("nats.servers", "%q is not a server URL such as nats://central.example:4222", redact.URL(s))
 		case u.User != nil:
 			bad("nats.servers", "put credentials in nats.user/nats.password or nats.creds_file, not in the URL")
 		default:
@@ -541,13 +542,4 @@ func policy(errs *[]string, field string, c PolicyConfig, def retry.Policy) retr
 		}
 	}
 	return p
-}
-
-// redactURL drops credentials from a URL for an error message.
-func redactURL(s string) string {
-	if u, err := url.Parse(s); err == nil && u.User != nil {
-		u.User = nil
-		return u.String()
-	}
-	return s
 }

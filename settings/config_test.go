@@ -258,3 +258,22 @@ func TestSyncOptionsCarryTheSettings(t *testing.T) {
 		t.Fatalf("sync options = %+v", so)
 	}
 }
+
+// A server URL that does not parse is named in the error without the
+// credentials written into it.
+func TestBadServerURLHidesCredentials(t *testing.T) {
+	c := Config{StoreID: "S1", DataDir: t.TempDir()}
+	c.NATS.Servers = []string{"nats://u:hunter2@[bad", "tls://hunter3@h:port", "nats://u:hunter4/x@h:4222"}
+	_, err := c.Validate()
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, secret := range []string{"hunter2", "hunter3", "hunter4"} {
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("error echoes %s:\n%v", secret, err)
+		}
+	}
+	if !strings.Contains(err.Error(), `nats.servers: "nats://[bad" is not a server URL`) {
+		t.Errorf("error does not name the server:\n%v", err)
+	}
+}

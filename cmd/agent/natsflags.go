@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/internal/redact"
 )
 
 // natsFlags are how a CLI command (provision, remote) reaches a NATS
@@ -304,21 +304,7 @@ func (f *natsFlags) connect(name string) (*nats.Conn, error) {
 	}
 	nc, err := nats.Connect(s.servers.value, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s (from %s; %s): %w", redactServers(s.servers.value), s.servers.from, identity, err)
+		return nil, fmt.Errorf("connect to %s (from %s; %s): %w", redact.URLs(s.servers.value), s.servers.from, identity, err)
 	}
 	return nc, nil
-}
-
-// redactServers drops any credentials written into server URLs.
-func redactServers(list string) string {
-	parts := strings.Split(list, ",")
-	for i, p := range parts {
-		p = strings.TrimSpace(p)
-		if u, err := url.Parse(p); err == nil && u.User != nil {
-			u.User = nil
-			p = u.String()
-		}
-		parts[i] = p
-	}
-	return strings.Join(parts, ",")
 }
