@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/rxedge/agent/central"
-	"github.com/rxedge/agent/control"
+	"github.com/rxedge/agent/control/ingest"
 	"github.com/rxedge/agent/internal/redact"
 	"github.com/rxedge/agent/retry"
 	"github.com/rxedge/agent/sync"
@@ -260,9 +260,9 @@ type NATSOptions = sync.NATSOptions
 
 // Defaults.
 const (
-	DefaultIngestListen     = "127.0.0.1:8717"
-	DefaultMaxRequestBytes  = control.DefaultMaxRequestBytes
-	DefaultMaxMovementBytes = control.DefaultMaxMovementBytes
+	DefaultIngestListen     = ingest.DefaultListen
+	DefaultMaxRequestBytes  = ingest.DefaultMaxRequestBytes
+	DefaultMaxMovementBytes = ingest.DefaultMaxMovementBytes
 )
 
 // DataFile is the bbolt file in a data directory.
