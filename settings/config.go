@@ -63,7 +63,11 @@ type Config struct {
 
 	Metrics metrics.Config `yaml:"metrics"`
 
-	// Control says who may send this store remote commands.
+	// Remote says who may send this store remote commands.
+	Remote remote.Config `yaml:"remote"`
+	// Control is the former name of Remote, still read (with a warning).
+	//
+	// Deprecated: use Remote.
 	Control remote.Config `yaml:"control"`
 
 	Log logging.Config `yaml:"log"`
@@ -210,8 +214,8 @@ type Options struct {
 	MetricsListen string // "" = no metrics listener of its own
 	MetricsToken  string // "" = no token required
 
-	// OperatorKeys may sign remote commands: control.operator_keys and the
-	// keys of control.operators.
+	// OperatorKeys may sign remote commands: remote.operator_keys and the
+	// keys of remote.operators.
 	OperatorKeys []string
 	// OperatorNames names operator keys (key to name), for the audit
 	// journal.
@@ -219,6 +223,10 @@ type Options struct {
 
 	LogLevel  string
 	LogFormat string // LogJSON or LogText
+
+	// Warnings are about settings that still work but should change,
+	// such as a section under its former name. The agent logs them.
+	Warnings []string
 }
 
 // Log formats.
@@ -272,9 +280,11 @@ func (c Config) Validate() (Options, error) {
 	o.MetricsListen, o.MetricsToken, p = c.Metrics.Validate()
 	errs = append(errs, p...)
 
-	o.OperatorKeys, o.OperatorNames, p = c.Control.Validate("control")
+	rc, section, p := c.remote(&o)
 	errs = append(errs, p...)
-	o.AllowUnsignedReads = c.Control.AllowUnsignedReads
+	o.OperatorKeys, o.OperatorNames, p = rc.Validate(section)
+	errs = append(errs, p...)
+	o.AllowUnsignedReads = rc.AllowUnsignedReads
 
 	l, p := c.Log.Validate()
 	errs = append(errs, p...)
@@ -309,6 +319,33 @@ func dataDir(dir string, errs []string) (string, []string) {
 		return "", append(errs, "data_dir: "+err.Error())
 	}
 	return abs, errs
+}
+
+// RemoteSection is the remote: section, or the section under its former
+// name control: when only that is given.
+func (c Config) RemoteSection() remote.Config {
+	if c.formerRemote() {
+		return c.Control
+	}
+	return c.Remote
+}
+
+// formerRemote says that only the former name control: is given.
+func (c Config) formerRemote() bool {
+	return !reflect.ValueOf(c.Control).IsZero() && reflect.ValueOf(c.Remote).IsZero()
+}
+
+// remote is the remote: section and its name, or the section under its
+// former name control: with a warning in o. Both at once is a problem.
+func (c Config) remote(o *Options) (remote.Config, string, []string) {
+	switch {
+	case c.formerRemote():
+		o.Warnings = append(o.Warnings, "control: is deprecated: rename the section remote: (variables RXEDGE_REMOTE_*)")
+		return c.Control, "control", nil
+	case !reflect.ValueOf(c.Control).IsZero():
+		return c.Remote, "remote", []string{"control: is the former name of remote: give these settings once, under remote:"}
+	}
+	return c.Remote, "remote", nil
 }
 
 // syncOptions maps the nats: and sync: sections onto the sync engine's
