@@ -148,6 +148,12 @@ func setFromString(v reflect.Value, s string) error {
 		v.SetInt(int64(d))
 	case v.Kind() == reflect.String:
 		v.SetString(s)
+	case v.Kind() == reflect.Bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return errors.New("not true or false")
+		}
+		v.SetBool(b)
 	case v.Kind() == reflect.Int || v.Kind() == reflect.Int64:
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {

@@ -3,6 +3,7 @@ package settings
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -337,4 +338,24 @@ func TestRemoteSectionAndItsFormerName(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Every setting has its variable: true/false ones too.
+func TestEnvironmentSetsTrueOrFalse(t *testing.T) {
+	var c Config
+	env := map[string]string{"RXEDGE_REMOTE_ALLOW_UNSIGNED_READS": "true"}
+	if err := c.ApplyEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil || !c.Remote.AllowUnsignedReads {
+		t.Fatalf("RXEDGE_REMOTE_ALLOW_UNSIGNED_READS=true: %v, allow_unsigned_reads %v", err, c.Remote.AllowUnsignedReads)
+	}
+	env["RXEDGE_REMOTE_ALLOW_UNSIGNED_READS"] = "maybe"
+	err := c.ApplyEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err == nil || !strings.Contains(err.Error(), "RXEDGE_REMOTE_ALLOW_UNSIGNED_READS (remote.allow_unsigned_reads): not true or false") {
+		t.Fatalf("RXEDGE_REMOTE_ALLOW_UNSIGNED_READS=maybe: %v", err)
+	}
+	// Every setting's type can be read from a variable.
+	walkFields(reflect.ValueOf(&c).Elem(), "", func(path string, v reflect.Value) {
+		if err := setFromString(v, ""); err != nil && strings.Contains(err.Error(), "unsupported") {
+			t.Errorf("%s: %v", path, err)
+		}
+	})
 }
