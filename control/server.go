@@ -23,6 +23,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rxedge/agent/control/ingest"
 	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/metrics"
 	"github.com/rxedge/agent/queue"
@@ -73,8 +74,8 @@ type Options struct {
 
 // Defaults of Options.
 const (
-	DefaultMaxRequestBytes  = 4 << 20
-	DefaultMaxMovementBytes = 64 << 10
+	DefaultMaxRequestBytes  = ingest.DefaultMaxRequestBytes
+	DefaultMaxMovementBytes = ingest.DefaultMaxMovementBytes
 )
 
 // Server serves the local API.

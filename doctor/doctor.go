@@ -132,6 +132,8 @@ func Run(ctx context.Context, o Options) Report {
 	if err != nil {
 		first := strings.SplitN(err.Error(), "\n", 2)[0]
 		add(Check{Name: CheckConfig, Detail: err.Error(), Fix: fmt.Sprintf("edit %s: %s", o.ConfigPath, first)})
+	} else if len(opts.Warnings) > 0 {
+		add(Check{Name: CheckConfig, Warning: true, Detail: o.ConfigPath + " is valid: " + strings.Join(opts.Warnings, "; "), Fix: "edit " + o.ConfigPath + ": " + opts.Warnings[0]})
 	} else {
 		add(Check{Name: CheckConfig, OK: true, Detail: o.ConfigPath + " is valid"})
 	}

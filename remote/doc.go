@@ -16,9 +16,9 @@
 //     ask for a reply, and what JetStream reflects onto a subject a
 //     publisher chose (a PubAck, a direct get's answer) has none. Every
 //     command must be signed by an operator NKey listed in
-//     control.operator_keys, over the exact subject it arrived on, its
+//     remote.operator_keys, over the exact subject it arrived on, its
 //     store, command, arguments, expiry (see MaxLifetime and Skew) and a
-//     nonce never accepted before; control.allow_unsigned_reads (off by
+//     nonce never accepted before; remote.allow_unsigned_reads (off by
 //     default) lets status and dlq.list through unsigned.
 //   - A nonce is accepted at most once, across restarts: accepted nonces
 //     are kept in memory until their command expires, and every accepted

@@ -45,13 +45,13 @@ type Options struct {
 	DLQ     *dlq.Service
 	StoreID string
 	// OperatorKeys are the public keys (U…) allowed to sign commands
-	// (control.operator_keys).
+	// (remote.operator_keys).
 	OperatorKeys []string
 	// Status builds the status document (the same as `agent status --json`).
 	Status func() (*status.Status, error)
 	Logger *slog.Logger
 	// AllowUnsignedReads lets status and dlq.list through unsigned
-	// (control.allow_unsigned_reads). Default false: every command must
+	// (remote.allow_unsigned_reads). Default false: every command must
 	// be signed.
 	AllowUnsignedReads bool
 	// Clock is the agent's clock for expiries. Default time.Now.
@@ -282,7 +282,7 @@ func (r *Responder) authenticate(data []byte, subject, cmd, target string) (requ
 	if e.Key == "" && e.Sig == "" {
 		c.actor = ActorUnsigned
 		if !r.o.AllowUnsignedReads || !command.ReadOnly(cmd) {
-			return c, &refusal{command.CodeUnsigned, "unsigned", cmd + " must be signed by an operator key listed in control.operator_keys (agent remote … --nkey SEED_FILE)"}
+			return c, &refusal{command.CodeUnsigned, "unsigned", cmd + " must be signed by an operator key listed in remote.operator_keys (agent remote … --nkey SEED_FILE)"}
 		}
 		return c, wrongTarget()
 	}
@@ -290,7 +290,7 @@ func (r *Responder) authenticate(data []byte, subject, cmd, target string) (requ
 	case !nkeys.IsValidPublicUserKey(e.Key):
 		return c, &refusal{command.CodeMalformed, "malformed", "key is not an NKey user public key (U…)"}
 	case r.keys[e.Key] == nil:
-		return c, &refusal{command.CodeUnknownKey, "unknown key", "the key is not in this agent's control.operator_keys"}
+		return c, &refusal{command.CodeUnknownKey, "unknown key", "the key is not in this agent's remote.operator_keys"}
 	case e.Sig == "":
 		return c, &refusal{command.CodeUnsigned, "unsigned", "the envelope names a key but has no signature"}
 	}

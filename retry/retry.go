@@ -32,6 +32,21 @@ var (
 	Probe = Policy{BaseDelay: time.Second, MaxDelay: 5 * time.Minute}
 )
 
+// Or is p with each zero field taken from def: a configuration that sets
+// only max_attempts keeps the default delays.
+func (p Policy) Or(def Policy) Policy {
+	if p.MaxAttempts == 0 {
+		p.MaxAttempts = def.MaxAttempts
+	}
+	if p.BaseDelay == 0 {
+		p.BaseDelay = def.BaseDelay
+	}
+	if p.MaxDelay == 0 {
+		p.MaxDelay = def.MaxDelay
+	}
+	return p
+}
+
 // Validate reports every problem with the policy at once.
 func (p Policy) Validate() error {
 	var errs []error

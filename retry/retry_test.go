@@ -98,3 +98,19 @@ func ExamplePolicy_Delay() {
 	// 6 30s 15s
 	// 7 30s 15s
 }
+
+func TestOrTakesZeroFieldsFromTheDefault(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		p, want Policy
+	}{
+		{"zero", Policy{}, Controlled},
+		{"attempts only", Policy{MaxAttempts: 9}, Policy{MaxAttempts: 9, BaseDelay: Controlled.BaseDelay, MaxDelay: Controlled.MaxDelay}},
+		{"all set", Policy{MaxAttempts: 2, BaseDelay: time.Second, MaxDelay: time.Minute}, Policy{MaxAttempts: 2, BaseDelay: time.Second, MaxDelay: time.Minute}},
+		{"negative kept for Validate", Policy{MaxAttempts: -1}, Policy{MaxAttempts: -1, BaseDelay: Controlled.BaseDelay, MaxDelay: Controlled.MaxDelay}},
+	} {
+		if got := tt.p.Or(Controlled); got != tt.want {
+			t.Errorf("%s: got %+v, want %+v", tt.name, got, tt.want)
+		}
+	}
+}

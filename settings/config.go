@@ -8,20 +8,18 @@ package settings
 import (
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
-	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
-	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/rxedge/agent/central"
-	"github.com/rxedge/agent/control"
+	"github.com/rxedge/agent/control/ingest"
+	"github.com/rxedge/agent/internal/logging"
+	"github.com/rxedge/agent/metrics"
+	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/remote"
 	"github.com/rxedge/agent/retry"
 	"github.com/rxedge/agent/sync"
 )
@@ -31,17 +29,7 @@ type Config struct {
 	StoreID string `yaml:"store_id"`
 	DataDir string `yaml:"data_dir"`
 
-	Ingest struct {
-		Listen           string `yaml:"listen"`
-		Token            string `yaml:"token"`
-		TokenFile        string `yaml:"token_file"`
-		MaxRequestBytes  int64  `yaml:"max_request_bytes"`
-		MaxMovementBytes int64  `yaml:"max_movement_bytes"`
-		// AllowedHosts and AllowedOrigins open the ingest listener to
-		// requests naming another Host, or coming from a web page.
-		AllowedHosts   []string `yaml:"allowed_hosts"`
-		AllowedOrigins []string `yaml:"allowed_origins"`
-	} `yaml:"ingest"`
+	Ingest ingest.Config `yaml:"ingest"`
 
 	NATS struct {
 		Servers      []string      `yaml:"servers"`
@@ -71,29 +59,18 @@ type Config struct {
 		Ordinary   PolicyConfig `yaml:"ordinary"`
 	} `yaml:"retry"`
 
-	Retention struct {
-		SyncedKeys time.Duration `yaml:"synced_keys"`
-		Journal    time.Duration `yaml:"journal"`
-	} `yaml:"retention"`
+	Retention queue.Retention `yaml:"retention"`
 
-	Metrics struct {
-		Listen    string `yaml:"listen"`
-		Token     string `yaml:"token"`
-		TokenFile string `yaml:"token_file"`
-	} `yaml:"metrics"`
+	Metrics metrics.Config `yaml:"metrics"`
 
-	Control struct {
-		OperatorKeys []string `yaml:"operator_keys"`
-		// AllowUnsignedReads lets status and dlq.list through unsigned.
-		AllowUnsignedReads bool `yaml:"allow_unsigned_reads"`
-		// Operators names operators: name to NKey public key.
-		Operators map[string]string `yaml:"operators"`
-	} `yaml:"control"`
+	// Remote says who may send this store remote commands.
+	Remote remote.Config `yaml:"remote"`
+	// Control is the former name of Remote, still read (with a warning).
+	//
+	// Deprecated: use Remote.
+	Control remote.Config `yaml:"control"`
 
-	Log struct {
-		Level  string `yaml:"level"`
-		Format string `yaml:"format"`
-	} `yaml:"log"`
+	Log logging.Config `yaml:"log"`
 }
 
 // PolicyConfig is the retry policy of one class.
@@ -171,6 +148,12 @@ func setFromString(v reflect.Value, s string) error {
 		v.SetInt(int64(d))
 	case v.Kind() == reflect.String:
 		v.SetString(s)
+	case v.Kind() == reflect.Bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return errors.New("not true or false")
+		}
+		v.SetBool(b)
 	case v.Kind() == reflect.Int || v.Kind() == reflect.Int64:
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
@@ -237,8 +220,8 @@ type Options struct {
 	MetricsListen string // "" = no metrics listener of its own
 	MetricsToken  string // "" = no token required
 
-	// OperatorKeys may sign remote commands: control.operator_keys and the
-	// keys of control.operators.
+	// OperatorKeys may sign remote commands: remote.operator_keys and the
+	// keys of remote.operators.
 	OperatorKeys []string
 	// OperatorNames names operator keys (key to name), for the audit
 	// journal.
@@ -246,12 +229,16 @@ type Options struct {
 
 	LogLevel  string
 	LogFormat string // LogJSON or LogText
+
+	// Warnings are about settings that still work but should change,
+	// such as a section under its former name. The agent logs them.
+	Warnings []string
 }
 
 // Log formats.
 const (
-	LogJSON = "json"
-	LogText = "text"
+	LogJSON = logging.JSON
+	LogText = logging.Text
 )
 
 // NATSOptions is how the agent reaches central.
@@ -259,9 +246,9 @@ type NATSOptions = sync.NATSOptions
 
 // Defaults.
 const (
-	DefaultIngestListen     = "127.0.0.1:8717"
-	DefaultMaxRequestBytes  = control.DefaultMaxRequestBytes
-	DefaultMaxMovementBytes = control.DefaultMaxMovementBytes
+	DefaultIngestListen     = ingest.DefaultListen
+	DefaultMaxRequestBytes  = ingest.DefaultMaxRequestBytes
+	DefaultMaxMovementBytes = ingest.DefaultMaxMovementBytes
 )
 
 // DataFile is the bbolt file in a data directory.
@@ -270,188 +257,44 @@ func DataFile(dataDir string) string { return filepath.Join(dataDir, "agent.db")
 // SocketPath is the control socket in a data directory.
 func SocketPath(dataDir string) string { return filepath.Join(dataDir, "agent.sock") }
 
-var (
-	nkeyPattern  = regexp.MustCompile(`^U[A-Z2-7]{55}$`)
-	operatorName = regexp.MustCompile(`^[A-Za-z0-9._@-]{1,64}$`)
-)
-
 // Validate checks the configuration and fills in defaults. It reports
-// every problem at once, each naming its field.
+// every problem at once, each naming its field. Each section is checked
+// by the package that owns it; Validate maps the sections onto their
+// options and collects the problems.
 func (c Config) Validate() (Options, error) {
-	var errs []string
-	bad := func(field, format string, args ...any) {
-		errs = append(errs, field+": "+fmt.Sprintf(format, args...))
-	}
 	o := Options{StoreID: c.StoreID}
+	errs := checkStoreID(c.StoreID)
+	o.DataDir, errs = dataDir(c.DataDir, errs)
 
-	switch {
-	case c.StoreID == "":
-		bad("store_id", "is required (the store's id as central knows it, e.g. S0042; flag --store-id, variable RXEDGE_STORE_ID)")
-	case c.StoreID == central.FleetToken:
-		bad("store_id", "\"fleet\" is reserved (it named the fleet's control subject, rx.ctl.fleet.>)")
-	case !central.ValidStoreID(c.StoreID):
-		bad("store_id", "must be 1 to 32 letters, digits, '-' or '_' (it is part of NATS subjects)")
-	}
+	in, p := c.Ingest.Validate()
+	errs = append(errs, p...)
+	o.IngestListen, o.IngestToken, o.AllowedHosts, o.AllowedOrigins = in.Listen, in.Token, in.AllowedHosts, in.AllowedOrigins
+	o.MaxRequestBytes, o.MaxMovementBytes = in.MaxRequestBytes, in.MaxMovementBytes
 
-	if c.DataDir == "" {
-		bad("data_dir", "is required (flag --data-dir, variable RXEDGE_DATA_DIR)")
-	} else if abs, err := filepath.Abs(c.DataDir); err != nil {
-		bad("data_dir", "%v", err)
-	} else {
-		o.DataDir = abs
-	}
-
-	o.IngestListen = or(c.Ingest.Listen, DefaultIngestListen)
-	if o.IngestListen == "off" {
-		o.IngestListen = ""
-	} else if host, port, err := net.SplitHostPort(o.IngestListen); err != nil {
-		bad("ingest.listen", "must be host:port, e.g. %s, or \"off\"", DefaultIngestListen)
-	} else if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-		bad("ingest.listen", "the port is not a number")
-	} else if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) && c.Ingest.Token == "" && c.Ingest.TokenFile == "" {
-		bad("ingest.listen", "%s is not a loopback address: also set ingest.token_file so that only the store's software can submit", o.IngestListen)
-	}
-	o.IngestToken = token(bad, "ingest", c.Ingest.Token, c.Ingest.TokenFile)
-	o.MaxRequestBytes = positive(&errs, "ingest.max_request_bytes", c.Ingest.MaxRequestBytes, DefaultMaxRequestBytes)
-	o.MaxMovementBytes = positive(&errs, "ingest.max_movement_bytes", c.Ingest.MaxMovementBytes, DefaultMaxMovementBytes)
-	if o.MaxMovementBytes > o.MaxRequestBytes {
-		bad("ingest.max_movement_bytes", "must not exceed ingest.max_request_bytes")
-	}
-	for _, h := range c.Ingest.AllowedHosts {
-		if h == "" || strings.ContainsAny(h, ":/ ") {
-			bad("ingest.allowed_hosts", "%q is not a host name or IPv4 address (no scheme, no port)", h)
-			continue
-		}
-		o.AllowedHosts = append(o.AllowedHosts, h)
-	}
-	for _, org := range c.Ingest.AllowedOrigins {
-		if u, err := url.Parse(org); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
-			bad("ingest.allowed_origins", "%q is not an origin such as https://pos.example", org)
-			continue
-		}
-		o.AllowedOrigins = append(o.AllowedOrigins, strings.TrimSuffix(org, "/"))
-	}
-
-	n := c.NATS
-	o.NATS = NATSOptions{User: n.User, Password: n.Password, Token: n.Token, NKeySeedFile: n.NKeySeedFile, CredsFile: n.CredsFile,
-		CAFile: n.CAFile, CertFile: n.CertFile, KeyFile: n.KeyFile}
-	for _, s := range n.Servers {
-		u, err := url.Parse(s)
-		switch {
-		case err != nil || u.Host == "" || (u.Scheme != "nats" && u.Scheme != "tls"):
-			bad("nats.servers", "%q is not a server URL such as nats://central.example:4222", redactURL(s))
-		case u.User != nil:
-			bad("nats.servers", "put credentials in nats.user/nats.password or nats.creds_file, not in the URL")
-		default:
-			o.NATS.Servers = append(o.NATS.Servers, s)
-		}
-	}
-	auth := 0
-	for _, set := range []bool{n.User != "" || n.Password != "", n.Token != "", n.NKeySeedFile != "", n.CredsFile != ""} {
-		if set {
-			auth++
-		}
-	}
-	if auth > 1 {
-		bad("nats", "choose one way to authenticate: user and password, token, nkey_seed_file or creds_file")
-	}
-	if (n.User == "") != (n.Password == "") {
-		bad("nats.user", "user and password go together")
-	}
-	files := []struct{ field, path string }{
-		{"nats.nkey_seed_file", n.NKeySeedFile}, {"nats.creds_file", n.CredsFile},
-		{"nats.ca_file", n.CAFile}, {"nats.cert_file", n.CertFile}, {"nats.key_file", n.KeyFile},
-	}
-	for _, f := range files {
-		if f.path == "" {
-			continue
-		}
-		if _, err := os.Stat(f.path); err != nil {
-			bad(f.field, "%v", err)
-		}
-	}
-	if (n.CertFile == "") != (n.KeyFile == "") {
-		bad("nats.cert_file", "a client certificate needs both cert_file and key_file")
-	}
-	o.NATS.PingInterval = positive(&errs, "nats.ping_interval", n.PingInterval, sync.DefaultPingInterval)
-	// Not in the file: one second each suits every store.
-	o.NATS.ReconnectWait, o.NATS.ReconnectJitter = sync.DefaultReconnectWait, sync.DefaultReconnectJitter
-
-	s := c.Sync
-	o.MaxInFlight = positive(&errs, "sync.max_in_flight", s.MaxInFlight, sync.DefaultMaxInFlight)
-	o.AttemptTimeout = positive(&errs, "sync.attempt_timeout", s.AttemptTimeout, sync.DefaultAttemptTimeout)
-	o.BatchSize = positive(&errs, "sync.batch_size", s.BatchSize, sync.DefaultBatchSize)
-	if o.BatchSize > sync.MaxBatchSize {
-		bad("sync.batch_size", "must be at most %d (the server's atomic batch limit)", sync.MaxBatchSize)
-	}
-	o.BatchThreshold = positive(&errs, "sync.batch_threshold", s.BatchThreshold, sync.DefaultBatchThreshold)
-	o.ResumeJitter = positive(&errs, "sync.resume_jitter", s.ResumeJitter, sync.DefaultResumeJitter)
-	o.SystemicAfter = positive(&errs, "sync.systemic_after", s.SystemicAfter, sync.DefaultSystemicAfter)
-	o.HeartbeatInterval = positive(&errs, "sync.heartbeat_interval", s.HeartbeatInterval, sync.DefaultHeartbeatInterval)
+	so, p := c.syncOptions().Validate()
+	errs = append(errs, p...)
+	o.NATS, o.MaxInFlight, o.AttemptTimeout, o.BatchSize = so.NATS, so.MaxInFlight, so.AttemptTimeout, so.BatchSize
+	o.BatchThreshold, o.ResumeJitter, o.SystemicAfter, o.HeartbeatInterval = so.BatchThreshold, so.ResumeJitter, so.SystemicAfter, so.HeartbeatInterval
 
 	o.Controlled = policy(&errs, "retry.controlled", c.Retry.Controlled, retry.Controlled)
 	o.Ordinary = policy(&errs, "retry.ordinary", c.Retry.Ordinary, retry.Ordinary)
 
-	// Longer than central's dedupe horizon (central.DefaultHorizon, 35
-	// days): see DESIGN §5, "Horizon and the agent's memory".
-	o.SyncedHorizon = positive(&errs, "retention.synced_keys", c.Retention.SyncedKeys, 40*24*time.Hour)
-	o.JournalRetention = positive(&errs, "retention.journal", c.Retention.Journal, 730*24*time.Hour)
+	r, p := c.Retention.Validate()
+	errs = append(errs, p...)
+	o.SyncedHorizon, o.JournalRetention = r.SyncedKeys, r.Journal
 
-	if c.Metrics.Listen != "" && c.Metrics.Listen != "off" {
-		o.MetricsListen = c.Metrics.Listen
-		if host, port, err := net.SplitHostPort(o.MetricsListen); err != nil {
-			bad("metrics.listen", "must be host:port, e.g. 127.0.0.1:9717, or empty for none")
-		} else if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-			bad("metrics.listen", "the port is not a number")
-		} else if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) && c.Metrics.Token == "" && c.Metrics.TokenFile == "" {
-			bad("metrics.listen", "%s is not a loopback address: also set metrics.token_file so that only your Prometheus can scrape", o.MetricsListen)
-		}
-	}
-	o.MetricsToken = token(bad, "metrics", c.Metrics.Token, c.Metrics.TokenFile)
+	o.MetricsListen, o.MetricsToken, p = c.Metrics.Validate()
+	errs = append(errs, p...)
 
-	for _, k := range c.Control.OperatorKeys {
-		if !nkeyPattern.MatchString(k) {
-			bad("control.operator_keys", "%q is not an NKey user public key (56 characters starting with U)", k)
-			continue
-		}
-		o.OperatorKeys = append(o.OperatorKeys, k)
-	}
-	o.AllowUnsignedReads = c.Control.AllowUnsignedReads
-	names := make([]string, 0, len(c.Control.Operators))
-	for name := range c.Control.Operators {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		k := c.Control.Operators[name]
-		switch {
-		case !operatorName.MatchString(name):
-			bad("control.operators", "%q is not a name: letters, digits, '.', '-', '_' and '@', at most 64", name)
-		case !nkeyPattern.MatchString(k):
-			bad("control.operators."+name, "%q is not an NKey user public key (56 characters starting with U)", k)
-		case o.OperatorNames[k] != "":
-			bad("control.operators."+name, "the key is also named %q: one name per key", o.OperatorNames[k])
-		default:
-			if o.OperatorNames == nil {
-				o.OperatorNames = map[string]string{}
-			}
-			o.OperatorNames[k] = name
-			if !slices.Contains(o.OperatorKeys, k) {
-				o.OperatorKeys = append(o.OperatorKeys, k)
-			}
-		}
-	}
+	rc, section, p := c.remote(&o)
+	errs = append(errs, p...)
+	o.OperatorKeys, o.OperatorNames, p = rc.Validate(section)
+	errs = append(errs, p...)
+	o.AllowUnsignedReads = rc.AllowUnsignedReads
 
-	switch o.LogLevel = or(c.Log.Level, "info"); o.LogLevel {
-	case "debug", "info", "warn", "error":
-	default:
-		bad("log.level", "must be debug, info, warn or error")
-	}
-	switch o.LogFormat = or(c.Log.Format, LogJSON); o.LogFormat {
-	case LogJSON, LogText:
-	default:
-		bad("log.format", "must be json or text")
-	}
+	l, p := c.Log.Validate()
+	errs = append(errs, p...)
+	o.LogLevel, o.LogFormat = l.Level, l.Format
 
 	if len(errs) > 0 {
 		return o, &Error{Problems: errs}
@@ -459,30 +302,70 @@ func (c Config) Validate() (Options, error) {
 	return o, nil
 }
 
-// token reads the bearer token of a listener from its setting or its
-// file.
-func token(bad func(field, format string, args ...any), section, value, file string) string {
+// checkStoreID returns the problem with the store id, if any.
+func checkStoreID(id string) []string {
 	switch {
-	case value != "" && file != "":
-		bad(section+".token", "set %s.token or %s.token_file, not both", section, section)
-	case file != "":
-		b, err := os.ReadFile(file)
-		if err != nil {
-			bad(section+".token_file", "%v", err)
-			return ""
-		}
-		t := strings.TrimSpace(string(b))
-		if len(t) < 16 {
-			bad(section+".token_file", "the token in %s is shorter than 16 characters", file)
-		}
-		return t
-	case value != "":
-		if len(value) < 16 {
-			bad(section+".token", "is shorter than 16 characters")
-		}
-		return value
+	case id == "":
+		return []string{"store_id: is required (the store's id as central knows it, e.g. S0042; flag --store-id, variable RXEDGE_STORE_ID)"}
+	case id == central.FleetToken:
+		return []string{"store_id: \"fleet\" is reserved (it named the fleet's control subject, rx.ctl.fleet.>)"}
+	case !central.ValidStoreID(id):
+		return []string{"store_id: must be 1 to 32 letters, digits, '-' or '_' (it is part of NATS subjects)"}
 	}
-	return ""
+	return nil
+}
+
+// dataDir is the data directory made absolute, with errs and its problem.
+func dataDir(dir string, errs []string) (string, []string) {
+	if dir == "" {
+		return "", append(errs, "data_dir: is required (flag --data-dir, variable RXEDGE_DATA_DIR)")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", append(errs, "data_dir: "+err.Error())
+	}
+	return abs, errs
+}
+
+// RemoteSection is the remote: section, or the section under its former
+// name control: when only that is given.
+func (c Config) RemoteSection() remote.Config {
+	if c.formerRemote() {
+		return c.Control
+	}
+	return c.Remote
+}
+
+// formerRemote says that only the former name control: is given.
+func (c Config) formerRemote() bool {
+	return !reflect.ValueOf(c.Control).IsZero() && reflect.ValueOf(c.Remote).IsZero()
+}
+
+// remote is the remote: section and its name, or the section under its
+// former name control: with a warning in o. Both at once is a problem.
+func (c Config) remote(o *Options) (remote.Config, string, []string) {
+	switch {
+	case c.formerRemote():
+		o.Warnings = append(o.Warnings, "control: is deprecated: rename the section remote: (variables RXEDGE_REMOTE_*)")
+		return c.Control, "control", nil
+	case !reflect.ValueOf(c.Control).IsZero():
+		return c.Remote, "remote", []string{"control: is the former name of remote: give these settings once, under remote:"}
+	}
+	return c.Remote, "remote", nil
+}
+
+// syncOptions maps the nats: and sync: sections onto the sync engine's
+// options.
+func (c Config) syncOptions() sync.Options {
+	n, s := c.NATS, c.Sync
+	return sync.Options{
+		NATS: NATSOptions{Servers: n.Servers, User: n.User, Password: n.Password, Token: n.Token, NKeySeedFile: n.NKeySeedFile,
+			CredsFile: n.CredsFile, CAFile: n.CAFile, CertFile: n.CertFile, KeyFile: n.KeyFile, PingInterval: n.PingInterval,
+			// Not in the file: one second each suits every store.
+			ReconnectWait: sync.DefaultReconnectWait, ReconnectJitter: sync.DefaultReconnectJitter},
+		MaxInFlight: s.MaxInFlight, AttemptTimeout: s.AttemptTimeout, BatchSize: s.BatchSize, BatchThreshold: s.BatchThreshold,
+		ResumeJitter: s.ResumeJitter, SystemicAfter: s.SystemicAfter, HeartbeatInterval: s.HeartbeatInterval,
+	}
 }
 
 // Sync is the options of the sync engine.
@@ -507,47 +390,12 @@ func (e *Error) Error() string {
 	return "invalid configuration:\n  " + strings.Join(e.Problems, "\n  ")
 }
 
-func or(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
-func positive[T int | int64 | time.Duration](errs *[]string, field string, v, def T) T {
-	switch {
-	case v == 0:
-		return def
-	case v < 0:
-		*errs = append(*errs, fmt.Sprintf("%s: must be positive (got %v)", field, v))
-	}
-	return v
-}
-
 func policy(errs *[]string, field string, c PolicyConfig, def retry.Policy) retry.Policy {
-	p := def
-	if c.MaxAttempts != 0 {
-		p.MaxAttempts = c.MaxAttempts
-	}
-	if c.BaseDelay != 0 {
-		p.BaseDelay = c.BaseDelay
-	}
-	if c.MaxDelay != 0 {
-		p.MaxDelay = c.MaxDelay
-	}
+	p := retry.Policy(c).Or(def)
 	if err := p.Validate(); err != nil {
 		for _, line := range strings.Split(err.Error(), "\n") {
 			*errs = append(*errs, field+"."+line)
 		}
 	}
 	return p
-}
-
-// redactURL drops credentials from a URL for an error message.
-func redactURL(s string) string {
-	if u, err := url.Parse(s); err == nil && u.User != nil {
-		u.User = nil
-		return u.String()
-	}
-	return s
 }

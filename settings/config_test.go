@@ -3,6 +3,7 @@ package settings
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +25,9 @@ func TestExampleConfigLoadsAndDocumentsEverySetting(t *testing.T) {
 		if !strings.Contains(text, leaf+":") {
 			t.Errorf("setting %s is not in %s", p, path)
 		}
+	}
+	if c.Remote.Operators == nil || len(c.Control.Operators) != 0 {
+		t.Errorf("example does not use the section remote:")
 	}
 	// The example names a token file that does not exist here.
 	c.Ingest.TokenFile = ""
@@ -257,4 +261,101 @@ func TestSyncOptionsCarryTheSettings(t *testing.T) {
 		so.NATS.ReconnectJitter != sync.DefaultReconnectJitter || so.Controlled != o.Controlled {
 		t.Fatalf("sync options = %+v", so)
 	}
+}
+
+// A server URL that does not parse is named in the error without the
+// credentials written into it.
+func TestBadServerURLHidesCredentials(t *testing.T) {
+	c := Config{StoreID: "S1", DataDir: t.TempDir()}
+	c.NATS.Servers = []string{"nats://u:hunter2@[bad", "tls://hunter3@h:port", "nats://u:hunter4/x@h:4222"}
+	_, err := c.Validate()
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, secret := range []string{"hunter2", "hunter3", "hunter4"} {
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("error echoes %s:\n%v", secret, err)
+		}
+	}
+	if !strings.Contains(err.Error(), `nats.servers: "nats://[bad" is not a server URL`) {
+		t.Errorf("error does not name the server:\n%v", err)
+	}
+}
+
+// The section remote: was named control:. The former name still works,
+// with a warning naming the new one; both at once is a problem.
+func TestRemoteSectionAndItsFormerName(t *testing.T) {
+	const k1 = "UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4"
+	dir := t.TempDir()
+	load := func(t *testing.T, yaml string, env map[string]string) (Options, error) {
+		t.Helper()
+		path := filepath.Join(dir, "agent.yaml")
+		if err := os.WriteFile(path, []byte("store_id: S1\ndata_dir: "+dir+"\n"+yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c, err := LoadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.ApplyEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
+			t.Fatal(err)
+		}
+		return c.Validate()
+	}
+	for _, tt := range []struct {
+		name    string
+		yaml    string
+		env     map[string]string
+		warning bool
+		problem string
+	}{
+		{name: "remote", yaml: "remote:\n  operators: {alice: " + k1 + "}\n  allow_unsigned_reads: true\n"},
+		{name: "remote from the environment", yaml: "remote:\n  allow_unsigned_reads: true\n", env: map[string]string{"RXEDGE_REMOTE_OPERATORS": "alice=" + k1}},
+		{name: "former name", yaml: "control:\n  operators: {alice: " + k1 + "}\n  allow_unsigned_reads: true\n", warning: true},
+		{name: "former name from the environment", yaml: "control:\n  allow_unsigned_reads: true\n", env: map[string]string{"RXEDGE_CONTROL_OPERATORS": "alice=" + k1}, warning: true},
+		{name: "both", yaml: "remote:\n  operators: {alice: " + k1 + "}\ncontrol:\n  operator_keys: [" + k1 + "]\n",
+			problem: "control: is the former name of remote: give these settings once, under remote:"},
+		{name: "both, one from the environment", yaml: "remote:\n  operators: {alice: " + k1 + "}\n", env: map[string]string{"RXEDGE_CONTROL_OPERATOR_KEYS": k1},
+			problem: "control: is the former name of remote"},
+		{name: "problems name the section given", yaml: "remote:\n  operator_keys: [nope]\n", problem: `remote.operator_keys: "nope" is not an NKey`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			o, err := load(t, tt.yaml, tt.env)
+			if tt.problem != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.problem) {
+					t.Fatalf("got %v, want a problem %q", err, tt.problem)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.OperatorNames[k1] != "alice" || len(o.OperatorKeys) != 1 || !o.AllowUnsignedReads {
+				t.Errorf("keys %v, names %v, unsigned reads %v", o.OperatorKeys, o.OperatorNames, o.AllowUnsignedReads)
+			}
+			if got := strings.Join(o.Warnings, "\n"); tt.warning != strings.Contains(got, "rename the section remote:") {
+				t.Errorf("warnings %q, want one naming remote: %v", o.Warnings, tt.warning)
+			}
+		})
+	}
+}
+
+// Every setting has its variable: true/false ones too.
+func TestEnvironmentSetsTrueOrFalse(t *testing.T) {
+	var c Config
+	env := map[string]string{"RXEDGE_REMOTE_ALLOW_UNSIGNED_READS": "true"}
+	if err := c.ApplyEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil || !c.Remote.AllowUnsignedReads {
+		t.Fatalf("RXEDGE_REMOTE_ALLOW_UNSIGNED_READS=true: %v, allow_unsigned_reads %v", err, c.Remote.AllowUnsignedReads)
+	}
+	env["RXEDGE_REMOTE_ALLOW_UNSIGNED_READS"] = "maybe"
+	err := c.ApplyEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err == nil || !strings.Contains(err.Error(), "RXEDGE_REMOTE_ALLOW_UNSIGNED_READS (remote.allow_unsigned_reads): not true or false") {
+		t.Fatalf("RXEDGE_REMOTE_ALLOW_UNSIGNED_READS=maybe: %v", err)
+	}
+	// Every setting's type can be read from a variable.
+	walkFields(reflect.ValueOf(&c).Elem(), "", func(path string, v reflect.Value) {
+		if err := setFromString(v, ""); err != nil && strings.Contains(err.Error(), "unsupported") {
+			t.Errorf("%s: %v", path, err)
+		}
+	})
 }

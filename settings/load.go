@@ -78,15 +78,7 @@ func decodeNode(n *yaml.Node, v reflect.Value, path string, problems *[]string) 
 		*problems = append(*problems, fmt.Sprintf("line %d: %s: want a mapping of settings, got %s", n.Line, where, got(n, path)))
 		return
 	}
-	fields := map[string]int{}
-	var known []string
-	for i := 0; i < v.NumField(); i++ {
-		tag := strings.Split(v.Type().Field(i).Tag.Get("yaml"), ",")[0]
-		if tag != "" && tag != "-" {
-			fields[tag] = i
-			known = append(known, tag)
-		}
-	}
+	fields, known := yamlFields(v.Type())
 	seen := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
@@ -114,6 +106,21 @@ func decodeNode(n *yaml.Node, v reflect.Value, path string, problems *[]string) 
 		}
 		decodeNode(val, v.Field(idx), full, problems)
 	}
+}
+
+// yamlFields maps the YAML keys of struct type t to its fields' indexes,
+// and lists the keys in order.
+func yamlFields(t reflect.Type) (map[string]int, []string) {
+	fields := map[string]int{}
+	var known []string
+	for i := 0; i < t.NumField(); i++ {
+		tag := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]
+		if tag != "" && tag != "-" {
+			fields[tag] = i
+			known = append(known, tag)
+		}
+	}
+	return fields, known
 }
 
 // want names the type a setting takes.

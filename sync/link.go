@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rxedge/agent/internal/redact"
 	"github.com/rxedge/agent/metrics"
 	"github.com/rxedge/agent/status"
 )
@@ -32,8 +33,8 @@ type link struct {
 	cancel context.CancelFunc
 }
 
-// redactURL is a server URL without credentials (an unparsable one is
-// left out rather than risk showing them).
+// redactURL is a server URL without credentials, with the scheme nats://
+// when it has none.
 func redactURL(s string) string {
 	if s == "" {
 		return ""
@@ -41,12 +42,7 @@ func redactURL(s string) string {
 	if !strings.Contains(s, "://") {
 		s = "nats://" + s
 	}
-	u, err := url.Parse(s)
-	if err != nil {
-		return ""
-	}
-	u.User = nil
-	return u.String()
+	return redact.URL(s)
 }
 
 // serverOf is the configured server an error is about, without

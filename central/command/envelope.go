@@ -30,7 +30,7 @@ const Prefix = "rx.ctl."
 func Subject(store, cmd string) string { return Prefix + store + "." + cmd }
 
 // ReadOnly reports whether cmd only reads, and so may come unsigned when
-// the agent allows unsigned reads (control.allow_unsigned_reads).
+// the agent allows unsigned reads (remote.allow_unsigned_reads).
 func ReadOnly(cmd string) bool { return cmd == CmdStatus || cmd == CmdDLQList }
 
 // Time limits of a signed command.
@@ -173,7 +173,7 @@ func LoadSigner(path string) (*Signer, error) {
 }
 
 // PublicKey is the operator's public key, as listed in the agents'
-// control.operator_keys.
+// remote.operator_keys.
 func (s *Signer) PublicKey() string { return s.pub }
 
 // Sign signs e: it sets a new UUIDv7 nonce, the expiry now+validFor (at

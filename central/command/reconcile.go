@@ -6,7 +6,7 @@ import (
 
 // CmdReconcile asks a store what it holds for sequences that central's
 // archive lacks (see package reconcile). It only reads, but must be
-// signed: it is not one of the reads control.allow_unsigned_reads lets
+// signed: it is not one of the reads remote.allow_unsigned_reads lets
 // through.
 const CmdReconcile = "reconcile"
 

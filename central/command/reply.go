@@ -21,7 +21,7 @@ type Reply struct {
 // Codes of a failed Reply. The refusals (Refused) are journalled.
 const (
 	CodeUnsigned     = "unsigned"      // a command that changes the store came unsigned
-	CodeUnknownKey   = "unknown_key"   // signed by a key not in control.operator_keys
+	CodeUnknownKey   = "unknown_key"   // signed by a key not in remote.operator_keys
 	CodeBadSignature = "bad_signature" // the signature does not verify
 	CodeExpired      = "expired"       // expired, or expiring too far ahead
 	CodeReplayed     = "replayed"      // its nonce was accepted before

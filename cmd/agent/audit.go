@@ -32,7 +32,7 @@ or a remote operator), when, why and which keys. Events are kept 730 days by
 default (retention.journal).
 
 Remote operators appear as remote:<name> (<key>) when the configuration
-names them (control.operators). The table abbreviates keys; --json prints
+names them (remote.operators). The table abbreviates keys; --json prints
 them in full.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -146,15 +146,16 @@ func oneLine(s string) string {
 // journal: remote:<operator key>, or remote:unsigned.
 var remoteActorPrefix = strings.TrimSuffix(remote.ActorUnsigned, "unsigned")
 
-// operatorNames maps operator keys to the names control.operators gives
+// operatorNames maps operator keys to the names remote.operators gives
 // them in the configuration, when one can be read.
 func operatorNames(loc *location) map[string]string {
 	c, _, err := loc.loadConfig()
-	if err != nil || len(c.Control.Operators) == 0 {
+	ops := c.RemoteSection().Operators
+	if err != nil || len(ops) == 0 {
 		return nil
 	}
-	names := make(map[string]string, len(c.Control.Operators))
-	for name, key := range c.Control.Operators {
+	names := make(map[string]string, len(ops))
+	for name, key := range ops {
 		names[key] = name
 	}
 	return names

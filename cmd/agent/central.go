@@ -78,7 +78,7 @@ its own: give it --js-api-prefix rx.audit.api. and --partitions N (it may
 not list the streams; with --partitions, RX_ARCHIVE and RX_ARCHIVE_0 … _N-1
 are read, those that exist). Without --partitions the streams are listed
 and every archive is read. The reconcile command is signed with --nkey (an operator
-seed whose public key the stores list in control.operator_keys); --no-ask
+seed whose public key the stores list in remote.operator_keys); --no-ask
 reads only, and every missing sequence is then unexplained.
 
 The table lists only stores with something to say, then a total line and

@@ -1,19 +1,16 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/pflag"
 
-	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/headoffice/natsconn"
+	"github.com/rxedge/agent/internal/redact"
 )
 
 // natsFlags are how a CLI command (provision, remote) reaches a NATS
@@ -63,187 +60,40 @@ type natsSettings struct {
 	servers, user, password, token, nkeySeed, creds, ca, cert, key, inbox setting
 }
 
-// natsLayer is one source of settings: the flags, the environment, or a
-// context.
-type natsLayer struct {
-	name string // for messages: "flags", "environment", `context "prod" (path)`
-	// from names where each field came from in this layer.
-	from                                                                  func(field string) string
-	servers, user, password, token, nkeySeed, creds, ca, cert, key, inbox string
-}
-
-// setting is the value of field in l, with where it came from when set.
-func (l *natsLayer) setting(field, v string) setting {
-	if v == "" {
-		return setting{}
-	}
-	return setting{v, l.from(field)}
-}
-
-// natsContext is a nats CLI context file: the fields the agent reads.
-type natsContext struct {
-	URL         string `json:"url"`
-	User        string `json:"user"`
-	Password    string `json:"password"`
-	Token       string `json:"token"`
-	Creds       string `json:"creds"`
-	NKey        string `json:"nkey"`
-	Cert        string `json:"cert"`
-	Key         string `json:"key"`
-	CA          string `json:"ca"`
-	InboxPrefix string `json:"inbox_prefix"`
-	NSC         string `json:"nsc"`
-}
-
-// natsConfigDir is the nats CLI's configuration directory: under
-// XDG_CONFIG_HOME, else ~/.config, as the nats CLI finds it.
-func natsConfigDir(getenv func(string) string) (string, error) {
-	if p := getenv("XDG_CONFIG_HOME"); p != "" {
-		return filepath.Join(p, "nats"), nil
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(home, ".config", "nats"), nil
-}
-
-// contextLayer loads the context named by --context, NATS_CONTEXT or the
-// nats CLI's selection (context.txt); nil when none is named or selected.
-func (f *natsFlags) contextLayer(getenv func(string) string) (*natsLayer, error) {
-	name, how := f.context, "--context"
-	if name == "" {
-		name, how = getenv("NATS_CONTEXT"), "NATS_CONTEXT"
-	}
-	dir, err := natsConfigDir(getenv)
-	if err != nil {
-		if name == "" {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("nats context %q (%s): cannot find the nats configuration directory: %w", name, how, err)
-	}
-	if name == "" {
-		b, err := os.ReadFile(filepath.Join(dir, "context.txt"))
-		if err != nil {
-			return nil, nil // no selected context: not an error
-		}
-		name, how = strings.TrimSpace(string(b)), "selected in "+filepath.Join(dir, "context.txt")
-		if name == "" {
-			return nil, nil
-		}
-	}
-	if strings.ContainsAny(name, `/\`) || strings.Contains(name, "..") {
-		return nil, usageError("nats context %q (%s) is not a context name", name, how)
-	}
-	path := filepath.Join(dir, "context", name+".json")
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, usageError("nats context %q (%s) does not exist: no file %s (list them with `nats context ls`)", name, how, path)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("nats context %q (%s): %w", name, how, err)
-	}
-	var c natsContext
-	if err := json.Unmarshal(b, &c); err != nil {
-		return nil, fmt.Errorf("nats context %q: %s is not a context file: %w", name, path, err)
-	}
-	label := fmt.Sprintf("context %q (%s)", name, path)
-	if c.NSC != "" && c.URL == "" && c.Creds == "" {
-		return nil, fmt.Errorf("%s takes its server and credentials from nsc, which agent commands do not run: give --server and --creds", label)
-	}
-	return &natsLayer{
-		name: label, from: func(string) string { return label },
-		servers: c.URL, user: c.User, password: c.Password, token: c.Token, nkeySeed: c.NKey, creds: c.Creds,
-		ca: c.CA, cert: c.Cert, key: c.Key, inbox: c.InboxPrefix,
-	}, nil
-}
+// flagName is the flag of each setting.
+var flagName = map[string]string{natsconn.FieldServers: "--server", natsconn.FieldUser: "--user", natsconn.FieldPassword: "--password",
+	natsconn.FieldToken: "--token", natsconn.FieldNKeySeed: "--nkey-seed", natsconn.FieldCreds: "--creds", natsconn.FieldCA: "--ca",
+	natsconn.FieldCert: "--cert", natsconn.FieldKey: "--key", natsconn.FieldInbox: "--inbox-prefix"}
 
 // resolve merges the flags, the environment and a context: flags win over
-// the environment, the environment over the context. The credentials
-// (user and password, token, nkey seed or creds) come as one from the
-// first source that names an identity; only the password may come from a
-// source above it (--password or NATS_PASSWORD for a context's user).
+// the environment, the environment over the context (natsconn.Resolve).
 func (f *natsFlags) resolve() (natsSettings, error) {
 	getenv := f.getenv
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	flagName := map[string]string{"servers": "--server", "user": "--user", "password": "--password", "token": "--token",
-		"nkey_seed": "--nkey-seed", "creds": "--creds", "ca": "--ca", "cert": "--cert", "key": "--key", "inbox": "--inbox-prefix"}
-	envName := map[string]string{"servers": "NATS_URL", "user": "NATS_USER", "password": "NATS_PASSWORD", "token": "NATS_TOKEN",
-		"nkey_seed": "NATS_NKEY", "creds": "NATS_CREDS", "ca": "NATS_CA", "cert": "NATS_CERT", "key": "NATS_KEY", "inbox": "NATS_INBOX_PREFIX"}
-	password, passwordVar := getenv("NATS_PASSWORD"), "NATS_PASSWORD"
-	if password == "" {
-		password, passwordVar = getenv("RXEDGE_NATS_PASSWORD"), "RXEDGE_NATS_PASSWORD"
+	flags := &natsconn.Layer{
+		Values: natsconn.Values{Servers: f.server, User: f.user, Password: f.password, Token: f.token, NKeySeed: f.nkeySeed,
+			Creds: f.creds, CA: f.ca, Cert: f.cert, Key: f.key, Inbox: f.inboxPrefix},
+		From: func(field string) string { return flagName[field] },
 	}
-	layers := []*natsLayer{
-		{name: "flags", from: func(field string) string { return flagName[field] },
-			servers: f.server, user: f.user, password: f.password, token: f.token, nkeySeed: f.nkeySeed, creds: f.creds,
-			ca: f.ca, cert: f.cert, key: f.key, inbox: f.inboxPrefix},
-		{name: "environment", from: func(field string) string {
-			if field == "password" {
-				return passwordVar
-			}
-			return envName[field]
-		},
-			servers: getenv("NATS_URL"), user: getenv("NATS_USER"), password: password, token: getenv("NATS_TOKEN"),
-			nkeySeed: getenv("NATS_NKEY"), creds: getenv("NATS_CREDS"), ca: getenv("NATS_CA"), cert: getenv("NATS_CERT"),
-			key: getenv("NATS_KEY"), inbox: getenv("NATS_INBOX_PREFIX")},
+	layers := []*natsconn.Layer{flags, natsconn.Environment(getenv)}
+	ctx, err := natsconn.Context(f.context, "--context", getenv)
+	if ctx != nil {
+		layers = append(layers, ctx)
 	}
-	ctxLayer, err := f.contextLayer(getenv)
-	if err != nil {
+	var s natsconn.Settings
+	if err == nil {
+		s, err = natsconn.Resolve(layers...)
+	}
+	if errors.Is(err, natsconn.ErrSetting) {
+		return natsSettings{}, usageError("%v", err)
+	} else if err != nil {
 		return natsSettings{}, err
 	}
-	if ctxLayer != nil {
-		layers = append(layers, ctxLayer)
-	}
-
-	var s natsSettings
-	first := func(field string, get func(l *natsLayer) string) setting {
-		for _, l := range layers {
-			if v := get(l); v != "" {
-				return setting{v, l.from(field)}
-			}
-		}
-		return setting{}
-	}
-	s.servers = first("servers", func(l *natsLayer) string { return l.servers })
-	s.ca = first("ca", func(l *natsLayer) string { return l.ca })
-	s.cert = first("cert", func(l *natsLayer) string { return l.cert })
-	s.key = first("key", func(l *natsLayer) string { return l.key })
-	s.inbox = first("inbox", func(l *natsLayer) string { return l.inbox })
-	for i, l := range layers {
-		var named []string
-		for _, id := range []struct{ field, v string }{{"user", l.user}, {"token", l.token}, {"nkey_seed", l.nkeySeed}, {"creds", l.creds}} {
-			if id.v != "" {
-				named = append(named, l.from(id.field))
-			}
-		}
-		if len(named) == 0 {
-			continue
-		}
-		if len(named) > 1 {
-			return s, usageError("choose one way to authenticate: %s are all set", strings.Join(named, ", "))
-		}
-		s.user = l.setting("user", l.user)
-		s.token = l.setting("token", l.token)
-		s.nkeySeed = l.setting("nkey_seed", l.nkeySeed)
-		s.creds = l.setting("creds", l.creds)
-		if l.user != "" {
-			// The environment's password serves a user of any source.
-			for _, above := range layers[:max(i+1, 2)] {
-				if above.password != "" {
-					s.password = setting{above.password, above.from("password")}
-					break
-				}
-			}
-		}
-		break
-	}
-	if s.inbox.value == "" && s.user.value != "" {
-		s.inbox = setting{central.InboxPrefix(s.user.value), "the user (" + s.user.from + ")"}
-	}
-	return s, nil
+	c := func(s natsconn.Setting) setting { return setting{s.Value, s.From} }
+	return natsSettings{servers: c(s.Servers), user: c(s.User), password: c(s.Password), token: c(s.Token), nkeySeed: c(s.NKeySeed),
+		creds: c(s.Creds), ca: c(s.CA), cert: c(s.Cert), key: c(s.Key), inbox: c(s.Inbox)}, nil
 }
 
 // asUser is f with its identity replaced by user and password: the
@@ -304,21 +154,7 @@ func (f *natsFlags) connect(name string) (*nats.Conn, error) {
 	}
 	nc, err := nats.Connect(s.servers.value, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s (from %s; %s): %w", redactServers(s.servers.value), s.servers.from, identity, err)
+		return nil, fmt.Errorf("connect to %s (from %s; %s): %w", redact.URLs(s.servers.value), s.servers.from, identity, err)
 	}
 	return nc, nil
-}
-
-// redactServers drops any credentials written into server URLs.
-func redactServers(list string) string {
-	parts := strings.Split(list, ",")
-	for i, p := range parts {
-		p = strings.TrimSpace(p)
-		if u, err := url.Parse(p); err == nil && u.User != nil {
-			u.User = nil
-			p = u.String()
-		}
-		parts[i] = p
-	}
-	return strings.Join(parts, ",")
 }

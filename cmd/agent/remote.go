@@ -41,7 +41,7 @@ server grants that identity: with --user it is _INBOX_<user> unless
 
 Every command to a store (status, list, redrive) is signed with the
 operator's NKey seed (--nkey FILE, a user seed SU…); the store applies it
-only when the public key is in its control.operator_keys, and records it
+only when the public key is in its remote.operator_keys, and records it
 in its audit journal with that key as the actor. A signed command is valid for
 --valid-for (at most 5m) and is applied at most once; the store's clock
 must agree with yours within 30s.`,
@@ -321,7 +321,7 @@ func newRemoteListCmd(s *streams) *cobra.Command {
 const remoteRedriveLong = `Send a store's quarantined movements again, attempts reset, like
 ` + "`agent dlq redrive`" + ` on the store. The command is signed with the operator seed
 in --nkey; the store applies it once, only if the public key is in its
-control.operator_keys, and records it in its audit journal with
+remote.operator_keys, and records it in its audit journal with
 remote:<public key> as the actor and --reason-text as the reason.
 
 --spread DUR spreads the due times over DUR (at most 24h). --dry-run lists

@@ -58,7 +58,7 @@ func startLiveAgent(t *testing.T, hubURL string, operatorKeys ...string) *liveAg
 	c.Sync.HeartbeatInterval = 200 * time.Millisecond
 	c.Retry.Ordinary = settings.PolicyConfig{MaxAttempts: 5, BaseDelay: 20 * time.Millisecond, MaxDelay: 100 * time.Millisecond}
 	c.Retry.Controlled = settings.PolicyConfig{MaxAttempts: 7, BaseDelay: 20 * time.Millisecond, MaxDelay: 100 * time.Millisecond}
-	c.Control.OperatorKeys = operatorKeys
+	c.Remote.OperatorKeys = operatorKeys
 	c.Log.Level = "debug"
 	opts, err := c.Validate()
 	if err != nil {

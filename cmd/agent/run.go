@@ -65,6 +65,9 @@ Flags win over RXEDGE_* environment variables, which win over the file.`,
 				for _, p := range readableByOthers(files) {
 					log.Warn("READABLE_BY_OTHERS", "path", p, "fix", "chmod o-rwx "+p)
 				}
+				for _, w := range opts.Warnings {
+					log.Warn("DEPRECATED_SETTING", "warning", w)
+				}
 				return daemon.Run(ctx, opts, log, daemon.Hooks{})
 			})
 		},

@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,6 +27,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/internal/redact"
 )
 
 // Severity of a finding.
@@ -215,7 +215,7 @@ func getJSON(ctx context.Context, client *http.Client, u string, timeout time.Du
 	if err != nil {
 		return fmt.Errorf("durability: %w", err)
 	}
-	shown := redact(u)
+	shown := redact.URL(u)
 	resp, err := client.Do(req)
 	if err != nil {
 		return fmt.Errorf("durability: %s: %w", shown, errors.Unwrap(err))
@@ -228,16 +228,6 @@ func getJSON(ctx context.Context, client *http.Client, u string, timeout time.Du
 		return fmt.Errorf("durability: %s: %w", shown, err)
 	}
 	return nil
-}
-
-// redact drops credentials from a URL.
-func redact(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "(monitoring URL)"
-	}
-	u.User = nil
-	return u.String()
 }
 
 // fromJSZ takes a server's answer apart.

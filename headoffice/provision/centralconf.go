@@ -280,7 +280,7 @@ accounts {
       # An operator: sends signed control commands to stores, reads the
       # fleet view and watches heartbeats. Reads no movements. Every
       # command must also be signed with an operator NKey listed in the
-      # store's control.operator_keys: this grant alone cannot change or
+      # store's remote.operator_keys: this grant alone cannot change or
       # read a store.
       {
         user: ops
