@@ -3,6 +3,7 @@ package remote
 import (
 	"encoding/json"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,7 +29,12 @@ func TestRefusalFloodIsBounded(t *testing.T) {
 	forger, _ := nkeys.CreateUser()
 	forgerPub, _ := forger.PublicKey()
 	now := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
-	r := New(Options{Queue: q, StoreID: "S0001", OperatorKeys: []string{opPub}, Clock: func() time.Time { return now }})
+	// The responder's own flush timer may fire (on the real clock) while
+	// the loop advances the agent's: the clock is read atomically.
+	var clock atomic.Int64
+	clock.Store(now.UnixNano())
+	r := New(Options{Queue: q, StoreID: "S0001", OperatorKeys: []string{opPub},
+		Clock: func() time.Time { return time.Unix(0, clock.Load()).UTC() }})
 	defer r.Close()
 
 	forged := [][]byte{
@@ -41,6 +47,7 @@ func TestRefusalFloodIsBounded(t *testing.T) {
 	const hours = 3
 	sent := 0
 	for end := now.Add(hours * time.Hour); now.Before(end); now = now.Add(step) {
+		clock.Store(now.UnixNano())
 		rep := r.serve(forged[sent%len(forged)], "rx.ctl.S0001.status", command.CmdStatus)
 		if rep.OK {
 			t.Fatalf("a forged command was accepted: %+v", rep)
