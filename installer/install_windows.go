@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -18,6 +20,9 @@ import (
 type osHost struct{}
 
 func (osHost) preflight(p *Plan) error {
+	if p.PackagedService {
+		return checkPackagedService(p)
+	}
 	if err := checkFreshInstall(p); err != nil {
 		return err
 	}
@@ -56,6 +61,12 @@ func (osHost) applyPerm(path string, pm Perm) error {
 // cannot express: three restart actions and the service SID type.
 func (osHost) register(ctx context.Context, p *Plan) error {
 	name := p.Paths.ServiceName
+	if p.PackagedService {
+		if err := configureService(name, p.Windows); err != nil {
+			return fmt.Errorf("installer: configure %s: %w", name, err)
+		}
+		return nil
+	}
 	s, err := service.New(control{}, p.ServiceConfig())
 	if err != nil {
 		return fmt.Errorf("installer: register %s: %w", name, err)
@@ -90,6 +101,36 @@ func configureService(name string, ws *WindowsService) error {
 	}
 	if err := s.SetRecoveryActions(actions, uint32(ws.ResetPeriod/time.Second)); err != nil {
 		return fmt.Errorf("set recovery actions: %w", err)
+	}
+	return nil
+}
+
+// checkPackagedService checks that the MSI registered the service install
+// is to prepare, with this executable.
+func checkPackagedService(p *Plan) error {
+	if p.GOOS != runtime.GOOS {
+		return fmt.Errorf("installer: the plan is for %s; run `"+Command()+" install` on that system", p.GOOS)
+	}
+	if err := requireAdmin(); err != nil {
+		return err
+	}
+	m, err := mgr.Connect()
+	if err != nil {
+		return fmt.Errorf("installer: connect to the service control manager: %w", err)
+	}
+	defer m.Disconnect()
+	s, err := m.OpenService(p.Paths.ServiceName)
+	if err != nil {
+		return fmt.Errorf("installer: --msi: the service %s is not registered (%w); install the MSI, or leave --msi out", p.Paths.ServiceName, err)
+	}
+	defer s.Close()
+	c, err := s.Config()
+	if err != nil {
+		return fmt.Errorf("installer: read the service %s: %w", p.Paths.ServiceName, err)
+	}
+	args, err := windows.DecomposeCommandLine(c.BinaryPathName)
+	if err != nil || len(args) == 0 || !strings.EqualFold(args[0], p.Executable) {
+		return fmt.Errorf("installer: --msi: the service %s runs %q, not %s", p.Paths.ServiceName, c.BinaryPathName, p.Executable)
 	}
 	return nil
 }
