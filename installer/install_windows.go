@@ -95,6 +95,14 @@ func configureService(name string, ws *WindowsService) error {
 	if err := windows.ChangeServiceConfig2(s.Handle, windows.SERVICE_CONFIG_SERVICE_SID_INFO, (*byte)(unsafe.Pointer(&sidType))); err != nil {
 		return fmt.Errorf("set service SID type: %w", err)
 	}
+	if ws.DelayedAutoStart {
+		// kardianos sets it when it registers; an MSI's ServiceInstall
+		// table cannot, so it is set here for both.
+		info := windows.SERVICE_DELAYED_AUTO_START_INFO{IsDelayedAutoStartUp: 1}
+		if err := windows.ChangeServiceConfig2(s.Handle, windows.SERVICE_CONFIG_DELAYED_AUTO_START_INFO, (*byte)(unsafe.Pointer(&info))); err != nil {
+			return fmt.Errorf("set delayed automatic start: %w", err)
+		}
+	}
 	actions := make([]mgr.RecoveryAction, len(ws.Recovery))
 	for i, d := range ws.Recovery {
 		actions[i] = mgr.RecoveryAction{Type: mgr.ServiceRestart, Delay: d}
@@ -124,15 +132,32 @@ func checkPackagedService(p *Plan) error {
 		return fmt.Errorf("installer: --msi: the service %s is not registered (%w); install the MSI, or leave --msi out", p.Paths.ServiceName, err)
 	}
 	defer s.Close()
-	c, err := s.Config()
+	image, err := imagePath(s.Handle)
 	if err != nil {
 		return fmt.Errorf("installer: read the service %s: %w", p.Paths.ServiceName, err)
 	}
-	args, err := windows.DecomposeCommandLine(c.BinaryPathName)
+	args, err := windows.DecomposeCommandLine(image)
 	if err != nil || len(args) == 0 || !strings.EqualFold(args[0], p.Executable) {
-		return fmt.Errorf("installer: --msi: the service %s runs %q, not %s", p.Paths.ServiceName, c.BinaryPathName, p.Executable)
+		return fmt.Errorf("installer: --msi: the service %s runs %q, not %s", p.Paths.ServiceName, image, p.Executable)
 	}
 	return nil
+}
+
+// imagePath reads a service's command line with QueryServiceConfig alone
+// (mgr's Config also queries optional settings, any of which may fail).
+func imagePath(h windows.Handle) (string, error) {
+	n := uint32(1024)
+	for {
+		b := make([]byte, n)
+		c := (*windows.QUERY_SERVICE_CONFIG)(unsafe.Pointer(&b[0]))
+		err := windows.QueryServiceConfig(h, c, n, &n)
+		if err == nil {
+			return windows.UTF16PtrToString(c.BinaryPathName), nil
+		}
+		if !errors.Is(err, windows.ERROR_INSUFFICIENT_BUFFER) || n <= uint32(len(b)) {
+			return "", err
+		}
+	}
 }
 
 func supported() error { return nil }
