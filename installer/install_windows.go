@@ -140,6 +140,9 @@ func checkPackagedService(p *Plan) error {
 	if err != nil || len(args) == 0 || !strings.EqualFold(args[0], p.Executable) {
 		return fmt.Errorf("installer: --msi: the service %s runs %q, not %s", p.Paths.ServiceName, image, p.Executable)
 	}
+	if !strings.EqualFold(strings.Join(args[1:], "\x00"), strings.Join(p.Args, "\x00")) {
+		return fmt.Errorf("installer: --msi: the service %s runs %q, not with the arguments %q this install prepares", p.Paths.ServiceName, image, p.Args)
+	}
 	return nil
 }
 

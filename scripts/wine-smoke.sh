@@ -158,6 +158,15 @@ agent dlq list --json --data-dir "$agent_dir" >"$work/dlq.json"
 [[ $(jq .matched "$work/dlq.json") == 0 ]] || { cat "$work/dlq.json"; die "dlq list: quarantined movements"; }
 log "dlq list through the control pipe: empty"
 
+# A second agent for the same data directory: bbolt's lock (LockFileEx)
+# refuses it before it touches the pipe, and the first one goes on.
+rc=0
+out=$(timeout 120 "$wine" "$exe" run --store-id "$store" --data-dir "$agent_dir" --ingest off 2>&1) || rc=$?
+((rc != 0)) || die "a second agent on the same data directory started"
+[[ $out == *"already running"* ]] || die "second agent: exit $rc without the already-running message: $out"
+curl -fsS -o /dev/null "http://127.0.0.1:$ingest_port/healthz" || die "the first agent stopped answering after the second was refused"
+log "a second agent on the same data directory: refused (exit $rc, already running)"
+
 movements 50 1000 >"$work/enqueue.jsonl"
 out=$(agent enqueue -f "$(winpath "$work/enqueue.jsonl")" --data-dir "$agent_dir")
 [[ $out == *"accepted 50, duplicates 0, rejected 0"* ]] || die "enqueue: $out"
