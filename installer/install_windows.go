@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"strings"
 	"time"
 	"unsafe"
 
@@ -136,14 +135,7 @@ func checkPackagedService(p *Plan) error {
 	if err != nil {
 		return fmt.Errorf("installer: read the service %s: %w", p.Paths.ServiceName, err)
 	}
-	args, err := windows.DecomposeCommandLine(image)
-	if err != nil || len(args) == 0 || !strings.EqualFold(args[0], p.Executable) {
-		return fmt.Errorf("installer: --msi: the service %s runs %q, not %s", p.Paths.ServiceName, image, p.Executable)
-	}
-	if !strings.EqualFold(strings.Join(args[1:], "\x00"), strings.Join(p.Args, "\x00")) {
-		return fmt.Errorf("installer: --msi: the service %s runs %q, not with the arguments %q this install prepares", p.Paths.ServiceName, image, p.Args)
-	}
-	return nil
+	return checkPackagedImage(image, p)
 }
 
 // imagePath reads a service's command line with QueryServiceConfig alone

@@ -62,6 +62,9 @@ if (-not (Test-Path $exe)) { Fail "$exe missing" }
 $svc = Get-CimInstance Win32_Service -Filter "Name='rxedge-agent'"
 if ($svc.StartName -ne "NT SERVICE\rxedge-agent") { Fail "service account $($svc.StartName)" }
 if ($svc.PathName -notlike '"*rxedge-agent.exe" run --config "*agent.yaml"') { Fail "image path $($svc.PathName) (unquoted?)" }
+$reg = Get-ItemProperty HKLM:\SYSTEM\CurrentControlSet\Services\rxedge-agent
+if ($reg.DelayedAutostart -ne 1) { Fail "delayed automatic start not set" }
+if (-not (Test-Path HKLM:\SYSTEM\CurrentControlSet\Services\EventLog\Application\rxedge-agent)) { Fail "no Event Log source" }
 $qf = (sc.exe qfailure rxedge-agent) -join "`n"
 if ($qf -notmatch "RESTART") { Fail "no restart recovery actions:`n$qf" }
 $acl = (Get-Acl (Join-Path $base "data")).Access | ForEach-Object { $_.IdentityReference.Value }
