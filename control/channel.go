@@ -3,8 +3,13 @@ package control
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"strings"
 )
+
+// ErrPipeSquatted is returned (on Windows) when the control pipe is owned
+// by an account that cannot be the agent's: nothing was sent to it.
+var ErrPipeSquatted = errors.New("control: the control pipe is held by a process that is not the agent (another account created it under the agent's name): nothing was sent to it; find and stop that process, then start the agent")
 
 // The control channel is how the CLI reaches a running agent: a unix
 // socket file in the data directory on Linux, a named pipe on Windows.
@@ -47,10 +52,18 @@ const (
 // further instances. Nobody else may open it: an unprivileged user, or an
 // administrator whose token is not elevated, is refused by Windows before
 // the agent sees a byte, like the 0600 socket on Linux. An owner that is
-// empty, LocalSystem or not a SID string adds nothing.
+// LocalSystem or Administrators adds no entry; one that is empty or not a
+// SID string adds nothing at all.
+//
+// A valid owner is also made the pipe's owner (O:), rather than whatever
+// the token's default owner is, so a client can tell the agent's pipe from
+// one another account created under its name (TrustedPipeOwner).
 func PipeSDDL(owner string) string {
-	sddl := "D:P(A;;GA;;;" + sidSystem + ")(A;;GA;;;" + sidAdministrators + ")"
-	if validSID(owner) && owner != "S-1-5-18" && owner != "S-1-5-32-544" {
+	if !validSID(owner) {
+		return "D:P(A;;GA;;;" + sidSystem + ")(A;;GA;;;" + sidAdministrators + ")"
+	}
+	sddl := "O:" + owner + "D:P(A;;GA;;;" + sidSystem + ")(A;;GA;;;" + sidAdministrators + ")"
+	if owner != "S-1-5-18" && owner != "S-1-5-32-544" {
 		sddl += "(A;;GA;;;" + owner + ")"
 	}
 	return sddl
@@ -69,4 +82,23 @@ func validSID(s string) bool {
 		}
 	}
 	return len(parts) >= 2
+}
+
+// TrustedPipeOwner reports whether a control pipe owned by the SID owner
+// can be the agent's, for a client running as self: pipes the service
+// creates are owned by LocalSystem, the Administrators group or a service
+// SID (S-1-5-80-…), and a foreground `agent run` by its own user. Any
+// other owner is a process that took the pipe's name before the agent
+// (which any local user can do while the agent is stopped), and the client
+// must send it nothing: commands carry movements and operators' reasons.
+func TrustedPipeOwner(owner, self string) bool {
+	switch {
+	case owner == "":
+		return false
+	case owner == "S-1-5-18", owner == "S-1-5-32-544":
+		return true
+	case strings.HasPrefix(owner, "S-1-5-80-") && validSID(owner):
+		return true
+	}
+	return owner == self && validSID(self)
 }

@@ -13,10 +13,10 @@ func TestPipeSDDL(t *testing.T) {
 		name, owner, want string
 	}{
 		{"no owner", "", base},
-		{"LocalSystem adds nothing", "S-1-5-18", base},
-		{"Administrators adds nothing", "S-1-5-32-544", base},
-		{"the service's virtual account", service, base + "(A;;GA;;;" + service + ")"},
-		{"a foreground user", "S-1-5-21-1004336348-1177238915-682003330-1001", base + "(A;;GA;;;S-1-5-21-1004336348-1177238915-682003330-1001)"},
+		{"LocalSystem adds no entry", "S-1-5-18", "O:S-1-5-18" + base},
+		{"Administrators adds no entry", "S-1-5-32-544", "O:S-1-5-32-544" + base},
+		{"the service's virtual account", service, "O:" + service + base + "(A;;GA;;;" + service + ")"},
+		{"a foreground user", "S-1-5-21-1004336348-1177238915-682003330-1001", "O:S-1-5-21-1004336348-1177238915-682003330-1001" + base + "(A;;GA;;;S-1-5-21-1004336348-1177238915-682003330-1001)"},
 		{"an alias is not a SID", "WD", base},
 		{"an ACE spliced into the SID", "S-1-5-21-1)(A;;GA;;;WD", base},
 		{"an SDDL string", "D:(A;;GA;;;WD)", base},
@@ -32,7 +32,7 @@ func TestPipeSDDL(t *testing.T) {
 			// Whatever the owner, the DACL is protected (nothing inherited)
 			// and never grants Everyone, Users, Authenticated Users,
 			// anonymous or network logons.
-			if !strings.HasPrefix(got, "D:P(") {
+			if _, dacl, _ := strings.Cut(got, "D:"); !strings.HasPrefix(dacl, "P(") {
 				t.Errorf("PipeSDDL(%q) = %q: DACL is not protected", tc.owner, got)
 			}
 			for _, bad := range []string{";WD)", ";BU)", ";AU)", ";AN)", ";NU)", ";IU)"} {
@@ -87,5 +87,31 @@ func TestPipeName(t *testing.T) {
 		if strings.ContainsAny(got[len(PipePrefix):], ` \/:`) {
 			t.Errorf("PipeName(%q) = %q carries path characters", other, got)
 		}
+	}
+}
+
+func TestTrustedPipeOwner(t *testing.T) {
+	const self = "S-1-5-21-1004336348-1177238915-682003330-1001"
+	for _, tc := range []struct {
+		name, owner string
+		want        bool
+	}{
+		{"LocalSystem", "S-1-5-18", true},
+		{"Administrators", "S-1-5-32-544", true},
+		{"the service's SID", "S-1-5-80-1235733905-4259525939-1509107125-1929003510-981884878", true},
+		{"this user (a foreground agent)", self, true},
+		{"another user", "S-1-5-21-1004336348-1177238915-682003330-1002", false},
+		{"Users", "S-1-5-32-545", false},
+		{"Everyone", "S-1-1-0", false},
+		{"LocalService", "S-1-5-19", false},
+		{"a bad service SID", "S-1-5-80-x", false},
+		{"empty", "", false},
+	} {
+		if got := TrustedPipeOwner(tc.owner, self); got != tc.want {
+			t.Errorf("%s: TrustedPipeOwner(%q) = %v, want %v", tc.name, tc.owner, got, tc.want)
+		}
+	}
+	if TrustedPipeOwner("", "") {
+		t.Error("TrustedPipeOwner of empty owner and self = true")
 	}
 }

@@ -57,10 +57,40 @@ func processSID() (string, error) {
 // dialEndpoint connects to the control pipe at endpoint. A pipe that does
 // not exist is reported like a refused socket connection, so callers
 // treat both systems alike.
+//
+// The pipe's owner is checked before anything is sent (TrustedPipeOwner):
+// a pipe another user created under the agent's name is refused.
 func dialEndpoint(ctx context.Context, endpoint string) (net.Conn, error) {
 	c, err := winio.DialPipeContext(ctx, endpoint)
 	if err != nil {
 		return nil, &net.OpError{Op: "dial", Net: "pipe", Err: err}
 	}
+	if err := checkOwner(c); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("control pipe %s: %w", endpoint, err)
+	}
 	return c, nil
+}
+
+func checkOwner(c net.Conn) error {
+	f, ok := c.(interface{ Fd() uintptr })
+	if !ok {
+		return fmt.Errorf("read the pipe's owner: no handle")
+	}
+	sd, err := windows.GetSecurityInfo(windows.Handle(f.Fd()), windows.SE_KERNEL_OBJECT, windows.OWNER_SECURITY_INFORMATION)
+	if err != nil {
+		return fmt.Errorf("read the pipe's owner: %w", err)
+	}
+	owner, _, err := sd.Owner()
+	if err != nil || owner == nil {
+		return fmt.Errorf("read the pipe's owner: %v", err)
+	}
+	self, err := processSID()
+	if err != nil {
+		return fmt.Errorf("read this process's account: %w", err)
+	}
+	if !TrustedPipeOwner(owner.String(), self) {
+		return fmt.Errorf("%w (owner %s)", ErrPipeSquatted, owner.String())
+	}
+	return nil
 }
