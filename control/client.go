@@ -33,13 +33,12 @@ type Client struct {
 // ActorHeader carries who runs a CLI command, for the audit journal.
 const ActorHeader = "Rx-Actor"
 
-// Dial returns a client for the agent listening on the control socket at
-// path. It does not connect; see Ping.
-func Dial(path string) *Client {
+// Dial returns a client for the agent listening on the control channel at
+// endpoint (from Endpoint). It does not connect; see Ping.
+func Dial(endpoint string) *Client {
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", path)
+			return dialEndpoint(ctx, endpoint)
 		},
 		MaxIdleConns:    4,
 		IdleConnTimeout: 30 * time.Second,

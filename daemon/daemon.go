@@ -107,7 +107,7 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 		})
 	}
 
-	ctlLn, err := listenControl(settings.SocketPath(opts.DataDir))
+	ctlLn, err := control.Listen(settings.SocketPath(opts.DataDir))
 	if err != nil {
 		return err
 	}
@@ -211,22 +211,6 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 	}
 	log.Info("STOPPED", "store", opts.StoreID)
 	return err
-}
-
-// listenControl listens on the control socket, readable and writable only
-// by the agent's own user (and administrators).
-func listenControl(path string) (net.Listener, error) {
-	// The data file's lock is held, so a socket file left here is stale.
-	os.Remove(path)
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		return nil, fmt.Errorf("control socket %s: %w", path, err)
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("control socket %s: %w", path, err)
-	}
-	return ln, nil
 }
 
 // prune drops synced keys and journal events past their horizons, in

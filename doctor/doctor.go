@@ -23,7 +23,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -32,6 +31,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/installer"
 	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/status"
 	"github.com/rxedge/agent/sync"
@@ -158,17 +158,15 @@ func Run(ctx context.Context, o Options) Report {
 // local user and that the data directory exists.
 func files(o Options) Check {
 	c := Check{Name: CheckFiles, OK: true}
-	var open []string
-	if runtime.GOOS != "windows" { // install sets ACLs there
-		for _, p := range []string{o.ConfigPath, o.Config.Ingest.TokenFile} {
-			if fi, err := os.Stat(p); p != "" && err == nil && fi.Mode().Perm()&0o004 != 0 {
-				open = append(open, p)
-			}
-		}
-	}
-	if len(open) > 0 {
+	// On Windows the DACL is read: install sets a protected one, but a
+	// config copied in by hand inherits %ProgramData%'s (Users may read).
+	if open := installer.ReadableByOthers(o.ConfigPath, o.Config.Ingest.TokenFile); len(open) > 0 {
 		c.OK, c.Detail = false, strings.Join(open, ", ")+" readable by every local user"
-		c.Fix = "chmod o-rwx " + strings.Join(open, " ")
+		fixes := make([]string, len(open))
+		for i, p := range open {
+			fixes[i] = installer.PrivateFix(p)
+		}
+		c.Fix = strings.Join(fixes, "; ")
 		return c
 	}
 	if fi, err := os.Stat(o.Config.DataDir); o.Config.DataDir != "" && (err != nil || !fi.IsDir()) {

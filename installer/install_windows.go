@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"time"
 	"unsafe"
 
@@ -18,6 +19,9 @@ import (
 type osHost struct{}
 
 func (osHost) preflight(p *Plan) error {
+	if p.PackagedService {
+		return checkPackagedService(p)
+	}
 	if err := checkFreshInstall(p); err != nil {
 		return err
 	}
@@ -56,6 +60,12 @@ func (osHost) applyPerm(path string, pm Perm) error {
 // cannot express: three restart actions and the service SID type.
 func (osHost) register(ctx context.Context, p *Plan) error {
 	name := p.Paths.ServiceName
+	if p.PackagedService {
+		if err := configureService(name, p.Windows); err != nil {
+			return fmt.Errorf("installer: configure %s: %w", name, err)
+		}
+		return nil
+	}
 	s, err := service.New(control{}, p.ServiceConfig())
 	if err != nil {
 		return fmt.Errorf("installer: register %s: %w", name, err)
@@ -84,6 +94,14 @@ func configureService(name string, ws *WindowsService) error {
 	if err := windows.ChangeServiceConfig2(s.Handle, windows.SERVICE_CONFIG_SERVICE_SID_INFO, (*byte)(unsafe.Pointer(&sidType))); err != nil {
 		return fmt.Errorf("set service SID type: %w", err)
 	}
+	if ws.DelayedAutoStart {
+		// kardianos sets it when it registers; an MSI's ServiceInstall
+		// table cannot, so it is set here for both.
+		info := windows.SERVICE_DELAYED_AUTO_START_INFO{IsDelayedAutoStartUp: 1}
+		if err := windows.ChangeServiceConfig2(s.Handle, windows.SERVICE_CONFIG_DELAYED_AUTO_START_INFO, (*byte)(unsafe.Pointer(&info))); err != nil {
+			return fmt.Errorf("set delayed automatic start: %w", err)
+		}
+	}
 	actions := make([]mgr.RecoveryAction, len(ws.Recovery))
 	for i, d := range ws.Recovery {
 		actions[i] = mgr.RecoveryAction{Type: mgr.ServiceRestart, Delay: d}
@@ -92,6 +110,49 @@ func configureService(name string, ws *WindowsService) error {
 		return fmt.Errorf("set recovery actions: %w", err)
 	}
 	return nil
+}
+
+// checkPackagedService checks that the MSI registered the service install
+// is to prepare, with this executable.
+func checkPackagedService(p *Plan) error {
+	if p.GOOS != runtime.GOOS {
+		return fmt.Errorf("installer: the plan is for %s; run `"+Command()+" install` on that system", p.GOOS)
+	}
+	if err := requireAdmin(); err != nil {
+		return err
+	}
+	m, err := mgr.Connect()
+	if err != nil {
+		return fmt.Errorf("installer: connect to the service control manager: %w", err)
+	}
+	defer m.Disconnect()
+	s, err := m.OpenService(p.Paths.ServiceName)
+	if err != nil {
+		return fmt.Errorf("installer: --msi: the service %s is not registered (%w); install the MSI, or leave --msi out", p.Paths.ServiceName, err)
+	}
+	defer s.Close()
+	image, err := imagePath(s.Handle)
+	if err != nil {
+		return fmt.Errorf("installer: read the service %s: %w", p.Paths.ServiceName, err)
+	}
+	return checkPackagedImage(image, p)
+}
+
+// imagePath reads a service's command line with QueryServiceConfig alone
+// (mgr's Config also queries optional settings, any of which may fail).
+func imagePath(h windows.Handle) (string, error) {
+	n := uint32(1024)
+	for {
+		b := make([]byte, n)
+		c := (*windows.QUERY_SERVICE_CONFIG)(unsafe.Pointer(&b[0]))
+		err := windows.QueryServiceConfig(h, c, n, &n)
+		if err == nil {
+			return windows.UTF16PtrToString(c.BinaryPathName), nil
+		}
+		if !errors.Is(err, windows.ERROR_INSUFFICIENT_BUFFER) || n <= uint32(len(b)) {
+			return "", err
+		}
+	}
 }
 
 func supported() error { return nil }

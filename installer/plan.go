@@ -65,6 +65,13 @@ type Spec struct {
 	// FindPackagedUnit), or "". Install then writes no unit of its own: it
 	// prepares the user, directories, token and config for that unit.
 	PackagedUnit string
+	// PackagedService: on Windows, the Windows Installer package
+	// (packaging/windows/rxedge-agent.wxs) registered the service, its
+	// account, start type and Event Log source from its tables. Install
+	// then prepares the directories, token and config, and sets what those
+	// tables cannot express (recovery actions, service SID type), without
+	// registering the service again.
+	PackagedService bool
 }
 
 // Perm is who may use a file or directory: a mode and owner on Linux, a
@@ -137,6 +144,9 @@ type Plan struct {
 	// PackagedUnit: the package's unit runs the service; Unit is not
 	// written and the service is not registered again.
 	PackagedUnit string
+	// PackagedService: the MSI registered the service (Windows); see
+	// Spec.PackagedService.
+	PackagedService bool
 	// Check, when set, validates a config file as the agent's run would
 	// (settings validation). Install calls it on a new config before
 	// putting it in place, and on a kept one, before registering the
@@ -209,6 +219,12 @@ func Prepare(spec Spec) (*Plan, error) {
 		prepareWindows(p)
 	} else if err := prepareLinux(p); err != nil {
 		return nil, err
+	}
+	if spec.PackagedService {
+		if goos != "windows" {
+			return nil, fmt.Errorf("installer: a service registered by a Windows Installer package exists on windows only; on %s leave --msi out", goos)
+		}
+		p.PackagedService = true
 	}
 	if goos == "linux" && spec.PackagedUnit != "" {
 		p.PackagedUnit, p.Unit = spec.PackagedUnit, nil

@@ -57,6 +57,7 @@ func TestRenderGolden(t *testing.T) {
 	}{
 		{"linux", linuxSpec()},
 		{"windows", windowsSpec()},
+		{"windows_msi", func() Spec { s := windowsSpec(); s.PackagedService = true; return s }()},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -84,6 +85,34 @@ func TestRenderGolden(t *testing.T) {
 				t.Error("render is not deterministic")
 			}
 		})
+	}
+}
+
+// TestPackagedService checks that a plan for a service the MSI registered
+// registers nothing but still sets what the MSI's tables cannot express,
+// and that only Windows has one.
+func TestPackagedService(t *testing.T) {
+	s := windowsSpec()
+	s.PackagedService = true
+	var buf bytes.Buffer
+	if err := mustPrepare(t, s).Render(&buf); err != nil {
+		t.Fatal(err)
+	}
+	got := buf.String()
+	for _, want := range []string{"the Windows Installer package registered", "Set the recovery actions", "Set the service SID type", `C:\ProgramData\RxEdge\data`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("MSI plan lacks %q:\n%s", want, got)
+		}
+	}
+	for _, bad := range []string{"Register the service", "Register the Event Log source"} {
+		if strings.Contains(got, bad) {
+			t.Errorf("MSI plan says %q, but the MSI registers that:\n%s", bad, got)
+		}
+	}
+	l := linuxSpec()
+	l.PackagedService = true
+	if _, err := Prepare(l); err == nil || !strings.Contains(err.Error(), "--msi") {
+		t.Errorf("Prepare(linux, PackagedService) = %v, want an error naming --msi", err)
 	}
 }
 

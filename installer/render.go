@@ -30,7 +30,7 @@ func (p *Plan) Render(w io.Writer) error {
 		fmt.Fprintf(r.w, "\nLogs: JSON on stderr, collected by journald: journalctl -u %s\n", ps.ServiceName)
 	}
 	if p.Windows != nil {
-		r.windowsSteps(ps, p.Windows)
+		r.windowsSteps(ps, p.Windows, p.PackagedService)
 	}
 	fmt.Fprintf(r.w, "Then start it with: agent start\n")
 	fmt.Fprintf(r.w, "Uninstall (agent uninstall) removes the service only; %s, %s and %s are kept.\n", ps.ConfigFile, ps.TokenFile, ps.DataDir)
@@ -100,7 +100,11 @@ func (r *renderer) summary(p *Plan) {
 func (r *renderer) filesSteps(p *Plan) {
 	ps := p.Paths
 	if r.windows {
-		r.step("Check that the process is elevated (run as Administrator) and %s is not installed yet.", ps.ServiceName)
+		if p.PackagedService {
+			r.step("Check that the process is elevated (run as Administrator) and the Windows Installer package registered %s with this executable.", ps.ServiceName)
+		} else {
+			r.step("Check that the process is elevated (run as Administrator) and %s is not installed yet.", ps.ServiceName)
+		}
 	} else {
 		r.step("Check that the process runs as root, systemd manages this machine and %s is not installed yet.", ps.ServiceName)
 	}
@@ -119,19 +123,25 @@ func (r *renderer) filesSteps(p *Plan) {
 	r.block(p.Config.Path, string(p.Config.Content))
 }
 
-// windowsSteps register the service with the service control manager.
-func (r *renderer) windowsSteps(ps Paths, ws *WindowsService) {
-	r.step("Register the service %s with the service control manager:", ps.ServiceName)
-	r.detail("image path:   %s", ws.BinaryPath)
-	r.detail("display name: %s", ps.DisplayName)
-	r.detail("description:  %s", ps.Description)
-	r.detail("account:      %s (no password)", ws.Account)
-	start := ws.StartType
-	if ws.DelayedAutoStart {
-		start += ", delayed start"
+// windowsSteps register the service with the service control manager, or
+// (packaged) use the one the Windows Installer package registered, and set
+// what neither kardianos nor the package's tables can.
+func (r *renderer) windowsSteps(ps Paths, ws *WindowsService, packaged bool) {
+	if packaged {
+		r.step("Use the service %s the Windows Installer package registered (account %s, %s start, Event Log source %s); it is not registered again.", ps.ServiceName, ws.Account, ws.StartType, ws.EventSource)
+	} else {
+		r.step("Register the service %s with the service control manager:", ps.ServiceName)
+		r.detail("image path:   %s", ws.BinaryPath)
+		r.detail("display name: %s", ps.DisplayName)
+		r.detail("description:  %s", ps.Description)
+		r.detail("account:      %s (no password)", ws.Account)
+		start := ws.StartType
+		if ws.DelayedAutoStart {
+			start += ", delayed start"
+		}
+		r.detail("start type:   %s", start)
+		r.step("Register the Event Log source %s (Application log, message file %%SystemRoot%%\\System32\\EventCreate.exe) for start, stop and alarm events.", ws.EventSource)
 	}
-	r.detail("start type:   %s", start)
-	r.step("Register the Event Log source %s (Application log, message file %%SystemRoot%%\\System32\\EventCreate.exe) for start, stop and alarm events.", ws.EventSource)
 	r.step("Set the service SID type to unrestricted, so the ACLs above can name %s.", ws.Account)
 	var acts, sc []string
 	for _, d := range ws.Recovery {

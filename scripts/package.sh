@@ -6,7 +6,12 @@
 #     config and data are kept on upgrade and removal, and an upgrade
 #     restarts a running service;
 #   rxedge-agent_<version>_windows_amd64.zip: rxedge-agent.exe with
-#     install.ps1 and uninstall.ps1 for unattended installs (SCCM, Intune).
+#     install.ps1 and uninstall.ps1 for hand installs;
+#   rxedge-agent_<version>_windows_amd64.msi (wixl from Debian's wixl
+#     package, packaging/windows/rxedge-agent.wxs): the Windows Installer
+#     package for SCCM, Intune and GPO; its version is the numeric part of
+#     <version> (MSI versions are three numbers). Left out, with a note,
+#     when wixl or msibuild (msitools) is missing.
 #
 # VERSION defaults to `git describe --tags`; a leading "v" is dropped and a
 # version that does not start with a digit becomes 0.0.0~<version>, as deb
@@ -29,6 +34,14 @@ version=${version#v}
 case $version in
 *[!A-Za-z0-9.~+-]*) echo "package: VERSION '$version' has characters deb and rpm do not take" >&2; exit 1 ;;
 esac
+
+# msi_version prints the leading numbers of a version as MSI takes them:
+# three dot-separated numbers (0.4.1~rc1 -> 0.4.1, 2 -> 2.0.0).
+msi_version() {
+	local v=${1%%[!0-9.]*} a b c
+	IFS=. read -r a b c _ <<<"$v"
+	printf '%d.%d.%d' "${a:-0}" "${b:-0}" "${c:-0}"
+}
 
 mkdir -p "$dist"
 dist=$(cd "$dist" && pwd)
@@ -56,7 +69,19 @@ for p in $platforms; do
 		rm -f "$zip"
 		(cd "$build/$os-$arch" && zip -q -X "$zip" rxedge-agent.exe install.ps1 uninstall.ps1)
 		echo "created package: $zip"
+		if command -v wixl >/dev/null && command -v msibuild >/dev/null; then
+			msi="$dist/rxedge-agent_${version}_${os}_${arch}.msi"
+			msiver=$(msi_version "$version")
+			cp packaging/windows/rxedge-agent.wxs "$build/$os-$arch/"
+			(cd "$build/$os-$arch" && wixl -a x64 -D "Version=$msiver" -D Binary=rxedge-agent.exe -o "$msi" rxedge-agent.wxs)
+			# wixl has no Secure attribute: make the public properties secure
+			# (passed to the elevated install) next to the ones wixl adds.
+			msibuild "$msi" -q "UPDATE \`Property\` SET \`Value\` = 'WIX_DOWNGRADE_DETECTED;WIX_UPGRADE_DETECTED;STORE_ID;NATS_URL;CREDS_FILE;TOKEN_FILE;DELETE_DATA' WHERE \`Property\` = 'SecureCustomProperties'"
+			echo "created package: $msi (version $msiver)"
+		else
+			echo "package: wixl or msibuild missing (Debian: apt-get install wixl msitools): no .msi" >&2
+		fi
 		;;
 	esac
 done
-(cd "$dist" && sha256sum -- *.deb *.rpm *.zip 2>/dev/null >SHA256SUMS.packages || true)
+(cd "$dist" && sha256sum -- *.deb *.rpm *.zip *.msi 2>/dev/null >SHA256SUMS.packages || true)

@@ -188,7 +188,7 @@ func connect(ctx context.Context, dataDir string, mode openMode, storeID string)
 	if err == nil {
 		return &agentConn{Client: c, running: true, dataDir: dataDir}, nil
 	}
-	if errors.Is(err, control.ErrNoPermission) {
+	if errors.Is(err, control.ErrNoPermission) || errors.Is(err, control.ErrPipeSquatted) {
 		return nil, err
 	}
 	path := settings.DataFile(dataDir)

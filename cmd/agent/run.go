@@ -62,8 +62,8 @@ Flags win over RXEDGE_* environment variables, which win over the file.`,
 				return err
 			}
 			return serve(s, opts, func(ctx context.Context, log *slog.Logger) error {
-				for _, p := range readableByOthers(files) {
-					log.Warn("READABLE_BY_OTHERS", "path", p, "fix", "chmod o-rwx "+p)
+				for _, p := range installer.ReadableByOthers(files...) {
+					log.Warn("READABLE_BY_OTHERS", "path", p, "fix", installer.PrivateFix(p))
 				}
 				for _, w := range opts.Warnings {
 					log.Warn("DEPRECATED_SETTING", "warning", w)
@@ -114,21 +114,6 @@ func serviceNeedsToken(service bool, o settings.Options) error {
 	}
 	return fmt.Errorf("the service's ingest listener %s has no token: add `token_file: %s` under `ingest:` in the config (`%s install` writes that file), or set ingest.listen: off",
 		o.IngestListen, installer.DefaultPaths(runtime.GOOS).TokenFile, installer.Command())
-}
-
-// readableByOthers returns the files whose mode lets any local user read
-// them (always none on Windows, whose ACLs install sets).
-func readableByOthers(files []string) []string {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	var out []string
-	for _, p := range files {
-		if fi, err := os.Stat(p); err == nil && fi.Mode().Perm()&0o004 != 0 {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 func (f *runFlags) apply(c *settings.Config) {

@@ -3,7 +3,6 @@ package main
 import (
 	"os"
 	"path/filepath"
-	"runtime"
 	"testing"
 
 	"github.com/rxedge/agent/settings"
@@ -52,20 +51,5 @@ func TestServiceNeedsToken(t *testing.T) {
 				t.Errorf("got %v, want refusal %v", err, tc.refuse)
 			}
 		})
-	}
-}
-
-func TestReadableByOthers(t *testing.T) {
-	if runtime.GOOS == "windows" {
-		t.Skip("modes do not apply; install sets ACLs")
-	}
-	dir := t.TempDir()
-	open, closed := filepath.Join(dir, "open"), filepath.Join(dir, "closed")
-	os.WriteFile(open, nil, 0o644)
-	os.WriteFile(closed, nil, 0o640)
-	os.Chmod(open, 0o644) // whatever the umask
-	got := readableByOthers([]string{open, closed, filepath.Join(dir, "missing")})
-	if len(got) != 1 || got[0] != open {
-		t.Errorf("got %v, want [%s]", got, open)
 	}
 }

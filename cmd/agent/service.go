@@ -50,6 +50,7 @@ type installFlags struct {
 	user       string
 	storeID    string
 	dryRun     bool
+	msi        bool
 	central    centralFlags
 }
 
@@ -61,6 +62,7 @@ type centralFlags struct {
 	nkeySeedFile string
 	user         string
 	passwordFile string
+	tokenFile    string
 	caFile       string
 }
 
@@ -88,6 +90,16 @@ func (c centralFlags) apply(tmpl []byte) ([]byte, error) {
 			return nil, usageError("--password-file %s is empty", c.passwordFile)
 		}
 		set = append(set, [2]string{"user", c.user}, [2]string{"password", pw})
+	case c.tokenFile != "":
+		b, err := os.ReadFile(c.tokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("install: --token-file: %w", err)
+		}
+		tok := strings.TrimSpace(string(b))
+		if tok == "" {
+			return nil, usageError("--token-file %s is empty", c.tokenFile)
+		}
+		set = append(set, [2]string{"token", tok})
 	}
 	if c.caFile != "" {
 		set = append(set, [2]string{"ca_file", c.caFile})
@@ -114,20 +126,20 @@ func (c centralFlags) apply(tmpl []byte) ([]byte, error) {
 // config.
 func (c centralFlags) check() error {
 	n := 0
-	for _, v := range []string{c.credsFile, c.nkeySeedFile, c.user} {
+	for _, v := range []string{c.credsFile, c.nkeySeedFile, c.user, c.tokenFile} {
 		if v != "" {
 			n++
 		}
 	}
 	switch {
 	case n > 1:
-		return usageError("give one of --creds, --nkey-seed or --nats-user with --password-file")
+		return usageError("give one of --creds, --nkey-seed, --token-file or --nats-user with --password-file")
 	case (c.user == "") != (c.passwordFile == ""):
 		return usageError("--nats-user and --password-file go together")
 	case n > 0 && c.servers == "":
 		return usageError("credentials for central were given without --nats: add --nats nats://central.chain.example:4222 (the chain's servers)")
 	}
-	for _, f := range []struct{ flag, path string }{{"--creds", c.credsFile}, {"--nkey-seed", c.nkeySeedFile}, {"--password-file", c.passwordFile}, {"--ca-file", c.caFile}} {
+	for _, f := range []struct{ flag, path string }{{"--creds", c.credsFile}, {"--nkey-seed", c.nkeySeedFile}, {"--password-file", c.passwordFile}, {"--token-file", c.tokenFile}, {"--ca-file", c.caFile}} {
 		if f.path != "" && !filepath.IsAbs(f.path) {
 			return usageError("%s %q: give an absolute path (the service does not run in this directory)", f.flag, f.path)
 		}
@@ -169,6 +181,8 @@ config, and changes nothing; it needs no administrator rights.
 	fs.StringVar(&f.central.nkeySeedFile, "nkey-seed", "", "NATS NKey seed file for this store (nats.nkey_seed_file)")
 	fs.StringVar(&f.central.user, "nats-user", "", "NATS user for this store (nats.user), with --password-file")
 	fs.StringVar(&f.central.passwordFile, "password-file", "", "file holding the NATS password (written into the config, readable only by administrators and the service)")
+	fs.StringVar(&f.central.tokenFile, "token-file", "", "file holding this store's NATS token (written into the config as nats.token, readable only by administrators and the service)")
+	fs.BoolVar(&f.msi, "msi", false, "Windows: the MSI registered the service; prepare the directories, token and config and set the recovery actions without registering it (the MSI runs this)")
 	fs.StringVar(&f.central.caFile, "ca-file", "", "CA certificate that signed central's (nats.ca_file)")
 	return cmd
 }
@@ -185,12 +199,13 @@ func (f *installFlags) run(ctx context.Context, s *streams) error {
 		return fmt.Errorf("install: find the path of this program: %w", err)
 	}
 	spec := installer.Spec{
-		GOOS:           runtime.GOOS,
-		Executable:     exe,
-		ConfigFile:     f.configPath,
-		User:           f.user,
-		ConfigTemplate: configs.AgentExample,
-		PackagedUnit:   installer.FindPackagedUnit(),
+		GOOS:            runtime.GOOS,
+		Executable:      exe,
+		ConfigFile:      f.configPath,
+		User:            f.user,
+		ConfigTemplate:  configs.AgentExample,
+		PackagedUnit:    installer.FindPackagedUnit(),
+		PackagedService: f.msi,
 	}
 	// Prepare only checks what install was asked to do (the flags and where
 	// this binary is), so every refusal is a usage error.

@@ -324,6 +324,8 @@ func TestInstallWritesCentral(t *testing.T) {
 	dir := t.TempDir()
 	pw := filepath.Join(dir, "password")
 	os.WriteFile(pw, []byte("s3cret\n"), 0o600)
+	tok := filepath.Join(dir, "token")
+	os.WriteFile(tok, []byte("t0ken-S0107\r\n"), 0o600)
 	for _, tc := range []struct {
 		name    string
 		flags   centralFlags
@@ -340,6 +342,8 @@ func TestInstallWritesCentral(t *testing.T) {
 			func(c settings.Config) bool { return c.NATS.NKeySeedFile == "/etc/rxedge/store.nk" }},
 		{"user", centralFlags{servers: "nats://a.chain:4222", user: "S0107", passwordFile: pw}, []string{"nats://a.chain:4222"},
 			func(c settings.Config) bool { return c.NATS.User == "S0107" && c.NATS.Password == "s3cret" }},
+		{"token", centralFlags{servers: "nats://a.chain:4222", tokenFile: tok}, []string{"nats://a.chain:4222"},
+			func(c settings.Config) bool { return c.NATS.Token == "t0ken-S0107" && c.NATS.User == "" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := tc.flags.check(); err != nil {
@@ -366,6 +370,9 @@ func TestInstallWritesCentral(t *testing.T) {
 	for _, bad := range []centralFlags{
 		{servers: "nats://a:4222", credsFile: "/a", nkeySeedFile: "/b"},
 		{servers: "nats://a:4222", user: "u"},
+		{servers: "nats://a:4222", credsFile: "/a", tokenFile: "/b"},
+		{tokenFile: "/a"},
+		{servers: "nats://a:4222", tokenFile: "relative.token"},
 		{credsFile: "/a"},
 		{servers: "nats://a:4222", credsFile: "relative.creds"},
 	} {
