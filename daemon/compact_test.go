@@ -13,6 +13,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/settings"
@@ -51,7 +52,7 @@ func inflate(t *testing.T, path string, n int) {
 
 func TestRunCompactsAtStartWhenMostlyFree(t *testing.T) {
 	dir := t.TempDir()
-	if n := len(settings.SocketPath(dir)); n >= 104 {
+	if n := len(control.Endpoint(dir)); n >= 104 {
 		t.Skipf("the control socket's path in the temporary directory is %d bytes, over the limit of unix socket addresses", n)
 	}
 	path := settings.DataFile(dir)

@@ -107,7 +107,7 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 		})
 	}
 
-	ctlLn, err := control.Listen(settings.SocketPath(opts.DataDir))
+	ctlLn, err := control.Listen(control.Endpoint(opts.DataDir))
 	if err != nil {
 		return err
 	}
@@ -115,7 +115,7 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 	if opts.IngestListen != "" {
 		if ingestLn, err = net.Listen("tcp", opts.IngestListen); err != nil {
 			ctlLn.Close()
-			os.Remove(settings.SocketPath(opts.DataDir))
+			os.Remove(control.Endpoint(opts.DataDir))
 			return fmt.Errorf("ingest.listen %s: %w", opts.IngestListen, err)
 		}
 	}
@@ -125,7 +125,7 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 			if ingestLn != nil {
 				ingestLn.Close()
 			}
-			os.Remove(settings.SocketPath(opts.DataDir))
+			os.Remove(control.Endpoint(opts.DataDir))
 			return fmt.Errorf("metrics.listen %s: %w", opts.MetricsListen, err)
 		}
 	}
@@ -182,7 +182,7 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 		log.Warn("NOTIFY_READY_FAILED", "error", err.Error())
 	}
 	g.Go(func() error {
-		alive := control.Dial(settings.SocketPath(opts.DataDir))
+		alive := control.Dial(control.Endpoint(opts.DataDir))
 		defer alive.CloseIdleConnections()
 		sd.runWatchdog(gctx, func(ctx context.Context) error {
 			_, err := alive.Status(ctx)
@@ -205,7 +205,7 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 		return nil
 	})
 	err = g.Wait()
-	os.Remove(settings.SocketPath(opts.DataDir))
+	os.Remove(control.Endpoint(opts.DataDir))
 	if cerr := q.Close(); err == nil {
 		err = cerr
 	}

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/rxedge/agent/central"
-	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/control/ingest"
 	"github.com/rxedge/agent/internal/logging"
 	"github.com/rxedge/agent/metrics"
@@ -254,12 +253,6 @@ const (
 
 // DataFile is the bbolt file in a data directory.
 func DataFile(dataDir string) string { return filepath.Join(dataDir, "agent.db") }
-
-// SocketPath is the control channel of the agent of a data directory:
-// the socket file agent.sock in it on Linux, a named pipe derived from it
-// on Windows (control.Endpoint). The agent listens and every command dials
-// there.
-func SocketPath(dataDir string) string { return control.Endpoint(dataDir) }
 
 // Validate checks the configuration and fills in defaults. It reports
 // every problem at once, each naming its field. Each section is checked

@@ -73,7 +73,7 @@ func compact(ctx context.Context, s *streams, dataDir string, asJSON, force bool
 		return fmt.Errorf("no agent data file at %s: check --data-dir / --config", path)
 	}
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	running := control.Dial(settings.SocketPath(dataDir)).Ping(pctx) == nil
+	running := control.Dial(control.Endpoint(dataDir)).Ping(pctx) == nil
 	cancel()
 	if running {
 		return errAgentRunning

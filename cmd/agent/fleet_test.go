@@ -15,6 +15,7 @@ import (
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/central/command"
+	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/daemon"
 	"github.com/rxedge/agent/headoffice/fleet"
 	"github.com/rxedge/agent/headoffice/provision"
@@ -114,7 +115,7 @@ func TestRemoteFleetView(t *testing.T) {
 func startStoreAgent(t *testing.T, url, store string) (stop func()) {
 	t.Helper()
 	dir := t.TempDir()
-	if n := len(settings.SocketPath(dir)); n >= 104 {
+	if n := len(control.Endpoint(dir)); n >= 104 {
 		t.Skipf("the control socket's path is %d bytes, over the limit of unix socket addresses", n)
 	}
 	c := settings.Config{StoreID: store, DataDir: dir}

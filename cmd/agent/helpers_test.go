@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/daemon"
 	"github.com/rxedge/agent/settings"
 )
@@ -14,7 +15,7 @@ import (
 // returns its ingest address ("" when it has none) once it is ready.
 func runDaemon(t *testing.T, opts settings.Options, log *slog.Logger) string {
 	t.Helper()
-	if n := len(settings.SocketPath(opts.DataDir)); n >= 104 {
+	if n := len(control.Endpoint(opts.DataDir)); n >= 104 {
 		t.Skipf("the control socket's path in the temporary directory is %d bytes, over the limit of unix socket addresses", n)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -46,7 +46,7 @@ type liveAgent struct {
 func startLiveAgent(t *testing.T, hubURL string, operatorKeys ...string) *liveAgent {
 	t.Helper()
 	dir := t.TempDir()
-	if n := len(settings.SocketPath(dir)); n >= 104 {
+	if n := len(control.Endpoint(dir)); n >= 104 {
 		t.Skipf("the control socket's path in the temporary directory is %d bytes, over the limit of unix socket addresses", n)
 	}
 	c := settings.Config{StoreID: liveStore, DataDir: dir}

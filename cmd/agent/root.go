@@ -183,7 +183,7 @@ func (a *agentConn) Close() error {
 // connect reaches the agent of dataDir. storeID is needed only to create a
 // new data file (enqueue before the agent ever ran).
 func connect(ctx context.Context, dataDir string, mode openMode, storeID string) (*agentConn, error) {
-	c := control.Dial(settings.SocketPath(dataDir))
+	c := control.Dial(control.Endpoint(dataDir))
 	err := c.Ping(ctx)
 	if err == nil {
 		return &agentConn{Client: c, running: true, dataDir: dataDir}, nil

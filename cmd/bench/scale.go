@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/daemon"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
@@ -269,7 +270,7 @@ func measureReady(ctx context.Context, dataDir, store string, calls int) (readyR
 
 	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		var d net.Dialer
-		return d.DialContext(ctx, "unix", settings.SocketPath(dataDir))
+		return d.DialContext(ctx, "unix", control.Endpoint(dataDir))
 	}}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}

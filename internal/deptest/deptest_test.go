@@ -87,3 +87,21 @@ func TestEveryPackageHasADocComment(t *testing.T) {
 		}
 	}
 }
+
+// TestSettingsBelowControl: settings only maps and collects each section's
+// options; it never links the local API (package control), whose
+// defaults it takes from the leaf control/ingest.
+func TestSettingsBelowControl(t *testing.T) {
+	for _, p := range list(t) {
+		if p.ImportPath != module+"/settings" {
+			continue
+		}
+		for _, d := range p.Deps {
+			if d == module+"/control" {
+				t.Errorf("settings depends on %s", d)
+			}
+		}
+		return
+	}
+	t.Error("no package settings in the module")
+}

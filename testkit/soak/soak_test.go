@@ -275,7 +275,7 @@ func newRig(t *testing.T) *rig {
 	r := &rig{t: t, bin: agentbin.Build(t), logDir: t.TempDir(), filled: map[string]*submission{}}
 	base := t.TempDir()
 	r.dir = filepath.Join(base, "data")
-	if n := len(settings.SocketPath(r.dir)); n >= 104 {
+	if n := len(control.Endpoint(r.dir)); n >= 104 {
 		t.Skipf("the control socket's path in the temporary directory is %d bytes, over the limit of unix socket addresses", n)
 	}
 	r.cfg = filepath.Join(base, "agent.yaml")
