@@ -45,14 +45,29 @@ type Status struct {
 	// OldestPendingAt is when the oldest pending movement was accepted.
 	OldestPendingAt *time.Time `json:"oldest_pending_at,omitempty"`
 	// OldestPendingAge is its age in seconds, at GeneratedAt.
-	OldestPendingAge float64   `json:"oldest_pending_age_seconds"`
-	Rates            Rates     `json:"rates"`
-	DataFile         DataFile  `json:"data_file"`
-	GeneratedAt      time.Time `json:"generated_at"`
+	OldestPendingAge float64  `json:"oldest_pending_age_seconds"`
+	Rates            Rates    `json:"rates"`
+	DataFile         DataFile `json:"data_file"`
+	// Intakes counts what each intake took since the agent started.
+	Intakes     []Intake  `json:"intakes,omitempty"`
+	GeneratedAt time.Time `json:"generated_at"`
 	// Judged is what the reader of the document judged needs attention,
 	// with the thresholds it was given (see Judge); the agent itself
 	// leaves it empty.
 	Judged []Problem `json:"problems,omitempty"`
+}
+
+// Intake is what one intake (http, hl7, asap) took since the agent
+// started: movements accepted, duplicates, rejected, and when it last
+// received anything; for the ASAP drop folder, files done and rejected.
+type Intake struct {
+	Name           string     `json:"name"`
+	Accepted       uint64     `json:"accepted"`
+	Duplicates     uint64     `json:"duplicates"`
+	Rejected       uint64     `json:"rejected"`
+	LastReceivedAt *time.Time `json:"last_received_at,omitempty"`
+	FilesDone      uint64     `json:"files_done,omitempty"`
+	FilesRejected  uint64     `json:"files_rejected,omitempty"`
 }
 
 // Service is the system service as the service manager reports it.
