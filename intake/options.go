@@ -127,6 +127,9 @@ func (o *Options) Validate() []string {
 			a.Dir = abs
 		}
 	}
+	if a.Dir != "" && o.Formulary == "" {
+		bad("asap.dir", "needs intake.formulary: an ASAP record carries no DEA schedule, so each NDC's schedule comes from the formulary")
+	}
 	a.PollInterval = positive(&errs, "asap.poll_interval", a.PollInterval, DefaultPollInterval)
 	a.MaxFileBytes = positive(&errs, "asap.max_file_bytes", a.MaxFileBytes, DefaultMaxFileBytes)
 	if o.Formulary != "" {
