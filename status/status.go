@@ -283,6 +283,16 @@ func Render(w io.Writer, s *Status, maxAge time.Duration) {
 	fmt.Fprintf(&b, "Rates           %.1f accepted/min, %.1f synced/min, %.1f quarantined/min\n",
 		s.Rates.AcceptedPerMinute, s.Rates.SyncedPerMinute, s.Rates.QuarantinedPerMinute)
 	fmt.Fprintf(&b, "Data file       %s, %s, %s free on disk\n", s.DataFile.Path, Bytes(uint64(max(s.DataFile.SizeBytes, 0))), Bytes(s.DataFile.FreeBytes))
+	if len(s.Intakes) > 0 {
+		b.WriteString("\nIntake      accepted  duplicates  rejected  last received\n")
+		for _, in := range s.Intakes {
+			fmt.Fprintf(&b, "%-11s %8d  %10d  %8d  %s", in.Name, in.Accepted, in.Duplicates, in.Rejected, ago(in.LastReceivedAt, s.GeneratedAt))
+			if in.FilesDone+in.FilesRejected > 0 {
+				fmt.Fprintf(&b, " (files: %d done, %d rejected)", in.FilesDone, in.FilesRejected)
+			}
+			b.WriteString("\n")
+		}
+	}
 	p := s.Judged
 	if p == nil {
 		p = s.Judge(PlainThresholds(maxAge))

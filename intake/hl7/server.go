@@ -231,3 +231,6 @@ func errorKind(err error) string {
 	}
 	return "connection error"
 }
+
+// Close closes the listener of a server that will not Serve.
+func (s *Server) Close() error { return s.ln.Close() }
