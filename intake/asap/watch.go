@@ -120,7 +120,7 @@ func (w *Watcher) Scan(ctx context.Context) ([]Report, error) {
 		if ctx.Err() != nil {
 			break
 		}
-		rep, taken, err := w.take(n)
+		rep, taken, err := w.take(ctx, n)
 		if err != nil {
 			return out, err
 		}
@@ -131,12 +131,13 @@ func (w *Watcher) Scan(ctx context.Context) ([]Report, error) {
 	return out, nil
 }
 
-// take processes one file: taken is false when it is not complete yet.
+// take processes one file: taken is false when it is not complete yet, or
+// when ctx ended before all of it was stored.
 // The file moves to done/ only after every movement in it is in an
 // fsynced commit; a crash before the move leaves it in place, and taking
 // it again finds its movements held (duplicates), so nothing is stored
 // twice.
-func (w *Watcher) take(name string) (Report, bool, error) {
+func (w *Watcher) take(ctx context.Context, name string) (Report, bool, error) {
 	path := filepath.Join(w.Dir, name)
 	rep := Report{File: name}
 	fi, err := os.Stat(path)
@@ -187,6 +188,11 @@ func (w *Watcher) take(name string) (Report, bool, error) {
 		index = append(index, i)
 	}
 	for start := 0; start < len(items); start += ChunkRecords {
+		if ctx.Err() != nil {
+			// Stopping: what was stored is held, the file stays, and the
+			// next start takes it again (its stored records as duplicates).
+			return rep, false, nil
+		}
 		end := min(start+ChunkRecords, len(items))
 		res, err := w.Sink.EnqueueEach(items[start:end])
 		if err != nil {

@@ -215,3 +215,47 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// stopAfter is a context whose Err is nil for its first n calls, then
+// Canceled: a stop that arrives while a file is being stored.
+type stopAfter struct {
+	context.Context
+	n int
+}
+
+func (c *stopAfter) Err() error {
+	if c.n > 0 {
+		c.n--
+		return nil
+	}
+	return context.Canceled
+}
+
+// A stop between two submissions of a large file leaves the file in the
+// folder; the next scan takes it, its first part as duplicates.
+func TestStopMidFileLeavesItForLater(t *testing.T) {
+	w, q := newWatcher(t)
+	n := ChunkRecords + 1
+	var b strings.Builder
+	b.WriteString("TH*4.2B*S1*01**20260302*101500*P**~~\nIS*1*X*~\nPHA*1234567893~\n")
+	for i := range n {
+		b.WriteString("DSP*00*RXS" + itoa(i) + "*20260301*0*20260301*00*01*00406055262*1**01~\n")
+	}
+	b.WriteString("TP*" + itoa(n+2) + "~\nTT*S1*" + itoa(n+5) + "~\n")
+	os.WriteFile(filepath.Join(w.Dir, "big.asap"), []byte(b.String()), 0o600)
+	// One Err for the folder, one before the first submission.
+	reps, err := w.Scan(&stopAfter{Context: context.Background(), n: 2})
+	if err != nil || len(reps) != 0 {
+		t.Fatalf("stopped scan: %+v %v", reps, err)
+	}
+	if _, err := os.Stat(filepath.Join(w.Dir, "big.asap")); err != nil {
+		t.Fatalf("the file left the folder after a stop mid-way: %v", err)
+	}
+	if got := len(pending(t, q)); got != ChunkRecords {
+		t.Fatalf("%d stored before the stop, want %d", got, ChunkRecords)
+	}
+	reps, err = w.Scan(context.Background())
+	if err != nil || len(reps) != 1 || reps[0].Duplicates != ChunkRecords || reps[0].Stored != 1 {
+		t.Fatalf("second scan: %+v %v", reps, err)
+	}
+}
