@@ -36,6 +36,9 @@ type Server struct {
 
 	// Refused counts connections refused (too many, or not permitted).
 	Refused atomic.Uint64
+	// CutOff counts connections closed because their sender did not read
+	// an acknowledgement within WriteTimeout.
+	CutOff atomic.Uint64
 }
 
 type conn struct {
@@ -211,6 +214,10 @@ func (s *Server) serve(c *conn) {
 		ack, _ := s.h.Handle(msg)
 		c.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
 		if _, err := c.Write(AppendFrame(nil, ack)); err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				s.CutOff.Add(1)
+			}
 			s.log.Warn("HL7_ACK_NOT_SENT", "reason", errorKind(err))
 			return
 		}
