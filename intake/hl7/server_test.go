@@ -1,6 +1,7 @@
 package hl7
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -80,30 +81,27 @@ func TestServerBoundsHostileSenders(t *testing.T) {
 	})
 
 	t.Run("a sender that never reads its ACKs does not hold up others", func(t *testing.T) {
+		// Its own server, whose idle timeout cannot end the connection: only
+		// the write timeout can.
+		s := startServer(t, h, intake.HL7Options{IdleTimeout: time.Hour, WriteTimeout: 300 * time.Millisecond})
 		stuck, err := net.Dial("tcp", s.Addr().String())
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer stuck.Close()
 		// A small receive buffer: the server's writes block once its own
-		// send buffer is full. Unsupported messages are answered without a
-		// commit, so thousands of ACKs fill it fast.
+		// send buffer is full.
 		stuck.(*net.TCPConn).SetReadBuffer(1024)
-		msg := AppendFrame(nil, []byte(strings.Replace(rds("S4", "RX903", "1", "12345-6789-01", "1", "EA", ""), "RDS^O13", "ADT^A01", 1)))
-		go func() {
-			for i := 0; i < 50000; i++ {
-				if _, err := stuck.Write(msg); err != nil {
-					return
-				}
-			}
-		}()
+		// Unsupported messages are answered without a commit, and each ACK
+		// echoes the 60 KB control id: a few hundred fill the socket
+		// buffers. One write, so the server never waits for a frame.
+		one := AppendFrame(nil, []byte("MSH|^~\\&|A|B|C|D|20260301||ADT^A01|"+strings.Repeat("C", 60000)+"|P|2.5\r"))
+		go stuck.Write(bytes.Repeat(one, 400))
 		c := dial(t, s)
 		fr := NewFrameReader(c, 0)
 		if code := roundTrip(t, c, fr, rds("S5", "RX904", "1", "12345-6789-01", "1", "EA", "")); code != AA {
 			t.Fatalf("other sender: %s", code)
 		}
-		// The stuck sender is cut off once a write waits past WriteTimeout
-		// (it never reads, so nothing else can end its connection).
 		deadline := time.Now().Add(time.Minute)
 		for s.CutOff.Load() == 0 {
 			if time.Now().After(deadline) {
