@@ -283,29 +283,42 @@ func TestIntakesLeakNoPatientData(t *testing.T) {
 		return s.Counts.Pending.Total == 5
 	})
 	outputs := map[string][]byte{}
-	// Committed pages are on disk: the bytes read now hold every payload.
+	// What the agent that took them shows: its status and metrics count
+	// both intakes.
+	st, stText := agentStatus(t, data)
+	outputs["status while pending"] = []byte(stText)
+	if len(st.Intakes) != 3 || st.Intakes[1].Accepted != 1 || st.Intakes[1].Duplicates != 1 || st.Intakes[1].Rejected != 2 || st.Intakes[2].Accepted != 4 || st.Intakes[2].Duplicates != 2 || st.Intakes[2].Rejected != 3 {
+		t.Errorf("status intakes %+v, want hl7 1 accepted, 1 duplicate, 2 rejected; asap 4, 2, 3", st.Intakes)
+	}
+	outputs["metrics while pending"] = scrape(t, ingest)
+	for _, want := range []string{
+		`rxedge_intake_movements_total{intake="hl7",result="accepted"} 1`,
+		`rxedge_intake_movements_total{intake="asap",result="accepted"} 4`,
+		`rxedge_intake_files_total{result="rejected"} 2`,
+	} {
+		if !bytes.Contains(outputs["metrics while pending"], []byte(want)) {
+			t.Errorf("metrics lack %s:\n%s", want, grepLines(outputs["metrics while pending"], "rxedge_intake"))
+		}
+	}
+	// SIGKILL, then read the file as the crash left it (bbolt locks it
+	// while the agent runs, on Windows against reading too): every payload
+	// is in it, pending.
+	a.kill()
+	outputs["logs before the restart"] = []byte(a.stderr.String())
 	outputs["data file while pending"], _ = os.ReadFile(dataFile(data))
 	if !bytes.Contains(outputs["data file while pending"], []byte(`"rx_ref":"RXP1"`)) || !bytes.Contains(outputs["data file while pending"], []byte(`"rx_ref":"RXB202"`)) {
 		t.Error("the pending dispenses are not in the data file: the search below proves nothing")
 	}
 	hub.Restart(t)
+	a = intakeAgent(t, dir, ingest, hl7Addr, asapDir, hub)
 	waitFor(t, "five movements synced", func() bool {
 		s, _ := agentStatus(t, data)
 		return s.Counts.Synced.Total == 5 && s.Counts.Pending.Total == 0
 	})
 
-	_, st := agentStatus(t, data)
-	outputs["status"] = []byte(st)
-	resp, err := http.Get("http://" + ingest + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	outputs["metrics"], _ = io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !bytes.Contains(outputs["metrics"], []byte(`rxedge_intake_movements_total{intake="hl7",result="accepted"} 1`)) ||
-		!bytes.Contains(outputs["metrics"], []byte(`rxedge_intake_movements_total{intake="asap",result="accepted"} 4`)) {
-		t.Errorf("metrics do not count the intakes:\n%s", grepLines(outputs["metrics"], "rxedge_intake"))
-	}
+	_, stText = agentStatus(t, data)
+	outputs["status"] = []byte(stText)
+	outputs["metrics"] = scrape(t, ingest)
 	for _, m := range centralMessages(t, hub) {
 		outputs["central"] = append(outputs["central"], m.Data...)
 		outputs["central"] = append(outputs["central"], fmt.Sprint(m.Header)...)
@@ -335,6 +348,21 @@ func TestIntakesLeakNoPatientData(t *testing.T) {
 	if !bytes.Contains(outputs["central"], []byte(`"rx_ref":"RXP1"`)) || !bytes.Contains(outputs["central"], []byte(`"rx_ref":"RXB202"`)) {
 		t.Error("the dispenses are not in central: the search there proves nothing")
 	}
+}
+
+// scrape reads the agent's metrics.
+func scrape(t *testing.T, ingest string) []byte {
+	t.Helper()
+	resp, err := http.Get("http://" + ingest + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func grepLines(b []byte, s string) string {
