@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/rxedge/agent/internal/listen"
 )
 
 // Options is the intake: section of the agent's configuration. Zero values
@@ -88,18 +90,10 @@ func (o *Options) Validate() []string {
 		h.Allowed = append(h.Allowed, p)
 	}
 	if h.Listen != "" {
-		host, port, err := net.SplitHostPort(h.Listen)
-		switch {
-		case err != nil:
-			bad("hl7.listen", "must be host:port, e.g. 127.0.0.1:2575, or \"off\"")
-		case port == "":
-			bad("hl7.listen", "the port is missing")
-		default:
-			ip := net.ParseIP(host)
-			loop := host == "localhost" || (ip != nil && ip.IsLoopback())
-			if !loop && len(h.AllowedHosts) == 0 {
-				bad("hl7.listen", "%s is not a loopback address: also list the senders' addresses in intake.hl7.allowed_hosts", h.Listen)
-			}
+		rule := listen.Rule{Field: "intake.hl7.listen", Example: `127.0.0.1:2575, or "off"`,
+			Guard: "also list the senders' addresses in intake.hl7.allowed_hosts"}
+		if err := rule.Check(h.Listen, len(h.AllowedHosts) > 0); err != nil {
+			errs = append(errs, err.Error())
 		}
 	} else if len(h.AllowedHosts) > 0 {
 		bad("hl7.allowed_hosts", "is set but intake.hl7.listen is not")
