@@ -25,6 +25,7 @@ import (
 
 	"github.com/rxedge/agent/control/ingest"
 	"github.com/rxedge/agent/dlq"
+	"github.com/rxedge/agent/intake"
 	"github.com/rxedge/agent/metrics"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/status"
@@ -70,6 +71,8 @@ type Options struct {
 	DLQ     *dlq.Service
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
+	// Counter counts the HTTP intake's movements for status; optional.
+	Counter *intake.Counter
 }
 
 // Defaults of Options.
@@ -277,6 +280,7 @@ func (s *Server) postMovements(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		s.opts.Metrics.Ingest(time.Since(start), acc, dup, rej)
+		s.opts.Counter.Add(acc, dup, rej, now)
 		writeJSON(w, http.StatusOK, res)
 		return
 	}
@@ -312,11 +316,13 @@ func (s *Server) postMovements(w http.ResponseWriter, r *http.Request) {
 		code = http.StatusOK
 	}
 	s.opts.Metrics.Ingest(time.Since(start), out.Accepted, out.Duplicates, 0)
+	s.opts.Counter.Add(out.Accepted, out.Duplicates, 0, now)
 	writeJSON(w, code, out)
 }
 
 func (s *Server) refused(w http.ResponseWriter, e *httpError, start time.Time, n int) {
 	s.opts.Metrics.Ingest(time.Since(start), 0, 0, n)
+	s.opts.Counter.Add(0, 0, n, s.opts.Clock())
 	s.opts.Metrics.RefusedRequest(e.code)
 	if e.code >= 500 {
 		s.opts.Logger.Warn("INGEST_REFUSED", "code", e.code, "error", e.body.Error, "movements", n)

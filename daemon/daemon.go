@@ -28,6 +28,9 @@ import (
 
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/dlq"
+	"github.com/rxedge/agent/intake"
+	"github.com/rxedge/agent/intake/asap"
+	"github.com/rxedge/agent/intake/hl7"
 	"github.com/rxedge/agent/internal/version"
 	"github.com/rxedge/agent/metrics"
 	"github.com/rxedge/agent/queue"
@@ -49,6 +52,43 @@ type Hooks struct {
 	// MetricsReady is called after Ready with the metrics listener's
 	// address ("" when it has none).
 	MetricsReady func(metricsAddr string)
+	// HL7Ready is called after Ready with the HL7 listener's address (""
+	// when it has none).
+	HL7Ready func(hl7Addr string)
+}
+
+// startIntakes opens the HL7 listener and prepares the ASAP drop folder,
+// when configured; both hand movements to q's group commit.
+func startIntakes(opts settings.Options, q *queue.Queue, c *intake.Counters, log *slog.Logger) (*hl7.Server, *asap.Watcher, error) {
+	in := opts.Intake
+	var fm intake.Formulary
+	if in.Formulary != "" {
+		var err error
+		if fm, err = intake.LoadFormulary(in.Formulary); err != nil {
+			return nil, nil, fmt.Errorf("intake.formulary: %w", err)
+		}
+	}
+	sink := &intake.Sink{Queue: q, StoreID: opts.StoreID}
+	var srv *hl7.Server
+	if in.HL7.Listen != "" {
+		var err error
+		srv, err = hl7.Listen(in.HL7, &hl7.Handler{Sink: sink, Formulary: fm, Counter: &c.HL7, Log: log}, log)
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	var w *asap.Watcher
+	if in.ASAP.Dir != "" {
+		w = &asap.Watcher{Dir: in.ASAP.Dir, Sink: sink, Formulary: fm, Counter: &c.ASAP, Log: log,
+			Poll: in.ASAP.PollInterval, MaxFileBytes: in.ASAP.MaxFileBytes}
+		if err := w.Prepare(); err != nil {
+			if srv != nil {
+				srv.Close()
+			}
+			return nil, nil, err
+		}
+	}
+	return srv, w, nil
 }
 
 // Run runs the agent until ctx ends, then shuts it down cleanly. It returns
@@ -79,20 +119,26 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 	prune(q, opts, log)
 
 	m := metrics.New(q)
+	counters := new(intake.Counters)
+	m.WatchIntakes(counters.Snapshot)
 	svc := dlq.New(q)
 	var conn func() status.Connection = func() status.Connection {
 		return status.Connection{State: status.Idle, Reason: "no central servers configured: set nats.servers"}
 	}
 	connection := func() status.Connection { return conn() }
-	st := builder.New(builder.Sources{Queue: q, Connection: connection, Running: true})
+	st := builder.New(builder.Sources{Queue: q, Connection: connection, Running: true, Intakes: counters.Snapshot})
 	m.WatchConnection(connection)
 	srv := control.New(control.Options{
 		Queue: q, StoreID: opts.StoreID,
 		MaxRequestBytes: opts.MaxRequestBytes, MaxMovementBytes: opts.MaxMovementBytes,
 		IngestToken: opts.IngestToken, MetricsToken: opts.MetricsToken, IngestListen: opts.IngestListen,
 		AllowedHosts: opts.AllowedHosts, AllowedOrigins: opts.AllowedOrigins,
-		Status: st, DLQ: svc, Metrics: m, Logger: log,
+		Status: st, DLQ: svc, Metrics: m, Logger: log, Counter: &counters.HTTP,
 	})
+	hl7Srv, watcher, err := startIntakes(opts, q, counters, log)
+	if err != nil {
+		return err
+	}
 
 	var engine *sync.Engine
 	if len(opts.NATS.Servers) > 0 {
@@ -109,11 +155,17 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 
 	ctlLn, err := control.Listen(control.Endpoint(opts.DataDir))
 	if err != nil {
+		if hl7Srv != nil {
+			hl7Srv.Close()
+		}
 		return err
 	}
 	var ingestLn, metricsLn net.Listener
 	if opts.IngestListen != "" {
 		if ingestLn, err = net.Listen("tcp", opts.IngestListen); err != nil {
+			if hl7Srv != nil {
+				hl7Srv.Close()
+			}
 			ctlLn.Close()
 			os.Remove(control.Endpoint(opts.DataDir))
 			return fmt.Errorf("ingest.listen %s: %w", opts.IngestListen, err)
@@ -121,6 +173,9 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 	}
 	if opts.MetricsListen != "" {
 		if metricsLn, err = net.Listen("tcp", opts.MetricsListen); err != nil {
+			if hl7Srv != nil {
+				hl7Srv.Close()
+			}
 			ctlLn.Close()
 			if ingestLn != nil {
 				ingestLn.Close()
@@ -154,6 +209,16 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 		})
 	}
 	g.Go(func() error { st.Run(gctx); return nil })
+	hl7Addr := ""
+	if hl7Srv != nil {
+		hl7Addr = hl7Srv.Addr().String()
+		// Serve finishes the messages in hand (stored, then acknowledged)
+		// once gctx ends.
+		g.Go(func() error { return hl7Srv.Serve(gctx) })
+	}
+	if watcher != nil {
+		g.Go(func() error { return watcher.Run(gctx) })
+	}
 	g.Go(func() error { prunePeriodically(gctx, q, opts, log); return nil })
 	if engine != nil {
 		g.Go(func() error { return engine.Run(gctx) })
@@ -167,9 +232,12 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 	if metricsLn != nil {
 		maddr = metricsLn.Addr().String()
 	}
-	log.Info("STARTED", "store", opts.StoreID, "data_dir", opts.DataDir, "ingest", addr, "metrics", maddr, "version", version.Get().Version)
+	log.Info("STARTED", "store", opts.StoreID, "data_dir", opts.DataDir, "ingest", addr, "metrics", maddr, "hl7", hl7Addr, "asap_dir", opts.Intake.ASAP.Dir, "version", version.Get().Version)
 	if hooks.Ready != nil {
 		hooks.Ready(addr)
+	}
+	if hooks.HL7Ready != nil {
+		hooks.HL7Ready(hl7Addr)
 	}
 	if hooks.MetricsReady != nil {
 		hooks.MetricsReady(maddr)
@@ -285,6 +353,11 @@ func summary(o settings.Options) map[string]string {
 		"allowed_origins":  strings.Join(o.AllowedOrigins, ","),
 		"operators":        operatorNames(o.OperatorNames),
 		"log_format":       o.LogFormat,
+		"hl7_listen":       o.Intake.HL7.Listen,
+		"hl7_allowed":      strings.Join(o.Intake.HL7.AllowedHosts, ","),
+		"hl7_tls":          fmt.Sprint(o.Intake.HL7.CertFile != ""),
+		"asap_dir":         filepath.ToSlash(o.Intake.ASAP.Dir),
+		"formulary":        filepath.ToSlash(o.Intake.Formulary),
 	}
 }
 

@@ -1,7 +1,8 @@
 // Package doctor tells an installer whether a store is ready: its config
 // is valid, its files are private, its ingest token is set, central is
 // reachable and accepts its credentials, the stream is there with the
-// settings central.StreamConfig gives it, the store may publish on its own
+// settings central.StreamConfig gives it, the HL7 listener accepts
+// connections and the ASAP drop folder is writable on a local disk, the store may publish on its own
 // subjects and not on another's, its clock agrees with central's where
 // central shows its time, central fsyncs every write and replicates its
 // movement streams where its system account or monitoring endpoint shows
@@ -9,7 +10,9 @@
 // a one-line fix; a check that could not be run says so, and how to run
 // it, and never passes.
 //
-// Its promise: Run changes nothing, locally or centrally. The publish
+// Its promise: Run changes nothing, locally or centrally (in an ASAP drop
+// folder it creates a probe file whose name the folder never takes, and
+// removes it at once). The publish
 // probes carry an expected last subject sequence no subject can have, so
 // the stream refuses them (error 10071) without storing anything, and the
 // refusal itself proves the permission.
@@ -141,6 +144,9 @@ func Run(ctx context.Context, o Options) Report {
 	add(token(o))
 	if err == nil {
 		for _, c := range centralChecks(ctx, o, opts) {
+			add(c)
+		}
+		for _, c := range intakeChecks(ctx, o, opts) {
 			add(c)
 		}
 	}

@@ -9,6 +9,11 @@ if ! getent passwd rxedge >/dev/null 2>&1; then
 fi
 install -d -m 0750 -o root -g rxedge /etc/rxedge
 install -d -m 0750 -o rxedge -g rxedge /var/lib/rxedge
+# The ASAP drop folder (intake.asap.dir: /var/lib/rxedge/asap): the service
+# owns it; the pharmacy software writes into it as a member of the rxedge
+# group (setgid, so what it writes stays in the group). The unit's
+# ReadWritePaths covers it.
+install -d -m 2770 -o rxedge -g rxedge /var/lib/rxedge/asap /var/lib/rxedge/asap/done /var/lib/rxedge/asap/rejected
 if [ -d /run/systemd/system ]; then
 	systemctl daemon-reload
 	systemctl enable rxedge-agent.service >/dev/null 2>&1 || true

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/control/ingest"
+	"github.com/rxedge/agent/intake"
 	"github.com/rxedge/agent/internal/logging"
 	"github.com/rxedge/agent/metrics"
 	"github.com/rxedge/agent/queue"
@@ -71,6 +72,10 @@ type Config struct {
 	Control remote.Config `yaml:"control"`
 
 	Log logging.Config `yaml:"log"`
+
+	// Intake is the HL7 listener, the ASAP drop folder and the formulary
+	// (package intake validates it).
+	Intake intake.Options `yaml:"intake"`
 }
 
 // PolicyConfig is the retry policy of one class.
@@ -233,6 +238,9 @@ type Options struct {
 	// Warnings are about settings that still work but should change,
 	// such as a section under its former name. The agent logs them.
 	Warnings []string
+
+	// Intake is the HL7 listener, the ASAP drop folder and the formulary.
+	Intake intake.Options
 }
 
 // Log formats.
@@ -292,6 +300,9 @@ func (c Config) Validate() (Options, error) {
 	l, p := c.Log.Validate()
 	errs = append(errs, p...)
 	o.LogLevel, o.LogFormat = l.Level, l.Format
+
+	o.Intake = c.Intake
+	errs = append(errs, o.Intake.Validate()...)
 
 	if len(errs) > 0 {
 		return o, &Error{Problems: errs}

@@ -359,3 +359,32 @@ func TestEnvironmentSetsTrueOrFalse(t *testing.T) {
 		}
 	})
 }
+
+// The intake section is validated by package intake, its problems
+// reported with the others, and set from the environment like the rest.
+func TestIntakeSection(t *testing.T) {
+	var c Config
+	c.StoreID, c.DataDir = "S1", t.TempDir()
+	env := map[string]string{
+		"RXEDGE_INTAKE_HL7_LISTEN":        "0.0.0.0:2575",
+		"RXEDGE_INTAKE_HL7_ALLOWED_HOSTS": "10.0.0.0/8, 192.168.1.20",
+		"RXEDGE_INTAKE_ASAP_DIR":          filepath.Join(c.DataDir, "asap"),
+	}
+	if err := c.ApplyEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.Validate()
+	if err == nil || !strings.Contains(err.Error(), "intake.asap.dir: needs intake.formulary") {
+		t.Fatalf("a drop folder without a formulary: %v", err)
+	}
+	form := filepath.Join(c.DataDir, "formulary.csv")
+	os.WriteFile(form, []byte("00406-0552-62,CII\n"), 0o600)
+	c.Intake.Formulary = form
+	o, err := c.Validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Intake.HL7.Listen != "0.0.0.0:2575" || len(o.Intake.HL7.Allowed) != 2 || o.Intake.ASAP.Dir != env["RXEDGE_INTAKE_ASAP_DIR"] || o.Intake.HL7.MaxConnections == 0 {
+		t.Fatalf("intake options %+v", o.Intake)
+	}
+}

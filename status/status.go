@@ -45,14 +45,29 @@ type Status struct {
 	// OldestPendingAt is when the oldest pending movement was accepted.
 	OldestPendingAt *time.Time `json:"oldest_pending_at,omitempty"`
 	// OldestPendingAge is its age in seconds, at GeneratedAt.
-	OldestPendingAge float64   `json:"oldest_pending_age_seconds"`
-	Rates            Rates     `json:"rates"`
-	DataFile         DataFile  `json:"data_file"`
-	GeneratedAt      time.Time `json:"generated_at"`
+	OldestPendingAge float64  `json:"oldest_pending_age_seconds"`
+	Rates            Rates    `json:"rates"`
+	DataFile         DataFile `json:"data_file"`
+	// Intakes counts what each intake took since the agent started.
+	Intakes     []Intake  `json:"intakes,omitempty"`
+	GeneratedAt time.Time `json:"generated_at"`
 	// Judged is what the reader of the document judged needs attention,
 	// with the thresholds it was given (see Judge); the agent itself
 	// leaves it empty.
 	Judged []Problem `json:"problems,omitempty"`
+}
+
+// Intake is what one intake (http, hl7, asap) took since the agent
+// started: movements accepted, duplicates, rejected, and when it last
+// received anything; for the ASAP drop folder, files done and rejected.
+type Intake struct {
+	Name           string     `json:"name"`
+	Accepted       uint64     `json:"accepted"`
+	Duplicates     uint64     `json:"duplicates"`
+	Rejected       uint64     `json:"rejected"`
+	LastReceivedAt *time.Time `json:"last_received_at,omitempty"`
+	FilesDone      uint64     `json:"files_done,omitempty"`
+	FilesRejected  uint64     `json:"files_rejected,omitempty"`
 }
 
 // Service is the system service as the service manager reports it.
@@ -268,6 +283,16 @@ func Render(w io.Writer, s *Status, maxAge time.Duration) {
 	fmt.Fprintf(&b, "Rates           %.1f accepted/min, %.1f synced/min, %.1f quarantined/min\n",
 		s.Rates.AcceptedPerMinute, s.Rates.SyncedPerMinute, s.Rates.QuarantinedPerMinute)
 	fmt.Fprintf(&b, "Data file       %s, %s, %s free on disk\n", s.DataFile.Path, Bytes(uint64(max(s.DataFile.SizeBytes, 0))), Bytes(s.DataFile.FreeBytes))
+	if len(s.Intakes) > 0 {
+		b.WriteString("\nIntake      accepted  duplicates  rejected  last received\n")
+		for _, in := range s.Intakes {
+			fmt.Fprintf(&b, "%-11s %8d  %10d  %8d  %s", in.Name, in.Accepted, in.Duplicates, in.Rejected, ago(in.LastReceivedAt, s.GeneratedAt))
+			if in.FilesDone+in.FilesRejected > 0 {
+				fmt.Fprintf(&b, " (files: %d done, %d rejected)", in.FilesDone, in.FilesRejected)
+			}
+			b.WriteString("\n")
+		}
+	}
 	p := s.Judged
 	if p == nil {
 		p = s.Judge(PlainThresholds(maxAge))

@@ -70,3 +70,25 @@ func TestRenderShowsTheProblem(t *testing.T) {
 		}
 	}
 }
+
+func TestRenderShowsTheIntakes(t *testing.T) {
+	now := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	last := now.Add(-90 * time.Second)
+	s := &Status{StoreID: "S0001", GeneratedAt: now, Connection: Connection{State: Idle}, Intakes: []Intake{
+		{Name: "http", Accepted: 12, Duplicates: 1, Rejected: 2, LastReceivedAt: &last},
+		{Name: "hl7"},
+		{Name: "asap", Accepted: 300, Rejected: 3, LastReceivedAt: &last, FilesDone: 1, FilesRejected: 1},
+	}}
+	var b strings.Builder
+	Render(&b, s, time.Hour)
+	for _, want := range []string{
+		"Intake      accepted  duplicates  rejected  last received\n",
+		"http              12           1         2  1m30s ago\n",
+		"hl7                0           0         0  never\n",
+		"asap             300           0         3  1m30s ago (files: 1 done, 1 rejected)\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("no %q in\n%s", want, b.String())
+		}
+	}
+}

@@ -31,6 +31,8 @@ type runFlags struct {
 	logFormat string
 	dev       bool
 	devHub    string
+	hl7Listen string
+	asapDir   string
 }
 
 func newRunCmd(s *streams) *cobra.Command {
@@ -79,6 +81,8 @@ Flags win over RXEDGE_* environment variables, which win over the file.`,
 	fs.StringVar(&f.nats, "nats", "", "central NATS server URLs, comma-separated (nats.servers)")
 	fs.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (log.level)")
 	fs.StringVar(&f.logFormat, "log-format", "", "json or text (log.format)")
+	fs.StringVar(&f.hl7Listen, "hl7-listen", "", `HL7 v2 MLLP listener address host:port, or "off" (intake.hl7.listen)`)
+	fs.StringVar(&f.asapDir, "asap-dir", "", "ASAP 4.2 drop folder (intake.asap.dir)")
 	fs.BoolVar(&f.dev, "dev", false, "trial mode: also run a local central (embedded hub) in this process; data under ./rxedge-dev unless --data-dir")
 	fs.StringVar(&f.devHub, "dev-hub", hub.DefaultListen, "with --dev: the embedded hub's address")
 	return cmd
@@ -131,6 +135,12 @@ func (f *runFlags) apply(c *settings.Config) {
 	}
 	if f.logFormat != "" {
 		c.Log.Format = f.logFormat
+	}
+	if f.hl7Listen != "" {
+		c.Intake.HL7.Listen = f.hl7Listen
+	}
+	if f.asapDir != "" {
+		c.Intake.ASAP.Dir = f.asapDir
 	}
 }
 

@@ -10,6 +10,7 @@
 //	scale    start-up, heap, status and step costs with 10k, 100k and 1M pending
 //	herd     a fleet of stores resuming after central comes back, with and without jitter
 //	compact  file size before and after compacting a drained file
+//	intake   HL7 over MLLP against HTTP ingest; an ASAP file against `agent enqueue -f`
 //
 // Every ratio is taken against a baseline measured in the same run, because
 // the machines it runs on are noisy. It prints a Markdown table and, with

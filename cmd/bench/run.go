@@ -23,7 +23,7 @@ func (e usageError) Error() string { return e.msg }
 // scenarioNames lists the scenarios in the order they run.
 // The central scenario is heavy: it runs only when -central or -only
 // names it.
-var scenarioNames = []string{"ingest", "sync", "scale", "herd", "compact", "central"}
+var scenarioNames = []string{"ingest", "sync", "scale", "herd", "compact", "intake", "central"}
 
 // sizes are the sizes of one run.
 type sizes struct {
@@ -48,6 +48,11 @@ type sizes struct {
 
 	compactN int
 
+	intakeN      int // HL7 messages and HTTP requests per round
+	asapN        int // dispenses of an ASAP file (and of its enqueue baseline) per round
+	intakeConns  int // HL7 connections and HTTP clients
+	intakeRounds int
+
 	centralKeys  int           // retained keys of each central layout
 	digestGets   int           // direct gets of each kind of digest check
 	partRounds   int           // rounds of the partition comparison
@@ -64,7 +69,8 @@ func fullSizes() sizes {
 		syncN: 100_000, syncRounds: 5,
 		scaleNs: []int{10_000, 100_000, 1_000_000}, stepSamples: 201, statusCalls: 100,
 		herdStores: 2000, herdPerStore: 3, herdJitter: 5 * time.Second, herdOutage: 3 * time.Second,
-		compactN:    1_000_000,
+		compactN: 1_000_000,
+		intakeN:  5_000, asapN: 20_000, intakeConns: 8, intakeRounds: 4,
 		centralKeys: 1_000_000, digestGets: 2000,
 		partRounds: 5, partRound: 6 * time.Second, partConns: 64, partInFlight: 4,
 		fillAge: defaultFillAge, cacheSettle: defaultCacheSettle,
@@ -78,7 +84,8 @@ func quickSizes() sizes {
 		syncN: 10_000, syncRounds: 3,
 		scaleNs: []int{10_000, 100_000}, stepSamples: 101, statusCalls: 100,
 		herdStores: 200, herdPerStore: 5, herdJitter: 5 * time.Second, herdOutage: 2 * time.Second,
-		compactN:    100_000,
+		compactN: 100_000,
+		intakeN:  1_000, asapN: 5_000, intakeConns: 8, intakeRounds: 2,
 		centralKeys: 100_000, digestGets: 2000,
 		partRounds: 2, partRound: 4 * time.Second, partConns: 64, partInFlight: 4,
 		fillAge: defaultFillAge, cacheSettle: defaultCacheSettle,
@@ -201,6 +208,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		"scale":   benchScale,
 		"herd":    benchHerd,
 		"compact": benchCompact,
+		"intake":  benchIntake,
 		"central": benchCentral,
 	}
 	var failed []string

@@ -26,6 +26,11 @@ var badDeps = map[string][]string{
 	"metrics":  {natsServer},
 	"settings": {natsServer},
 	"central":  {module, natsServer},
+	// The intakes hand movements to the queue; they know nothing of the
+	// local API or of central.
+	"intake":      {module + "/daemon", module + "/control", "net/http", natsServer},
+	"intake/hl7":  {module + "/daemon", module + "/control", "net/http", natsServer},
+	"intake/asap": {module + "/daemon", module + "/control", "net/http", natsServer},
 }
 
 var why = map[string]string{

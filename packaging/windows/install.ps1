@@ -9,6 +9,12 @@
 # checks the config as the agent does), starts the service and runs
 # `rxedge-agent doctor`. Exit code: 0 ready, 3 installed but not ready,
 # anything else failed.
+#
+# -AsapDir DIR creates the ASAP drop folder (with done\ and rejected\) with
+# the service's permissions: SYSTEM and Administrators full control, the
+# service's account NT SERVICE\rxedge-agent modify, and -AsapWriter (the
+# account the pharmacy software writes files as) modify. Then set
+# intake.asap.dir (and intake.formulary) in the config and restart.
 param(
     [Parameter(Mandatory = $true)][string]$StoreId,
     [string]$Nats = "",
@@ -16,7 +22,9 @@ param(
     [string]$NkeySeedFile = "",
     [string]$NatsUser = "",
     [string]$PasswordFile = "",
-    [string]$CaFile = ""
+    [string]$CaFile = "",
+    [string]$AsapDir = "",
+    [string]$AsapWriter = ""
 )
 $ErrorActionPreference = "Stop"
 $dir = Join-Path $env:ProgramFiles "RxEdge"
@@ -33,6 +41,18 @@ if ($CaFile) { $installArgs += @("--ca-file", $CaFile) }
 
 & $exe @installArgs
 if ($LASTEXITCODE -ne 0) { exit $LASTEXITCODE }
+
+if ($AsapDir) {
+    foreach ($d in @($AsapDir, (Join-Path $AsapDir "done"), (Join-Path $AsapDir "rejected"))) {
+        New-Item -ItemType Directory -Force -Path $d | Out-Null
+    }
+    $grants = @("*S-1-5-18:(OI)(CI)F", "*S-1-5-32-544:(OI)(CI)F", "NT SERVICE\rxedge-agent:(OI)(CI)M")
+    if ($AsapWriter) { $grants += "${AsapWriter}:(OI)(CI)M" }
+    $icaclsArgs = @($AsapDir, "/inheritance:r")
+    foreach ($g in $grants) { $icaclsArgs += @("/grant:r", $g) }
+    & icacls @icaclsArgs | Out-Null
+    if ($LASTEXITCODE -ne 0) { exit $LASTEXITCODE }
+}
 & $exe start
 if ($LASTEXITCODE -ne 0) { exit $LASTEXITCODE }
 & $exe doctor

@@ -22,6 +22,8 @@ type Sources struct {
 	Running bool
 	// Clock stamps the document and ages. Default time.Now.
 	Clock func() time.Time
+	// Intakes counts what each intake took; nil when not running.
+	Intakes func() []status.Intake
 }
 
 // Builder builds the status document from the queue's counters (no scan),
@@ -107,6 +109,9 @@ func (b *Builder) Status() (*status.Status, error) {
 		st.Connection.State = status.Stopped
 	}
 	st.Rates = b.rates.perMinute()
+	if b.src.Intakes != nil {
+		st.Intakes = b.src.Intakes()
+	}
 	return st, nil
 }
 

@@ -1,7 +1,7 @@
 // Package powerloss tests DESIGN P1 through power loss, not only through
 // kill -9: it runs the built agent with its data directory on a powerfs
 // filesystem, cuts the power at random moments (during concurrent ingest,
-// agent enqueue, the creation of a data directory, a drain to central,
+// agent enqueue, an ASAP file taken from a drop folder, the creation of a data directory, a drain to central,
 // every phase of a compaction, and journalled operator commands), and
 // checks the state that comes back: the data file opens, the queue's
 // Verify passes, every acknowledged movement is held exactly once, and

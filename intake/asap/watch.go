@@ -1,0 +1,325 @@
+package asap
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/rxedge/agent/intake"
+	"github.com/rxedge/agent/movement"
+	"github.com/rxedge/agent/queue"
+)
+
+// Folders under the drop folder.
+const (
+	DoneDir     = "done"
+	RejectedDir = "rejected"
+)
+
+// ChunkRecords is how many movements of a file go in one submission.
+const ChunkRecords = 5000
+
+// Watcher takes complete ASAP files from a folder. One goroutine (Run)
+// owns the folder: files are taken one at a time, in name order.
+type Watcher struct {
+	Dir          string
+	Sink         *intake.Sink
+	Formulary    intake.Formulary
+	Location     *time.Location // of dates filled; default time.Local
+	Counter      *intake.Counter
+	Log          *slog.Logger
+	Poll         time.Duration
+	MaxFileBytes int64
+}
+
+// Report is what became of one file; a rejected file's report is written
+// next to it as NAME.report.json. It holds record numbers and field
+// names, never values.
+type Report struct {
+	File       string         `json:"file"`
+	Version    string         `json:"version,omitempty"`
+	Records    int            `json:"records"`
+	Stored     int            `json:"stored"`
+	Duplicates int            `json:"duplicates"`
+	Rejected   []RecordReport `json:"rejected,omitempty"`
+	// Errors are problems with the file as a whole: nothing of it was
+	// stored.
+	Errors []FileError `json:"errors,omitempty"`
+}
+
+// RecordReport lists the field errors of one rejected record.
+type RecordReport struct {
+	Record  int          `json:"record"`  // the DSP's number in the file, from 1
+	Segment int          `json:"segment"` // its position among the file's segments
+	Errors  []FieldError `json:"errors"`
+}
+
+// FileError is a problem with the file as a whole.
+type FileError struct {
+	Segment int    `json:"segment,omitempty"`
+	Field   string `json:"field"`
+	Error   string `json:"error"`
+}
+
+// Prepare makes the done and rejected folders.
+func (w *Watcher) Prepare() error {
+	for _, d := range []string{w.Dir, filepath.Join(w.Dir, DoneDir), filepath.Join(w.Dir, RejectedDir)} {
+		if err := os.MkdirAll(d, 0o770); err != nil {
+			return fmt.Errorf("intake.asap.dir: %w", err)
+		}
+	}
+	return nil
+}
+
+// Run takes files until ctx ends.
+func (w *Watcher) Run(ctx context.Context) error {
+	if err := w.Prepare(); err != nil {
+		return err
+	}
+	t := time.NewTicker(w.poll())
+	defer t.Stop()
+	for {
+		if _, err := w.Scan(ctx); err != nil && ctx.Err() == nil {
+			w.log().Warn("ASAP_SCAN_FAILED", "error", err.Error())
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Scan takes every complete file in the folder once, in name order, and
+// returns their reports. A file without its TT trailer is left for a
+// later scan.
+func (w *Watcher) Scan(ctx context.Context) ([]Report, error) {
+	ents, err := os.ReadDir(w.Dir)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range ents {
+		n := e.Name()
+		if !e.Type().IsRegular() || strings.HasPrefix(n, ".") || strings.HasSuffix(n, ".tmp") || strings.HasSuffix(n, ".part") {
+			continue
+		}
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	var out []Report
+	for _, n := range names {
+		if ctx.Err() != nil {
+			break
+		}
+		rep, taken, err := w.take(ctx, n)
+		if err != nil {
+			return out, err
+		}
+		if taken {
+			out = append(out, rep)
+		}
+	}
+	return out, nil
+}
+
+// take processes one file: taken is false when it is not complete yet, or
+// when ctx ended before all of it was stored.
+// The file moves to done/ only after every movement in it is in an
+// fsynced commit; a crash before the move leaves it in place, and taking
+// it again finds its movements held (duplicates), so nothing is stored
+// twice.
+func (w *Watcher) take(ctx context.Context, name string) (Report, bool, error) {
+	path := filepath.Join(w.Dir, name)
+	rep := Report{File: name}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return rep, false, nil // gone meanwhile
+	}
+	if fi.Size() > w.maxBytes() {
+		rep.Errors = []FileError{{Field: "file", Error: fmt.Sprintf("larger than intake.asap.max_file_bytes (%d)", w.maxBytes())}}
+		return rep, true, w.finish(path, &rep, true)
+	}
+	b, err := readFile(path, w.maxBytes())
+	if err != nil {
+		return rep, false, fmt.Errorf("read %s: %w", name, err)
+	}
+	if !Complete(b) {
+		return rep, false, nil
+	}
+	now := w.Sink.Now()
+	f, err := Parse(b)
+	if err != nil {
+		var pe *ParseError
+		if errors.As(err, &pe) {
+			rep.Errors = []FileError{{Segment: pe.Segment, Field: pe.Field, Error: pe.FieldError.Error}}
+		} else {
+			rep.Errors = []FileError{{Field: "file", Error: "malformed"}}
+		}
+		w.Counter.Add(0, 0, 1, now)
+		return rep, true, w.finish(path, &rep, true)
+	}
+	rep.Version = f.Version
+	recs := Records(f, w.Formulary, w.loc())
+	rep.Records = len(recs)
+	var items []movement.Prepared
+	var index []int
+	for i := range recs {
+		r := &recs[i]
+		if r.Movement == nil {
+			continue
+		}
+		p, es := intake.Prepare(r.Movement, w.Sink.StoreID, now)
+		for _, e := range es {
+			r.Errors = append(r.Errors, FieldError{Field: fieldOf(e.Field), Error: e.Field + " " + e.Msg})
+		}
+		if es != nil {
+			continue
+		}
+		items = append(items, p)
+		index = append(index, i)
+	}
+	for start := 0; start < len(items); start += ChunkRecords {
+		if ctx.Err() != nil {
+			// Stopping: what was stored is held, the file stays, and the
+			// next start takes it again (its stored records as duplicates).
+			return rep, false, nil
+		}
+		end := min(start+ChunkRecords, len(items))
+		res, err := w.Sink.EnqueueEach(items[start:end])
+		if err != nil {
+			// Nothing of this chunk stored; the file stays to be taken again.
+			return rep, false, fmt.Errorf("store %s: %w", name, err)
+		}
+		for j, r := range res {
+			rec := &recs[index[start+j]]
+			var ce *queue.ConflictError
+			var pe *queue.PurgedError
+			switch {
+			case r.Err == nil && r.Duplicate:
+				rep.Duplicates++
+			case r.Err == nil:
+				rep.Stored++
+			case errors.As(r.Err, &ce):
+				rec.Errors = append(rec.Errors, FieldError{Field: "DSP02", Error: "this dispense (prescription number, refill number, date filled) was stored before with different content"})
+			case errors.As(r.Err, &pe):
+				rec.Errors = append(rec.Errors, FieldError{Field: "DSP02", Error: "this dispense was purged by an operator and cannot be sent again"})
+			default:
+				return rep, false, fmt.Errorf("store %s: %w", name, r.Err)
+			}
+		}
+	}
+	for _, r := range recs {
+		if len(r.Errors) > 0 {
+			rep.Rejected = append(rep.Rejected, RecordReport{Record: r.Number, Segment: r.Segment, Errors: r.Errors})
+		}
+	}
+	w.Counter.Add(rep.Stored, rep.Duplicates, len(rep.Rejected), now)
+	return rep, true, w.finish(path, &rep, len(rep.Rejected) > 0)
+}
+
+// finish moves a taken file to done/ or, with its report, to rejected/,
+// durably.
+func (w *Watcher) finish(path string, rep *Report, rejected bool) error {
+	name := filepath.Base(path)
+	if !rejected {
+		dst := free(filepath.Join(w.Dir, DoneDir), name)
+		if err := rename(path, dst); err != nil {
+			return fmt.Errorf("move %s to %s: %w", name, DoneDir, err)
+		}
+		w.Counter.File(false)
+		w.log().Info("ASAP_FILE_DONE", "file", name, "records", rep.Records, "stored", rep.Stored, "duplicates", rep.Duplicates)
+		return nil
+	}
+	dst := free(filepath.Join(w.Dir, RejectedDir), name)
+	b, _ := json.MarshalIndent(rep, "", "  ")
+	if err := writeDurable(dst+".report.json", append(b, '\n')); err != nil {
+		return fmt.Errorf("write the report of %s: %w", name, err)
+	}
+	if err := rename(path, dst); err != nil {
+		return fmt.Errorf("move %s to %s: %w", name, RejectedDir, err)
+	}
+	w.Counter.File(true)
+	w.log().Warn("ASAP_FILE_REJECTED", "file", name, "records", rep.Records, "stored", rep.Stored, "duplicates", rep.Duplicates,
+		"rejected_records", len(rep.Rejected), "file_errors", len(rep.Errors), "report", filepath.Base(dst)+".report.json")
+	return nil
+}
+
+// free is dir/name, or dir/name.N for the first N not taken: a file sent
+// twice under one name keeps both copies.
+func free(dir, name string) string {
+	p := filepath.Join(dir, name)
+	for n := 1; ; n++ {
+		if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
+			return p
+		}
+		p = filepath.Join(dir, fmt.Sprintf("%s.%d", name, n))
+	}
+}
+
+func writeDurable(path string, b []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o660)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return rename(tmp, path)
+}
+
+func readFile(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, max+1))
+}
+
+func dirOf(p string) string { return filepath.Dir(p) }
+
+func (w *Watcher) poll() time.Duration {
+	if w.Poll <= 0 {
+		return intake.DefaultPollInterval
+	}
+	return w.Poll
+}
+
+func (w *Watcher) maxBytes() int64 {
+	if w.MaxFileBytes <= 0 {
+		return intake.DefaultMaxFileBytes
+	}
+	return w.MaxFileBytes
+}
+
+func (w *Watcher) loc() *time.Location {
+	if w.Location == nil {
+		return time.Local
+	}
+	return w.Location
+}
+
+func (w *Watcher) log() *slog.Logger {
+	if w.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return w.Log
+}

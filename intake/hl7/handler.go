@@ -1,0 +1,127 @@
+package hl7
+
+import (
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/rxedge/agent/intake"
+	"github.com/rxedge/agent/movement"
+	"github.com/rxedge/agent/queue"
+)
+
+// Handler turns one HL7 message into movements, stores them through the
+// sink's group commit and builds the acknowledgement. It is safe for
+// concurrent use: every connection calls it, and concurrent messages share
+// commits.
+type Handler struct {
+	Sink      *intake.Sink
+	Formulary intake.Formulary
+	// Location is the zone of times sent without an offset. Default
+	// time.Local, the pharmacy PC's zone.
+	Location *time.Location
+	Counter  *intake.Counter
+	Log      *slog.Logger
+}
+
+// Outcome is what became of one message.
+type Outcome struct {
+	Code       string // AA, AE or AR
+	Accepted   int
+	Duplicates int
+}
+
+// Handle processes one message and returns the acknowledgement to send.
+// The AA is built only after the commit holding the message's movements
+// was fsynced; an AE or AR means nothing of the message was stored.
+func (h *Handler) Handle(raw []byte) ([]byte, Outcome) {
+	now := h.Sink.Now()
+	m, err := Parse(raw)
+	if err != nil {
+		return h.refuse(ackHeader{}, AR, now, asErrors(err), 1)
+	}
+	hdr := header(m)
+	msh := m.MSH()
+	if hdr.controlID == "" {
+		return h.refuse(hdr, AR, now, []*Error{{Loc: Location{Segment: "MSH", Seq: 1, Field: 10}, Code: CodeRequiredMissing, Msg: "the message control id is required"}}, 1)
+	}
+	typ, _ := m.Get(msh, 9, 1, 1, 0)
+	if typ != "RDS" || !dispenseTriggers[hdr.trigger] {
+		return h.refuse(hdr, AR, now, []*Error{{Loc: Location{Segment: "MSH", Seq: 1, Field: 9}, Code: CodeUnsupportedType, Msg: "only RDS^O13 and RDS^O01 are taken"}}, 1)
+	}
+	ds, errs := Dispenses(m, h.Formulary, h.loc())
+	if len(errs) > 0 {
+		return h.refuse(hdr, AE, now, errs, max(len(ds), 1))
+	}
+	items := make([]movement.Prepared, len(ds))
+	for i, d := range ds {
+		p, es := intake.Prepare(d.Movement, h.Sink.StoreID, now)
+		for _, e := range es {
+			code := CodeDataType
+			if e.Msg == "is required" || len(e.Msg) > 11 && e.Msg[:11] == "is required" {
+				code = CodeRequiredMissing
+			}
+			errs = append(errs, &Error{Loc: d.where(e.Field), Code: code, Msg: e.Field + " " + e.Msg})
+		}
+		items[i] = p
+	}
+	if len(errs) > 0 {
+		return h.refuse(hdr, AE, now, errs, len(ds))
+	}
+	res, err := h.Sink.Enqueue(items)
+	if err != nil {
+		var ce *queue.ConflictError
+		var pe *queue.PurgedError
+		switch {
+		case errors.As(err, &ce):
+			return h.refuse(hdr, AE, now, []*Error{{Loc: ds[ce.Index].where("movement_id"), Code: CodeDuplicateKey, Msg: "this dispense (prescription number and sub-ID) was stored before with different content"}}, len(ds))
+		case errors.As(err, &pe):
+			return h.refuse(hdr, AE, now, []*Error{{Loc: ds[pe.Index].where("movement_id"), Code: CodeDuplicateKey, Msg: "this dispense was purged by an operator and cannot be sent again"}}, len(ds))
+		case errors.Is(err, queue.ErrDiskFull):
+			return h.refuse(hdr, AR, now, []*Error{{Loc: Location{Segment: "MSH", Seq: 1}, Code: CodeInternal, Msg: "the agent's disk is full: nothing was stored, send again later"}}, len(ds))
+		case errors.Is(err, queue.ErrClosed):
+			return h.refuse(hdr, AR, now, []*Error{{Loc: Location{Segment: "MSH", Seq: 1}, Code: CodeInternal, Msg: "the agent is shutting down: nothing was stored, send again later"}}, len(ds))
+		}
+		h.log().Warn("HL7_STORE_FAILED", "error", err.Error())
+		return h.refuse(hdr, AR, now, []*Error{{Loc: Location{Segment: "MSH", Seq: 1}, Code: CodeInternal, Msg: "storing the dispenses failed: nothing was stored, send again later"}}, len(ds))
+	}
+	out := Outcome{Code: AA}
+	for _, r := range res {
+		if r.Duplicate {
+			out.Duplicates++
+		} else {
+			out.Accepted++
+		}
+	}
+	h.Counter.Add(out.Accepted, out.Duplicates, 0, now)
+	return buildAck(hdr, AA, h.Sink.StoreID, now, nil), out
+}
+
+func (h *Handler) refuse(hdr ackHeader, code string, now time.Time, errs []*Error, n int) ([]byte, Outcome) {
+	h.Counter.Add(0, 0, n, now)
+	first := errs[0]
+	h.log().Info("HL7_REFUSED", "ack", code, "where", first.Loc.String(), "code", first.Code, "errors", len(errs))
+	return buildAck(hdr, code, h.Sink.StoreID, now, errs), Outcome{Code: code}
+}
+
+func (h *Handler) loc() *time.Location {
+	if h.Location == nil {
+		return time.Local
+	}
+	return h.Location
+}
+
+func (h *Handler) log() *slog.Logger {
+	if h.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return h.Log
+}
+
+func asErrors(err error) []*Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return []*Error{e}
+	}
+	return []*Error{{Loc: Location{Segment: "MSH", Seq: 1}, Code: CodeSegmentSequence, Msg: "malformed message"}}
+}

@@ -1,0 +1,153 @@
+package hl7
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rxedge/agent/intake"
+)
+
+func dial(t *testing.T, s *Server) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(time.Minute)) // a hung test fails, it does not hang
+	return c
+}
+
+func roundTrip(t *testing.T, c net.Conn, fr *FrameReader, msg string) string {
+	t.Helper()
+	if _, err := c.Write(AppendFrame(nil, []byte(msg))); err != nil {
+		t.Fatal(err)
+	}
+	ack, err := fr.Next()
+	if err != nil {
+		t.Fatalf("reading the ACK: %v", err)
+	}
+	code, _, _ := ackParts(t, ack)
+	return code
+}
+
+// waitClosed reads until the server closes the connection; it returns
+// whether anything but framing was read first.
+func waitClosed(t *testing.T, c net.Conn) []byte {
+	t.Helper()
+	b, err := io.ReadAll(c)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatal("the server did not close the connection within a minute")
+	}
+	return b
+}
+
+func TestServerBoundsHostileSenders(t *testing.T) {
+	h, _ := newHandler(t)
+	s := startServer(t, h, intake.HL7Options{MaxMessageBytes: 4096, MaxConnections: 3, IdleTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond})
+
+	t.Run("noise outside frames is skipped", func(t *testing.T) {
+		c := dial(t, s)
+		fr := NewFrameReader(c, 0)
+		c.Write([]byte("GET / HTTP/1.1\r\n\r\n\x00\xff"))
+		if code := roundTrip(t, c, fr, rds("S1", "RX900", "1", "12345-6789-01", "1", "EA", "")); code != AA {
+			t.Fatalf("after noise: %s", code)
+		}
+	})
+
+	t.Run("a message over the bound closes the connection unanswered", func(t *testing.T) {
+		c := dial(t, s)
+		big := rds("S2", "RX901", "1", "12345-6789-01", "1", "EA", "") + "NTE|1||" + strings.Repeat("x", 5000) + "\r"
+		var b []byte
+		b = AppendFrame(b, []byte(big))
+		b = AppendFrame(b, []byte(rds("S3", "RX902", "1", "12345-6789-01", "1", "EA", "")))
+		c.Write(b)
+		if got := waitClosed(t, c); len(got) != 0 {
+			t.Fatalf("answered %q", got)
+		}
+	})
+
+	t.Run("an idle connection is closed", func(t *testing.T) {
+		c := dial(t, s)
+		if got := waitClosed(t, c); len(got) != 0 {
+			t.Fatalf("answered %q", got)
+		}
+	})
+
+	t.Run("a sender that never reads its ACKs does not hold up others", func(t *testing.T) {
+		// Its own server, whose idle timeout cannot end the connection: only
+		// the write timeout can.
+		s := startServer(t, h, intake.HL7Options{IdleTimeout: time.Hour, WriteTimeout: 300 * time.Millisecond})
+		stuck, err := net.Dial("tcp", s.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stuck.Close()
+		// A small receive buffer: the server's writes block once its own
+		// send buffer is full.
+		stuck.(*net.TCPConn).SetReadBuffer(1024)
+		// Unsupported messages are answered without a commit, and each ACK
+		// echoes the 60 KB control id: a few hundred fill the socket
+		// buffers. One write, so the server never waits for a frame.
+		one := AppendFrame(nil, []byte("MSH|^~\\&|A|B|C|D|20260301||ADT^A01|"+strings.Repeat("C", 60000)+"|P|2.5\r"))
+		go stuck.Write(bytes.Repeat(one, 400))
+		c := dial(t, s)
+		fr := NewFrameReader(c, 0)
+		if code := roundTrip(t, c, fr, rds("S5", "RX904", "1", "12345-6789-01", "1", "EA", "")); code != AA {
+			t.Fatalf("other sender: %s", code)
+		}
+		deadline := time.Now().Add(time.Minute)
+		for s.CutOff.Load() == 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("waited a minute for the server to cut off a sender that does not read its ACKs")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+
+	t.Run("connections over the limit are refused", func(t *testing.T) {
+		// Its own server, whose idle timeout cannot close an admitted
+		// connection while the test opens the others.
+		s := startServer(t, h, intake.HL7Options{MaxConnections: 3})
+		before := s.Refused.Load()
+		for i := 0; i < 3; i++ {
+			c := dial(t, s)
+			fr := NewFrameReader(c, 0)
+			// An answered message proves the connection was admitted.
+			roundTrip(t, c, fr, rds("L"+string(rune('0'+i)), "RX905", "1", "12345-6789-01", "1", "EA", ""))
+		}
+		extra := dial(t, s)
+		if got := waitClosed(t, extra); len(got) != 0 {
+			t.Fatalf("answered %q", got)
+		}
+		if s.Refused.Load() == before {
+			t.Fatal("the refusal was not counted")
+		}
+	})
+}
+
+func TestPermitted(t *testing.T) {
+	o := intake.Options{HL7: intake.HL7Options{Listen: "0.0.0.0:2575", AllowedHosts: []string{"10.1.2.3", "192.168.7.0/24"}}}
+	if errs := o.Validate(); errs != nil {
+		t.Fatal(errs)
+	}
+	for addr, want := range map[string]bool{
+		"127.0.0.1:5000": true, "[::1]:5000": true, "10.1.2.3:1": true, "10.1.2.4:1": false,
+		"192.168.7.200:9": true, "192.168.8.1:9": false, "[::ffff:10.1.2.3]:1": true,
+	} {
+		a, _ := net.ResolveTCPAddr("tcp", addr)
+		if got := o.HL7.Permitted(a); got != want {
+			t.Errorf("Permitted(%s) = %v, want %v", addr, got, want)
+		}
+	}
+	bad := intake.Options{HL7: intake.HL7Options{Listen: "0.0.0.0:2575"}}
+	if errs := bad.Validate(); len(errs) != 1 || !strings.Contains(errs[0], "intake.hl7.listen") {
+		t.Errorf("a wildcard listener without allowed hosts: %v", errs)
+	}
+}

@@ -1,0 +1,116 @@
+package intake
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/rxedge/agent/movement"
+	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/status"
+)
+
+// Prepare validates a movement built by an intake and puts it in the form
+// the queue stores, exactly as the HTTP ingest does for a decoded one.
+func Prepare(m *movement.Movement, storeID string, now time.Time) (movement.Prepared, movement.Errors) {
+	if es := m.Validate(storeID, now); es != nil {
+		return movement.Prepared{}, es
+	}
+	c := m.Canonical()
+	return movement.Prepared{
+		MovementID: m.MovementID,
+		Key:        movement.Key(storeID, m.MovementID),
+		Digest:     movement.Digest(c),
+		Class:      m.Class(),
+		Schedule:   m.Schedule,
+		Payload:    c,
+	}, nil
+}
+
+// Sink hands prepared movements to the queue's group commit: the same
+// path, and the same commits, as POST /v1/movements.
+type Sink struct {
+	Queue   *queue.Queue
+	StoreID string
+	Clock   func() time.Time
+}
+
+// Now is the sink's clock.
+func (s *Sink) Now() time.Time {
+	if s.Clock == nil {
+		return time.Now()
+	}
+	return s.Clock()
+}
+
+// Enqueue stores items all or nothing; it returns after the fsync.
+func (s *Sink) Enqueue(items []movement.Prepared) ([]queue.Result, error) {
+	return s.Queue.Enqueue(items)
+}
+
+// EnqueueEach stores each item on its own, in one commit; it returns
+// after the fsync.
+func (s *Sink) EnqueueEach(items []movement.Prepared) ([]queue.Result, error) {
+	return s.Queue.EnqueueEach(items)
+}
+
+// Names of the intakes, as status and metrics show them.
+const (
+	NameHTTP = "http"
+	NameHL7  = "hl7"
+	NameASAP = "asap"
+)
+
+// Counter counts one intake's movements. Safe for concurrent use.
+type Counter struct {
+	accepted, duplicates, rejected  atomic.Uint64
+	last                            atomic.Int64 // unix nanoseconds
+	files, filesDone, filesRejected atomic.Uint64
+}
+
+// Add records one submission's outcome at now.
+func (c *Counter) Add(accepted, duplicates, rejected int, now time.Time) {
+	if c == nil {
+		return
+	}
+	c.accepted.Add(uint64(accepted))
+	c.duplicates.Add(uint64(duplicates))
+	c.rejected.Add(uint64(rejected))
+	c.last.Store(now.UnixNano())
+}
+
+// File records a file finished, moved to done/ or to rejected/.
+func (c *Counter) File(rejected bool) {
+	if c == nil {
+		return
+	}
+	c.files.Add(1)
+	if rejected {
+		c.filesRejected.Add(1)
+	} else {
+		c.filesDone.Add(1)
+	}
+}
+
+// Counters are the counters of every intake.
+type Counters struct {
+	HTTP, HL7, ASAP Counter
+}
+
+// Snapshot is every intake's counts, for status and metrics.
+func (c *Counters) Snapshot() []status.Intake {
+	if c == nil {
+		return nil
+	}
+	one := func(name string, k *Counter) status.Intake {
+		in := status.Intake{Name: name, Accepted: k.accepted.Load(), Duplicates: k.duplicates.Load(), Rejected: k.rejected.Load()}
+		if n := k.last.Load(); n != 0 {
+			t := time.Unix(0, n).UTC()
+			in.LastReceivedAt = &t
+		}
+		if name == NameASAP {
+			in.FilesDone, in.FilesRejected = k.filesDone.Load(), k.filesRejected.Load()
+		}
+		return in
+	}
+	return []status.Intake{one(NameHTTP, &c.HTTP), one(NameHL7, &c.HL7), one(NameASAP, &c.ASAP)}
+}
