@@ -170,8 +170,23 @@ func (w *Watcher) take(ctx context.Context, name string) (Report, bool, error) {
 	rep.Version = f.Version
 	recs := Records(f, w.Formulary, w.loc())
 	rep.Records = len(recs)
-	var items []movement.Prepared
-	var index []int
+	items, index := w.prepare(recs, now)
+	if done, err := w.store(ctx, name, recs, items, index, &rep); !done || err != nil {
+		return rep, false, err
+	}
+	for _, r := range recs {
+		if len(r.Errors) > 0 {
+			rep.Rejected = append(rep.Rejected, RecordReport{Record: r.Number, Segment: r.Segment, Errors: r.Errors})
+		}
+	}
+	w.Counter.Add(rep.Stored, rep.Duplicates, len(rep.Rejected), now)
+	return rep, true, w.finish(path, &rep, len(rep.Rejected) > 0)
+}
+
+// prepare validates each record's movement as the HTTP intake does, and
+// returns those that pass with the index of their record; the others get
+// their field errors.
+func (w *Watcher) prepare(recs []Record, now time.Time) (items []movement.Prepared, index []int) {
 	for i := range recs {
 		r := &recs[i]
 		if r.Movement == nil {
@@ -187,17 +202,24 @@ func (w *Watcher) take(ctx context.Context, name string) (Report, bool, error) {
 		items = append(items, p)
 		index = append(index, i)
 	}
+	return items, index
+}
+
+// store commits items in chunks of ChunkRecords, counting what was stored
+// and duplicated into rep and giving refused records their errors. It
+// reports done false when it stopped before the end (ctx ended, or a
+// chunk failed with err): the file then stays to be taken again, its
+// stored records coming back as duplicates.
+func (w *Watcher) store(ctx context.Context, name string, recs []Record, items []movement.Prepared, index []int, rep *Report) (done bool, err error) {
 	for start := 0; start < len(items); start += ChunkRecords {
 		if ctx.Err() != nil {
-			// Stopping: what was stored is held, the file stays, and the
-			// next start takes it again (its stored records as duplicates).
-			return rep, false, nil
+			return false, nil
 		}
 		end := min(start+ChunkRecords, len(items))
 		res, err := w.Sink.EnqueueEach(items[start:end])
 		if err != nil {
-			// Nothing of this chunk stored; the file stays to be taken again.
-			return rep, false, fmt.Errorf("store %s: %w", name, err)
+			// Nothing of this chunk stored.
+			return false, fmt.Errorf("store %s: %w", name, err)
 		}
 		for j, r := range res {
 			rec := &recs[index[start+j]]
@@ -213,17 +235,11 @@ func (w *Watcher) take(ctx context.Context, name string) (Report, bool, error) {
 			case errors.As(r.Err, &pe):
 				rec.Errors = append(rec.Errors, FieldError{Field: "DSP02", Error: "this dispense was purged by an operator and cannot be sent again"})
 			default:
-				return rep, false, fmt.Errorf("store %s: %w", name, r.Err)
+				return false, fmt.Errorf("store %s: %w", name, r.Err)
 			}
 		}
 	}
-	for _, r := range recs {
-		if len(r.Errors) > 0 {
-			rep.Rejected = append(rep.Rejected, RecordReport{Record: r.Number, Segment: r.Segment, Errors: r.Errors})
-		}
-	}
-	w.Counter.Add(rep.Stored, rep.Duplicates, len(rep.Rejected), now)
-	return rep, true, w.finish(path, &rep, len(rep.Rejected) > 0)
+	return true, nil
 }
 
 // finish moves a taken file to done/ or, with its report, to rejected/,

@@ -74,27 +74,62 @@ func Dispenses(m *Message, fm intake.Formulary, loc *time.Location) ([]*Dispense
 }
 
 func dispense(m *Message, rxd, rxe *Segment, fm intake.Formulary, loc *time.Location) (*Dispense, []*Error) {
-	var errs []*Error
-	at := func(f, c int) Location { return Location{Segment: "RXD", Seq: rxd.Seq, Field: f, Component: c} }
-	get := func(s *Segment, f, c int) string {
-		v, err := m.Get(s, f, 1, c, 0)
-		if err != nil {
-			errs = append(errs, err.(*Error))
-		}
-		return strings.TrimSpace(v)
-	}
-	missing := func(l Location, what string) {
-		errs = append(errs, &Error{Loc: l, Code: CodeRequiredMissing, Msg: what + " is required"})
-	}
+	r := &rdsReader{m: m, rxd: rxd}
 	mv := &movement.Movement{Type: movement.TypeDispense}
+	mv.MovementID, mv.RxRef = r.id()
+	mv.NDC = r.ndc()
+	mv.OccurredAt = r.dispensedAt(loc)
+	mv.Type, mv.Quantity = r.quantity()
+	mv.Unit = r.unit()
+	mv.Schedule = r.schedule(rxe)
+	if mv.Schedule == "" {
+		mv.Schedule = fm.Schedule(mv.NDC)
+	}
+	if len(r.errs) > 0 {
+		return nil, r.errs
+	}
+	return &Dispense{Movement: mv, rxd: rxd, rxe: rxe}, nil
+}
 
-	sub := get(rxd, 1, 0)
-	rx := get(rxd, 7, 0)
+// rdsReader reads one RXD segment's fields (and its RXE's schedule),
+// gathering an Error for each that is missing or wrong, by its place.
+type rdsReader struct {
+	m    *Message
+	rxd  *Segment
+	errs []*Error
+}
+
+func (r *rdsReader) at(f, c int) Location {
+	return Location{Segment: "RXD", Seq: r.rxd.Seq, Field: f, Component: c}
+}
+
+func (r *rdsReader) get(s *Segment, f, c int) string {
+	v, err := r.m.Get(s, f, 1, c, 0)
+	if err != nil {
+		r.errs = append(r.errs, err.(*Error))
+	}
+	return strings.TrimSpace(v)
+}
+
+func (r *rdsReader) fail(l Location, code, msg string) {
+	r.errs = append(r.errs, &Error{Loc: l, Code: code, Msg: msg})
+}
+
+func (r *rdsReader) missing(l Location, what string) {
+	r.fail(l, CodeRequiredMissing, what+" is required")
+}
+
+// id is the movement id, built from the dispense itself (RXD-7, the
+// prescription number, and RXD-1, the dispense sub-ID counter), and the
+// prescription number as the rx_ref.
+func (r *rdsReader) id() (id, rx string) {
+	sub := r.get(r.rxd, 1, 0)
+	rx = r.get(r.rxd, 7, 0)
 	switch {
 	case sub == "":
-		missing(at(1, 0), "the dispense sub-ID counter")
+		r.missing(r.at(1, 0), "the dispense sub-ID counter")
 	case !digits(sub) || len(sub) > 9:
-		errs = append(errs, &Error{Loc: at(1, 0), Code: CodeDataType, Msg: "must be a whole number"})
+		r.fail(r.at(1, 0), CodeDataType, "must be a whole number")
 	default:
 		sub = strings.TrimLeft(sub, "0")
 		if sub == "" {
@@ -102,67 +137,82 @@ func dispense(m *Message, rxd, rxe *Segment, fm intake.Formulary, loc *time.Loca
 		}
 	}
 	if rx == "" {
-		missing(at(7, 0), "the prescription number")
+		r.missing(r.at(7, 0), "the prescription number")
 	}
-	mv.MovementID = "hl7:" + rx + ":" + sub
-	mv.RxRef = rx
+	return "hl7:" + rx + ":" + sub, rx
+}
 
-	// The give code: an NDC as the identifier, or as the alternate.
-	code, system := get(rxd, 2, 1), strings.ToUpper(get(rxd, 2, 3))
+// ndc is the give code (RXD-2): an NDC as the identifier, or as the
+// alternate.
+func (r *rdsReader) ndc() string {
+	code, system := r.get(r.rxd, 2, 1), strings.ToUpper(r.get(r.rxd, 2, 3))
 	if system != "" && system != "NDC" {
-		if strings.ToUpper(get(rxd, 2, 6)) == "NDC" {
-			code = get(rxd, 2, 4)
+		if strings.ToUpper(r.get(r.rxd, 2, 6)) == "NDC" {
+			code = r.get(r.rxd, 2, 4)
 		} else {
-			errs = append(errs, &Error{Loc: at(2, 3), Code: CodeTableValue, Msg: "the give code is not an NDC (coding system NDC, as identifier or alternate)"})
+			r.fail(r.at(2, 3), CodeTableValue, "the give code is not an NDC (coding system NDC, as identifier or alternate)")
 		}
 	}
 	if code == "" {
-		missing(at(2, 1), "the NDC")
+		r.missing(r.at(2, 1), "the NDC")
 	}
-	mv.NDC = code
+	return code
+}
 
-	if ts := get(rxd, 3, 1); ts == "" {
-		missing(at(3, 0), "the date/time dispensed")
-	} else if t, ok := ParseTime(ts, loc); !ok {
-		errs = append(errs, &Error{Loc: at(3, 0), Code: CodeDataType, Msg: "must be a date/time YYYYMMDDHHMM[SS[.S]][+/-ZZZZ]"})
-	} else {
-		mv.OccurredAt = t.Format(time.RFC3339Nano)
+// dispensedAt is RXD-3 in RFC 3339, in loc when it names no offset.
+func (r *rdsReader) dispensedAt(loc *time.Location) string {
+	ts := r.get(r.rxd, 3, 1)
+	if ts == "" {
+		r.missing(r.at(3, 0), "the date/time dispensed")
+		return ""
 	}
+	t, ok := ParseTime(ts, loc)
+	if !ok {
+		r.fail(r.at(3, 0), CodeDataType, "must be a date/time YYYYMMDDHHMM[SS[.S]][+/-ZZZZ]")
+		return ""
+	}
+	return t.Format(time.RFC3339Nano)
+}
 
-	q := get(rxd, 4, 0)
+// quantity is RXD-4: a negative amount is a return of that many.
+func (r *rdsReader) quantity() (typ, q string) {
+	q = r.get(r.rxd, 4, 0)
 	if q == "" {
-		missing(at(4, 0), "the quantity dispensed")
+		r.missing(r.at(4, 0), "the quantity dispensed")
 	} else if neg, ok := strings.CutPrefix(q, "-"); ok {
-		mv.Type, q = movement.TypeReturn, neg
-	} else {
-		q = strings.TrimPrefix(q, "+")
+		return movement.TypeReturn, neg
 	}
-	mv.Quantity = q
+	return movement.TypeDispense, strings.TrimPrefix(q, "+")
+}
 
-	if u := get(rxd, 5, 1); u == "" {
-		missing(at(5, 1), "the dispense unit")
-	} else if unit, ok := Unit(u); ok {
-		mv.Unit = unit
-	} else {
-		errs = append(errs, &Error{Loc: at(5, 1), Code: CodeTableValue, Msg: "must be EA, ML or GM (or UCUM mL, g)"})
+// unit is RXD-5 as a movement unit.
+func (r *rdsReader) unit() string {
+	u := r.get(r.rxd, 5, 1)
+	if u == "" {
+		r.missing(r.at(5, 1), "the dispense unit")
+		return ""
 	}
+	unit, ok := Unit(u)
+	if !ok {
+		r.fail(r.at(5, 1), CodeTableValue, "must be EA, ML or GM (or UCUM mL, g)")
+	}
+	return unit
+}
 
-	if rxe != nil {
-		if s := get(rxe, 35, 1); s != "" {
-			sched, ok := Schedule(s)
-			if !ok {
-				errs = append(errs, &Error{Loc: Location{Segment: "RXE", Seq: rxe.Seq, Field: 35, Component: 1}, Code: CodeTableValue, Msg: "must be a dispensable DEA schedule (II, III, IV, V, table 0477)"})
-			}
-			mv.Schedule = sched
-		}
+// schedule is RXE-35 when the message has an RXE that gives one.
+func (r *rdsReader) schedule(rxe *Segment) string {
+	if rxe == nil {
+		return ""
 	}
-	if mv.Schedule == "" {
-		mv.Schedule = fm.Schedule(mv.NDC)
+	s := r.get(rxe, 35, 1)
+	if s == "" {
+		return ""
 	}
-	if len(errs) > 0 {
-		return nil, errs
+	sched, ok := Schedule(s)
+	if !ok {
+		r.fail(Location{Segment: "RXE", Seq: rxe.Seq, Field: 35, Component: 1}, CodeTableValue, "must be a dispensable DEA schedule (II, III, IV, V, table 0477)")
 	}
-	return &Dispense{Movement: mv, rxd: rxd, rxe: rxe}, nil
+	return sched
 }
 
 func digits(s string) bool { return s != "" && strings.Trim(s, "0123456789") == "" }
