@@ -121,7 +121,21 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}); err != nil {
 		return res, err
 	}
-	names, err := archiveStreams(ctx, js, o.Archives)
+	// Central may be electing a leader, or not reachable yet: the archives
+	// are asked for until they answer.
+	var names []string
+	for attempt := 0; ; attempt++ {
+		names, err = archiveStreams(ctx, js, o.Archives)
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		if attempt == 0 || attempt%10 == 0 {
+			o.Logger.Warn("cannot list the archives yet; retrying", "error", err)
+		}
+		if !sleep(ctx, backoff(attempt)) {
+			break
+		}
+	}
 	if err != nil {
 		return res, err
 	}
@@ -306,7 +320,7 @@ func (f *follower) streamInfo(ctx context.Context) (jetstream.StreamState, error
 		if ctx.Err() != nil {
 			return jetstream.StreamState{}, ctx.Err()
 		}
-		if errors.Is(err, jetstream.ErrStreamNotFound) || attempt >= 30 {
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			return jetstream.StreamState{}, fmt.Errorf("sink: stream %s: %w", f.name, err)
 		}
 		f.o.Logger.Warn("archive info failed; retrying", "archive", f.name, "error", err)
@@ -468,6 +482,21 @@ func retryDB(ctx context.Context, o Options, what string, fn func() error) error
 		}
 	}
 }
+
+// Retryable tells an error of the database worth another try: no answer
+// (the server restarting, the network), or a server error that will not
+// simply repeat.
+func Retryable(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return retryable(pe)
+	}
+	return !errors.Is(err, context.Canceled)
+}
+
+// Backoff is the wait before attempt (from 0) at something failing:
+// doubling from 100 ms, capped, with jitter.
+func Backoff(attempt int) time.Duration { return backoff(attempt) }
 
 // retryable tells a server error worth another try (the server going
 // down, starting up, or a serialization failure) from one that will only

@@ -1,0 +1,293 @@
+package sink
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/internal/agentbin"
+	"github.com/rxedge/agent/internal/natstest"
+	"github.com/rxedge/agent/testkit/pgtest"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	agentbin.Cleanup()
+	os.Exit(code)
+}
+
+// faultN is how many movements TestFaults sends through the sink:
+// RXEDGE_SINK_FAULT_N, or a size the default test run affords. The issue's
+// figure is 1000000 (README, "Long runs").
+func faultN(t *testing.T) int {
+	if v := os.Getenv("RXEDGE_SINK_FAULT_N"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1000 {
+			t.Fatalf("RXEDGE_SINK_FAULT_N=%q: want a number of at least 1000", v)
+		}
+		return n
+	}
+	if testing.Short() {
+		return 4000
+	}
+	return 20000
+}
+
+// sinkProc is the built agent running agent central sink.
+type sinkProc struct {
+	cmd    *exec.Cmd
+	out    bytes.Buffer
+	done   chan struct{}
+	exitOK bool
+}
+
+func startSink(t *testing.T, bin string, args ...string) *sinkProc {
+	t.Helper()
+	p := &sinkProc{done: make(chan struct{})}
+	p.cmd = exec.Command(bin, append([]string{"central", "sink"}, args...)...)
+	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		p.exitOK = p.cmd.Wait() == nil
+		close(p.done)
+	}()
+	return p
+}
+
+func (p *sinkProc) kill() {
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// TestFaults sends movements from 200 stores through the sink, built and
+// run as a child process, into a real PostgreSQL while central is a
+// 3-node cluster with two partitions: the sink is killed with SIGKILL at
+// random moments ten times, PostgreSQL is restarted with a fast and with
+// an immediate shutdown while the sink writes, and an archive's leader is
+// stopped so another node takes over. Afterwards every movement is in the
+// table exactly once, each stored position is its archive's last
+// sequence, and agent central sink --verify agrees.
+func TestFaults(t *testing.T) {
+	n := faultN(t)
+	const stores, parts = 200, 2
+	pg := pgtest.Start(t)
+	db := newDB(t, pg)
+	bin := agentbin.Build(t)
+	c := natstest.StartCluster(t, 3, natstest.WithStream(central.StreamOptions{Partitions: parts}))
+	urls := strings.Join(c.URLs(), ",")
+	nc := natstest.Connect(t, urls, nats.MaxReconnects(-1))
+	js := natstest.JetStream(t, nc)
+	archives := central.ArchiveStreams(parts)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
+	defer cancel()
+	pubDone := make(chan error, 1)
+	var published struct {
+		sync.Mutex
+		n int
+	}
+	go func() { pubDone <- publishLoad(ctx, js, n, stores, parts, func(k int) { published.Lock(); published.n = k; published.Unlock() }) }()
+
+	args := []string{"--postgres", db.url, "--server", urls, "--partitions", strconv.Itoa(parts), "--batch", "2000"}
+	// Ten random points of the load, at which the sink is killed; at four
+	// of them a fault comes first, and the sink must go on past it before
+	// it is killed.
+	points := make([]int, 10)
+	for i := range points {
+		points[i] = n/20 + rand.IntN(n*9/10)
+	}
+	slices.Sort(points)
+	faults := map[int]string{2: "pg-fast", 4: "leader", 6: "pg-immediate", 8: "leader"}
+	start := time.Now()
+	at := 0
+	for kill := 1; kill <= 10; kill++ {
+		p := startSink(t, bin, args...)
+		// Each run writes something before it is killed.
+		at = written(t, db, p, min(max(points[kill-1], at+min(2000, n/50)), n))
+		switch faults[kill] {
+		case "pg-fast", "pg-immediate":
+			mode := strings.TrimPrefix(faults[kill], "pg-")
+			if err := pg.Restart(mode); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("kill %d: PostgreSQL restarted (%s) at %d written", kill, mode, at)
+		case "leader":
+			arch := central.ArchiveStream(kill/4-1, parts)
+			l := c.WaitLeaderOf(t, arch)
+			c.StopNode(l)
+			nl := c.WaitLeaderOf(t, arch)
+			t.Logf("kill %d: %s leader moved from node %d to node %d at %d written", kill, arch, l, nl, at)
+			c.RestartNode(t, l)
+		}
+		if faults[kill] != "" {
+			at = written(t, db, p, at+n/50)
+		}
+		p.kill()
+		published.Lock()
+		t.Logf("kill %d (SIGKILL) after %s: %d archive messages written, %d published", kill, time.Since(start).Round(time.Millisecond), at, published.n)
+		published.Unlock()
+	}
+	if err := <-pubDone; err != nil {
+		t.Fatalf("publish: %v", err)
+	}
+	waitArchived(t, js, archives, n)
+
+	// The last run catches up; the rows/s of the whole run are the
+	// figure a backfill would see with faults.
+	p := startSink(t, bin, append(args, "--until-caught-up")...)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Minute):
+		p.kill()
+		t.Fatalf("the sink did not catch up in 30 minutes:\n%s", p.out.String())
+	}
+	if !p.exitOK {
+		t.Fatalf("sink --until-caught-up failed:\n%s", p.out.String())
+	}
+	t.Logf("%d movements through the sink with 10 kills, 2 PostgreSQL restarts and 2 leader changes in %s", n, time.Since(start).Round(time.Millisecond))
+
+	if got := db.count(t, `SELECT count(*) FROM movements`); got != int64(n) {
+		t.Errorf("movements holds %d rows, want %d", got, n)
+	}
+	if got := db.count(t, `SELECT count(DISTINCT (store_id, seq)) FROM movements`); got != int64(n) {
+		t.Errorf("movements holds %d store sequences, want %d", got, n)
+	}
+	if got := db.count(t, `SELECT count(*) FROM movement_conflicts`) + db.count(t, `SELECT count(*) FROM sink_rejects`); got != 0 {
+		t.Errorf("%d conflicts and rejects, want none", got)
+	}
+	var archived uint64
+	for _, name := range archives {
+		st, err := js.Stream(testContext(t), name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		info := st.CachedInfo().State
+		archived += info.Msgs
+		if got := db.count(t, `SELECT coalesce(max(last_seq), 0) FROM sink_positions WHERE archive_stream = $1`, name); uint64(got) != info.LastSeq {
+			t.Errorf("%s: stored position %d, archive's last sequence %d", name, got, info.LastSeq)
+		}
+	}
+	// The archive keeps a message twice only if a source redelivered it
+	// past its duplicate window; the sink then holds it as a repeat.
+	if reps := db.count(t, `SELECT count(*) FROM movement_repeats`); uint64(reps) != archived-uint64(n) {
+		t.Errorf("%d repeats, the archives hold %d messages for %d movements", reps, archived, n)
+	}
+	v := exec.Command(bin, append([]string{"central", "sink", "--verify"}, args...)...)
+	out, err := v.CombinedOutput()
+	if err != nil {
+		t.Fatalf("sink --verify: %v\n%s", err, out)
+	}
+	t.Logf("verify:\n%s", out)
+}
+
+// written waits until the sink has written at least want archive
+// messages in all, and returns how many it has; polled (the database
+// signals nothing), across PostgreSQL restarts, with a deadline.
+func written(t *testing.T, db *testDB, p *sinkProc, want int) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		var got int64
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c, err := pgx.Connect(ctx, db.url)
+		if err == nil {
+			err = c.QueryRow(ctx, `SELECT coalesce(sum(last_seq), 0) FROM sink_positions`).Scan(&got)
+			c.Close(ctx)
+		}
+		cancel()
+		if err == nil && got >= int64(want) {
+			return int(got)
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("the sink exited by itself:\n%s", p.out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			p.kill()
+			t.Fatalf("the sink wrote %d archive messages in 10 minutes, want %d (last error %v):\n%s", got, want, err, p.out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// publishLoad publishes n movements of stores stores into their
+// partitions, as agents do, retrying what a leader change interrupts; a
+// message central already holds (wrong last sequence) is stored.
+func publishLoad(ctx context.Context, js jetstream.JetStream, n, stores, parts int, progress func(int)) error {
+	seqs := make([]uint64, stores)
+	publish := func(msg *nats.Msg) error {
+		for attempt := 0; ; attempt++ {
+			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err := js.PublishMsg(pctx, msg)
+			cancel()
+			var api *jetstream.APIError
+			if err == nil || (errors.As(err, &api) && api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence) {
+				return nil
+			}
+			if ctx.Err() != nil || attempt > 200 {
+				return fmt.Errorf("publish: %w", err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	const window = 512
+	for i := 0; i < n; i += window {
+		var futs []jetstream.PubAckFuture
+		var msgs []*nats.Msg
+		for j := i; j < min(i+window, n); j++ {
+			s := j % stores
+			store := fmt.Sprintf("S%04d", s+1)
+			seqs[s]++
+			m := mv(store, seqs[s], payload{})
+			msg := m.Msg()
+			msg.Subject = central.PartitionSubject(central.Partition(store, parts), parts, store, m.Key)
+			f, err := js.PublishMsgAsync(msg)
+			if err != nil {
+				if err := publish(msg); err != nil {
+					return err
+				}
+				continue
+			}
+			futs, msgs = append(futs, f), append(msgs, msg)
+		}
+		for k, f := range futs {
+			select {
+			case <-f.Ok():
+			case <-f.Err():
+				if err := publish(msgs[k]); err != nil {
+					return err
+				}
+			case <-time.After(10 * time.Second):
+				if err := publish(msgs[k]); err != nil {
+					return err
+				}
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		progress(min(i+window, n))
+	}
+	return nil
+}
