@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"database/sql/driver"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -150,7 +151,7 @@ func cell(v any) string {
 		return x.UTC().Format(time.RFC3339Nano)
 	case fmt.Stringer:
 		return x.String()
-	case interface{ Value() (any, error) }:
+	case driver.Valuer:
 		d, err := x.Value()
 		if err == nil {
 			return fmt.Sprint(d)

@@ -74,6 +74,11 @@ func Migrate(ctx context.Context, conn *pgx.Conn) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A current schema needs nothing, not even the right to create: the
+	// service's user, with only its grants, starts here.
+	if CheckSchema(ctx, conn) == nil {
+		return nil, nil
+	}
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrationLock); err != nil {
 		return nil, fmt.Errorf("sink: migrate: lock: %w", err)
 	}
