@@ -25,6 +25,9 @@ type Metrics struct {
 	rate      prometheus.GaugeFunc
 
 	ready atomic.Bool
+	// dbDown is set by a failed write or ping, cleared by a commit or a
+	// ping that answered.
+	dbDown atomic.Bool
 
 	mu       sync.Mutex
 	posOf    map[string]uint64
@@ -131,19 +134,30 @@ func (m *Metrics) committed(stream string, pos uint64, c Counts, took time.Durat
 	m.commits.WithLabelValues(stream).Inc()
 	m.commitAt.WithLabelValues(stream).Set(float64(now.UnixNano()) / 1e9)
 	m.commitDur.Observe(took.Seconds())
+	m.dbDown.Store(false)
 }
 
-func (m *Metrics) failed(stream string) { m.failures.WithLabelValues(stream).Inc() }
+func (m *Metrics) failed(stream string) {
+	m.failures.WithLabelValues(stream).Inc()
+	m.dbDown.Store(true)
+}
+
+func (m *Metrics) dbState(up bool) { m.dbDown.Store(!up) }
+
+// Ready reports whether the sink follows every archive and its database
+// answered last time it was asked.
+func (m *Metrics) Ready() bool { return m.ready.Load() && !m.dbDown.Load() }
 
 func (m *Metrics) setReady(v bool) { m.ready.Store(v) }
 
 // Handler serves /metrics and /readyz: ready once the sink has checked
-// the schema and started following every archive, until it stops.
+// the schema and started following every archive, until it stops, and
+// while PostgreSQL answers.
 func (m *Metrics) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !m.ready.Load() {
+		if !m.Ready() {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
 			return
 		}

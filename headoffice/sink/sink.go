@@ -330,7 +330,8 @@ func (f *follower) streamInfo(ctx context.Context) (jetstream.StreamState, error
 	}
 }
 
-// watchLag refreshes the archive's last sequence for the lag metric.
+// watchLag refreshes the archive's last sequence for the lag metric, and
+// pings the database for readiness.
 func (f *follower) watchLag(ctx context.Context) {
 	t := time.NewTicker(5 * time.Second)
 	defer t.Stop()
@@ -343,6 +344,12 @@ func (f *follower) watchLag(ctx context.Context) {
 		s, err := f.js.Stream(ctx, f.name)
 		if err == nil {
 			f.o.Metrics.archiveLast(f.name, s.CachedInfo().State.LastSeq)
+		}
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err = f.pool.Ping(pctx)
+		cancel()
+		if ctx.Err() == nil {
+			f.o.Metrics.dbState(err == nil)
 		}
 	}
 }
