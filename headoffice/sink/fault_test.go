@@ -104,7 +104,9 @@ func TestFaults(t *testing.T) {
 		sync.Mutex
 		n int
 	}
-	go func() { pubDone <- publishLoad(ctx, js, n, stores, parts, func(k int) { published.Lock(); published.n = k; published.Unlock() }) }()
+	go func() {
+		pubDone <- publishLoad(ctx, js, n, stores, parts, func(k int) { published.Lock(); published.n = k; published.Unlock() })
+	}()
 
 	args := []string{"--postgres", db.url, "--server", urls, "--partitions", strconv.Itoa(parts), "--batch", "2000"}
 	// Ten random points of the load, at which the sink is killed; at four
