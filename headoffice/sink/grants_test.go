@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,5 +110,41 @@ func TestGrants(t *testing.T) {
 		`INSERT INTO sink_positions (archive_stream) VALUES ('x')`, `UPDATE movements SET note = 'x'`,
 	} {
 		denied("rxedge_report", report, sql)
+	}
+}
+
+// TestShippedSettings loads the example settings file the package ships
+// and checks that the systemd unit runs the sink with the settings file
+// and hands it both password files.
+func TestShippedSettings(t *testing.T) {
+	s, err := LoadSettings(filepath.Join("..", "..", "configs", "sink.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.NATS.APIPrefix != "rx.audit.api." || s.NATS.User != "audit" || s.Listen == "" || s.Batch != DefaultBatch || s.FlushInterval != DefaultFlushInterval {
+		t.Errorf("example settings %+v", s)
+	}
+	if err := s.ApplyEnv(func(k string) string {
+		return map[string]string{EnvPostgresPasswordFile: "/run/cred/pg", EnvPartitions: "4"}[k]
+	}); err != nil || s.Postgres.PasswordFile != "/run/cred/pg" || s.NATS.Partitions != 4 {
+		t.Errorf("ApplyEnv: %v, %+v", err, s)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	os.WriteFile(bad, []byte("postgres:\n  password: x\n"), 0o600)
+	if _, err := LoadSettings(bad); err == nil {
+		t.Error("a settings file with a password in it loads")
+	}
+	unit, err := os.ReadFile(filepath.Join("..", "..", "packaging", "rxedge-sink.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`ExecStart=/usr/bin/rxedge-agent "central" "sink" "--config" "/etc/rxedge/sink.yaml"`,
+		"Environment=" + EnvPostgresPasswordFile + "=%d/postgres-password",
+		"Environment=" + EnvNATSPasswordFile + "=%d/nats-password",
+	} {
+		if !strings.Contains(string(unit), want) {
+			t.Errorf("rxedge-sink.service lacks %s", want)
+		}
 	}
 }
