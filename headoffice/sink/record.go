@@ -145,16 +145,30 @@ func parseRow(stream string, streamSeq uint64, archivedAt time.Time, subject str
 	return r
 }
 
+// Field limits: the agent's, with room. A longer field is a reject, never
+// a row: an index entry past PostgreSQL's limit would stop the sink at
+// that message for good.
+const (
+	maxIDLen   = 128
+	maxNDCLen  = 16
+	maxLotLen  = 64
+	maxRefLen  = 128
+	maxExpLen  = 16
+	max222Len  = 20
+	maxNoteLen = 1024
+)
+
 // invalid names the first field the sink cannot store, or "".
 func (p *payload) invalid(store string) string {
+	long := func(s string, n int) bool { return utf8.RuneCountInString(s) > n }
 	switch {
-	case p.MovementID == "" || !printable(p.MovementID):
+	case p.MovementID == "" || !printable(p.MovementID) || long(p.MovementID, maxIDLen):
 		return "movement_id"
 	case p.StoreID != store:
 		return "store_id"
 	case !types[p.Type]:
 		return "type"
-	case p.NDC == "" || !printable(p.NDC):
+	case p.NDC == "" || !printable(p.NDC) || long(p.NDC, maxNDCLen):
 		return "ndc"
 	case !decimal.MatchString(p.Quantity) || strings.Trim(p.Quantity, "0.") == "":
 		return "quantity"
@@ -162,15 +176,15 @@ func (p *payload) invalid(store string) string {
 		return "unit"
 	case !schedule[p.Schedule]:
 		return "schedule"
-	case !printable(p.Lot):
+	case !printable(p.Lot) || long(p.Lot, maxLotLen):
 		return "lot"
-	case !printable(p.Expires):
+	case !printable(p.Expires) || long(p.Expires, maxExpLen):
 		return "expires"
-	case !printable(p.RxRef):
+	case !printable(p.RxRef) || long(p.RxRef, maxRefLen):
 		return "rx_ref"
-	case !printable(p.DEAForm222):
+	case !printable(p.DEAForm222) || long(p.DEAForm222, max222Len):
 		return "dea_form_222"
-	case strings.ContainsRune(p.Note, 0):
+	case strings.ContainsRune(p.Note, 0) || long(p.Note, maxNoteLen):
 		return "note"
 	}
 	if _, err := time.Parse(time.RFC3339Nano, p.OccurredAt); err != nil {

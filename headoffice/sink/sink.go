@@ -382,18 +382,24 @@ func (f *follower) read(ctx context.Context, out chan<- Row) error {
 		return err
 	}
 	defer it.Stop()
+	errs := 0
 	for {
 		m, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) || errors.Is(err, nats.ErrConnectionClosed) {
 				return err
 			}
 			f.o.Logger.Warn("archive read failed; the consumer resumes", "archive", f.name, "error", err)
+			errs++
+			if !sleep(ctx, backoff(min(errs, 4))) {
+				return ctx.Err()
+			}
 			continue
 		}
+		errs = 0
 		meta, err := m.Metadata()
 		if err != nil {
 			return err
