@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,7 +42,8 @@ func faultN(t *testing.T) int {
 		}
 		return n
 	}
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
+		// The race detector slows the in-process cluster several times.
 		return 4000
 	}
 	return 20000
@@ -104,26 +104,48 @@ func TestFaults(t *testing.T) {
 		sync.Mutex
 		n int
 	}
+	// The load comes in ten tranches, one per kill, so that every fault
+	// strikes while the sink has work.
+	release := make(chan int, 10)
 	go func() {
-		pubDone <- publishLoad(ctx, js, n, stores, parts, func(k int) { published.Lock(); published.n = k; published.Unlock() })
+		pubDone <- publishLoad(ctx, js, n, stores, parts, release, func(k int) { published.Lock(); published.n = k; published.Unlock() })
 	}()
 
-	args := []string{"--postgres", db.url, "--server", urls, "--partitions", strconv.Itoa(parts), "--batch", "2000"}
-	// Ten random points of the load, at which the sink is killed; at four
-	// of them a fault comes first, and the sink must go on past it before
-	// it is killed.
-	points := make([]int, 10)
-	for i := range points {
-		points[i] = n/20 + rand.IntN(n*9/10)
+	// Batches small against a tranche, so kills land between and inside
+	// writes, not only at a tranche's end.
+	args := []string{"--postgres", db.url, "--server", urls, "--partitions", strconv.Itoa(parts), "--batch", strconv.Itoa(max(100, min(5000, n/400)))}
+	// state describes the archives and the publisher, for a failure.
+	state := func() string {
+		var parts []string
+		for _, name := range archives {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			st, err := js.Stream(ctx, name)
+			cancel()
+			if err != nil {
+				parts = append(parts, fmt.Sprintf("%s: %v", name, err))
+				continue
+			}
+			parts = append(parts, fmt.Sprintf("%s: last sequence %d", name, st.CachedInfo().State.LastSeq))
+		}
+		published.Lock()
+		defer published.Unlock()
+		return fmt.Sprintf("%s; %d published", strings.Join(parts, ", "), published.n)
 	}
-	slices.Sort(points)
 	faults := map[int]string{2: "pg-fast", 4: "leader", 6: "pg-immediate", 8: "leader"}
 	start := time.Now()
 	at := 0
+	tranche := n / 10
 	for kill := 1; kill <= 10; kill++ {
+		end := kill * tranche
+		if kill == 10 {
+			end = n
+		}
+		release <- end
 		p := startSink(t, bin, args...)
-		// Each run writes something before it is killed.
-		at = written(t, db, p, min(max(points[kill-1], at+min(2000, n/50)), n))
+		// A random point of this tranche: the first kill (or fault)
+		// comes there, and a fault's kill once the sink went on past it.
+		base := (kill - 1) * tranche
+		at = written(t, db, p, base+tranche/8+rand.IntN(tranche/2), state)
 		switch faults[kill] {
 		case "pg-fast", "pg-immediate":
 			mode := strings.TrimPrefix(faults[kill], "pg-")
@@ -140,7 +162,7 @@ func TestFaults(t *testing.T) {
 			c.RestartNode(t, l)
 		}
 		if faults[kill] != "" {
-			at = written(t, db, p, at+n/50)
+			at = written(t, db, p, min(at+tranche/8, end), state)
 		}
 		p.kill()
 		published.Lock()
@@ -206,7 +228,7 @@ func TestFaults(t *testing.T) {
 // written waits until the sink has written at least want archive
 // messages in all, and returns how many it has; polled (the database
 // signals nothing), across PostgreSQL restarts, with a deadline.
-func written(t *testing.T, db *testDB, p *sinkProc, want int) int {
+func written(t *testing.T, db *testDB, p *sinkProc, want int, state func() string) int {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Minute)
 	for {
@@ -223,12 +245,12 @@ func written(t *testing.T, db *testDB, p *sinkProc, want int) int {
 		}
 		select {
 		case <-p.done:
-			t.Fatalf("the sink exited by itself:\n%s", p.out.String())
+			t.Fatalf("the sink exited by itself (%v):\n%s", p.cmd.ProcessState, p.out.String())
 		default:
 		}
 		if time.Now().After(deadline) {
 			p.kill()
-			t.Fatalf("the sink wrote %d archive messages in 10 minutes, want %d (last error %v):\n%s", got, want, err, p.out.String())
+			t.Fatalf("the sink wrote %d archive messages in 10 minutes, want %d (last error %v); %s; its output:\n%s", got, want, err, state(), p.out.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -237,7 +259,7 @@ func written(t *testing.T, db *testDB, p *sinkProc, want int) int {
 // publishLoad publishes n movements of stores stores into their
 // partitions, as agents do, retrying what a leader change interrupts; a
 // message central already holds (wrong last sequence) is stored.
-func publishLoad(ctx context.Context, js jetstream.JetStream, n, stores, parts int, progress func(int)) error {
+func publishLoad(ctx context.Context, js jetstream.JetStream, n, stores, parts int, release <-chan int, progress func(int)) error {
 	seqs := make([]uint64, stores)
 	publish := func(msg *nats.Msg) error {
 		for attempt := 0; ; attempt++ {
@@ -255,10 +277,19 @@ func publishLoad(ctx context.Context, js jetstream.JetStream, n, stores, parts i
 		}
 	}
 	const window = 512
-	for i := 0; i < n; i += window {
+	allowed := 0
+	for i := 0; i < n; {
+		for i >= allowed {
+			select {
+			case allowed = <-release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
 		var futs []jetstream.PubAckFuture
 		var msgs []*nats.Msg
-		for j := i; j < min(i+window, n); j++ {
+		next := min(i+window, n, allowed)
+		for j := i; j < next; j++ {
 			s := j % stores
 			store := fmt.Sprintf("S%04d", s+1)
 			seqs[s]++
@@ -289,7 +320,8 @@ func publishLoad(ctx context.Context, js jetstream.JetStream, n, stores, parts i
 				return ctx.Err()
 			}
 		}
-		progress(min(i+window, n))
+		progress(next)
+		i = next
 	}
 	return nil
 }
