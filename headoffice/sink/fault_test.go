@@ -20,8 +20,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxedge/agent/central"
-	"github.com/rxedge/agent/internal/agentbin"
-	"github.com/rxedge/agent/internal/natstest"
+	"github.com/rxedge/agent/testkit/agentbin"
+	"github.com/rxedge/agent/testkit/natstest"
 	"github.com/rxedge/agent/testkit/pgtest"
 )
 

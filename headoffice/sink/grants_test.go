@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/rxedge/agent/internal/natstest"
+	"github.com/rxedge/agent/testkit/natstest"
 	"github.com/rxedge/agent/testkit/pgtest"
 )
 

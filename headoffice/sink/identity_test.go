@@ -14,8 +14,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxedge/agent/central"
-	"github.com/rxedge/agent/hub"
-	"github.com/rxedge/agent/internal/natstest"
+	"github.com/rxedge/agent/headoffice/provision"
+	"github.com/rxedge/agent/testkit/natstest"
 	"github.com/rxedge/agent/testkit/pgtest"
 )
 
@@ -30,7 +30,7 @@ func TestStoreIdentityCannotReadArchive(t *testing.T) {
 		t.Run(strings.Repeat("partitioned", min(n-1, 1))+"central", func(t *testing.T) {
 			db := newDB(t, pg)
 			var b bytes.Buffer
-			if err := hub.CentralConfig(&b, []string{"S0001", "S0002"}, n); err != nil {
+			if err := provision.CentralConfig(&b, []string{"S0001", "S0002"}, n); err != nil {
 				t.Fatal(err)
 			}
 			conf := filepath.Join(t.TempDir(), "central.conf")

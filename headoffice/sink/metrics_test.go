@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rxedge/agent/internal/natstest"
+	"github.com/rxedge/agent/testkit/natstest"
 	"github.com/rxedge/agent/testkit/pgtest"
 )
 

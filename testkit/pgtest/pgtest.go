@@ -68,10 +68,6 @@ func Start(tb testing.TB) *Server {
 
 var errNoBinaries = fmt.Errorf("no server binaries")
 
-// StartOutsideTest is Start for a benchmark program: the caller calls
-// Close.
-func StartOutsideTest() (*Server, error) { return start() }
-
 func start() (*Server, error) {
 	bin := Bin()
 	if bin == "" {
