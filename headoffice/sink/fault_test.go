@@ -106,7 +106,7 @@ func TestFaults(t *testing.T) {
 	}
 	// The load comes in ten tranches, one per kill, so that every fault
 	// strikes while the sink has work.
-	release := make(chan int, 10)
+	release := make(chan int, 20)
 	go func() {
 		pubDone <- publishLoad(ctx, js, n, stores, parts, release, func(k int) { published.Lock(); published.n = k; published.Unlock() })
 	}()
@@ -140,12 +140,15 @@ func TestFaults(t *testing.T) {
 		if kill == 10 {
 			end = n
 		}
-		release <- end
-		p := startSink(t, bin, args...)
-		// A random point of this tranche: the first kill (or fault)
-		// comes there, and a fault's kill once the sink went on past it.
+		// Half the tranche first; the kill point (or the fault) falls in
+		// it, and the other half is released just then, so the fault
+		// strikes while movements are being published, archived and
+		// written.
 		base := (kill - 1) * tranche
-		at = written(t, db, p, base+tranche/8+rand.IntN(tranche/2), state)
+		release <- base + tranche/2
+		p := startSink(t, bin, args...)
+		at = written(t, db, p, base+tranche/8+rand.IntN(tranche/4), state)
+		release <- end
 		switch faults[kill] {
 		case "pg-fast", "pg-immediate":
 			mode := strings.TrimPrefix(faults[kill], "pg-")
@@ -162,7 +165,7 @@ func TestFaults(t *testing.T) {
 			c.RestartNode(t, l)
 		}
 		if faults[kill] != "" {
-			at = written(t, db, p, min(at+tranche/8, end), state)
+			at = written(t, db, p, base+tranche*3/4, state)
 		}
 		p.kill()
 		published.Lock()
