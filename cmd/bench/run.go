@@ -89,7 +89,7 @@ func quickSizes() sizes {
 		herdStores: 200, herdPerStore: 5, herdJitter: 5 * time.Second, herdOutage: 2 * time.Second,
 		compactN: 100_000,
 		intakeN:  1_000, asapN: 5_000, intakeConns: 8, intakeRounds: 2,
-		sinkN:       50_000,
+		sinkN:       20_000,
 		centralKeys: 100_000, digestGets: 2000,
 		partRounds: 2, partRound: 4 * time.Second, partConns: 64, partInFlight: 4,
 		fillAge: defaultFillAge, cacheSettle: defaultCacheSettle,
