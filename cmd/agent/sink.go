@@ -282,11 +282,7 @@ Exit status: 0 done; 1 error; 2 usage; 3 --verify found a difference.`,
 			if asJSON {
 				return printJSON(s.out, res)
 			}
-			for _, st := range res.Streams {
-				fmt.Fprintf(s.out, "%s: position %d; wrote %d row(s), %d repeat(s), %d conflict(s), %d reject(s)\n",
-					st.Name, st.Position, st.Rows, st.Repeats, st.Conflicts, st.Rejects)
-			}
-			return nil
+			return res.WriteText(s.out)
 		},
 	}
 	f.register(cmd, true)
@@ -326,20 +322,8 @@ func runVerify(ctx context.Context, s *streams, conn *pgx.Conn, nc *nats.Conn, f
 		if err := printJSON(s.out, v); err != nil {
 			return err
 		}
-	} else {
-		for _, st := range v.Streams {
-			fmt.Fprintf(s.out, "%s: archive %d..%d, position %d, checked %d, lag %d, missing %d, different %d, extra %d, older than the archive %d\n",
-				st.Name, st.FirstSeq, st.LastSeq, st.Position, st.Checked, st.Lag, st.Missing, st.Different, st.Extra, st.Aged)
-		}
-		bad := 0
-		for _, st := range v.Stores {
-			if st.Differences > 0 || st.Archived != st.InDatabase || st.HighestArchived != st.HighestInDB {
-				bad++
-				fmt.Fprintf(s.out, "store %s: archived %d, in the database %d, highest sequence %d archived, %d in the database, %d difference(s)\n",
-					st.Store, st.Archived, st.InDatabase, st.HighestArchived, st.HighestInDB, st.Differences)
-			}
-		}
-		fmt.Fprintf(s.out, "%d store(s), %d with a difference; %d payload(s) not matching their digest\n", len(v.Stores), bad, v.PayloadMismatches)
+	} else if err := v.WriteText(s.out); err != nil {
+		return err
 	}
 	if !v.OK() {
 		return &exitErr{code: exitAttention}

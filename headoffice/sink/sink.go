@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -557,4 +558,15 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// WriteText prints r for a person: a line per archive stream.
+func (r Result) WriteText(w io.Writer) error {
+	for _, st := range r.Streams {
+		if _, err := fmt.Fprintf(w, "%s: position %d; wrote %d row(s), %d repeat(s), %d conflict(s), %d reject(s)\n",
+			st.Name, st.Position, st.Rows, st.Repeats, st.Conflicts, st.Rejects); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -300,4 +301,23 @@ func verifyStream(ctx context.Context, conn *pgx.Conn, js jetstream.JetStream, n
 		return sc, fmt.Errorf("sink: verify %s: %w", name, rowsErr)
 	}
 	return sc, nil
+}
+
+// WriteText prints v for a person: a line per archive stream, the stores
+// with a difference, and a total.
+func (v *Verification) WriteText(w io.Writer) error {
+	for _, st := range v.Streams {
+		fmt.Fprintf(w, "%s: archive %d..%d, position %d, checked %d, lag %d, missing %d, different %d, extra %d, older than the archive %d\n",
+			st.Name, st.FirstSeq, st.LastSeq, st.Position, st.Checked, st.Lag, st.Missing, st.Different, st.Extra, st.Aged)
+	}
+	bad := 0
+	for _, st := range v.Stores {
+		if st.Differences > 0 || st.Archived != st.InDatabase || st.HighestArchived != st.HighestInDB {
+			bad++
+			fmt.Fprintf(w, "store %s: archived %d, in the database %d, highest sequence %d archived, %d in the database, %d difference(s)\n",
+				st.Store, st.Archived, st.InDatabase, st.HighestArchived, st.HighestInDB, st.Differences)
+		}
+	}
+	_, err := fmt.Fprintf(w, "%d store(s), %d with a difference; %d payload(s) not matching their digest\n", len(v.Stores), bad, v.PayloadMismatches)
+	return err
 }
