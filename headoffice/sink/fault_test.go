@@ -308,19 +308,30 @@ func publishLoad(ctx context.Context, js jetstream.JetStream, n, stores, parts i
 			}
 			futs, msgs = append(futs, f), append(msgs, msg)
 		}
+		// One deadline for the window: after a leader change the acks of
+		// a whole window may never come, and each is then resent at once.
+		deadline := time.After(10 * time.Second)
+		expired := false
 		for k, f := range futs {
-			select {
-			case <-f.Ok():
-			case <-f.Err():
-				if err := publish(msgs[k]); err != nil {
-					return err
+			if !expired {
+				select {
+				case <-f.Ok():
+					continue
+				case <-f.Err():
+				case <-deadline:
+					expired = true
+				case <-ctx.Done():
+					return ctx.Err()
 				}
-			case <-time.After(10 * time.Second):
-				if err := publish(msgs[k]); err != nil {
-					return err
+			} else {
+				select {
+				case <-f.Ok():
+					continue
+				default:
 				}
-			case <-ctx.Done():
-				return ctx.Err()
+			}
+			if err := publish(msgs[k]); err != nil {
+				return err
 			}
 		}
 		progress(next)
