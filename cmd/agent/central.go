@@ -18,12 +18,14 @@ import (
 func newCentralCmd(s *streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "central",
-		Short: "Head office's commands on central as a whole (reconcile, migrate, durability)",
+		Short: "Head office's commands on central as a whole (reconcile, migrate, durability, sink, report)",
 		Long: `Head office's commands on central as a whole:
 
   reconcile   check central's archive against what every store acknowledged
   migrate     copy a one-partition central's movements into N partitions
-  durability  check that central fsyncs every write and replicates its streams`,
+  durability  check that central fsyncs every write and replicates its streams
+  sink        copy central's archives into PostgreSQL exactly once
+  report      print the inspection views the sink keeps in PostgreSQL`,
 	}
 	for _, sub := range centralCommands {
 		cmd.AddCommand(sub(s))
@@ -36,6 +38,8 @@ var centralCommands = []func(*streams) *cobra.Command{
 	newCentralReconcileCmd,
 	newCentralMigrateCmd,
 	newCentralDurabilityCmd,
+	newCentralSinkCmd,
+	newCentralReportCmd,
 }
 
 // centralReconcileLong is the help of `agent …`.

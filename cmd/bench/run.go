@@ -23,7 +23,7 @@ func (e usageError) Error() string { return e.msg }
 // scenarioNames lists the scenarios in the order they run.
 // The central scenario is heavy: it runs only when -central or -only
 // names it.
-var scenarioNames = []string{"ingest", "sync", "scale", "herd", "compact", "intake", "central"}
+var scenarioNames = []string{"ingest", "sync", "scale", "herd", "compact", "intake", "sink", "central"}
 
 // sizes are the sizes of one run.
 type sizes struct {
@@ -53,6 +53,8 @@ type sizes struct {
 	intakeConns  int // HL7 connections and HTTP clients
 	intakeRounds int
 
+	sinkN int // archive messages through the head-office sink
+
 	centralKeys  int           // retained keys of each central layout
 	digestGets   int           // direct gets of each kind of digest check
 	partRounds   int           // rounds of the partition comparison
@@ -71,6 +73,7 @@ func fullSizes() sizes {
 		herdStores: 2000, herdPerStore: 3, herdJitter: 5 * time.Second, herdOutage: 3 * time.Second,
 		compactN: 1_000_000,
 		intakeN:  5_000, asapN: 20_000, intakeConns: 8, intakeRounds: 4,
+		sinkN:       1_000_000,
 		centralKeys: 1_000_000, digestGets: 2000,
 		partRounds: 5, partRound: 6 * time.Second, partConns: 64, partInFlight: 4,
 		fillAge: defaultFillAge, cacheSettle: defaultCacheSettle,
@@ -86,6 +89,7 @@ func quickSizes() sizes {
 		herdStores: 200, herdPerStore: 5, herdJitter: 5 * time.Second, herdOutage: 2 * time.Second,
 		compactN: 100_000,
 		intakeN:  1_000, asapN: 5_000, intakeConns: 8, intakeRounds: 2,
+		sinkN:       20_000,
 		centralKeys: 100_000, digestGets: 2000,
 		partRounds: 2, partRound: 4 * time.Second, partConns: 64, partInFlight: 4,
 		fillAge: defaultFillAge, cacheSettle: defaultCacheSettle,
@@ -209,6 +213,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		"herd":    benchHerd,
 		"compact": benchCompact,
 		"intake":  benchIntake,
+		"sink":    benchSink,
 		"central": benchCentral,
 	}
 	var failed []string

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/headoffice/sink"
+	"github.com/rxedge/agent/hub"
+	"github.com/rxedge/agent/movement"
+)
+
+// backfillRecords is the size of a chain's archive the backfill figure
+// is extrapolated to.
+const backfillRecords = 1_600_000_000
+
+// benchSink measures the head-office sink: archive messages of 200 stores
+// written into PostgreSQL (ordered consumer, COPY into the staging table,
+// INSERT … ON CONFLICT, the position in the same transaction) against a
+// raw COPY of the same rows into the same table of a fresh database, in
+// the same run on the same server; and extrapolates a backfill of a
+// chain's 1.6 billion records from the sink's rate.
+func benchSink(ctx context.Context, b *bench) error {
+	const sc = "6 sink"
+	n := b.size.sinkN
+	pg, err := startPostgres()
+	if err != nil {
+		why := "PostgreSQL could not be started: " + err.Error()
+		if errors.Is(err, errNoPostgres) {
+			why = err.Error()
+		}
+		b.rep.missing(sc, "sink_vs_raw_copy", "sink rows/s against a raw COPY of the same rows", atLeast(0.5), why)
+		b.rep.missing(sc, "sink_backfill_1_6b_hours", "backfill of 1.6 billion records, extrapolated", nil, why)
+		return nil
+	}
+	defer pg.close()
+	dir, err := b.dir("sink")
+	if err != nil {
+		return err
+	}
+	h, err := hub.Start(hub.Options{Listen: "127.0.0.1:0", StoreDir: dir})
+	if err != nil {
+		return err
+	}
+	defer h.Shutdown()
+	nc, err := nats.Connect(h.URL())
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(8192))
+	if err != nil {
+		return err
+	}
+	// The archive as central's sourcing leaves it: one subject per store,
+	// the agent's headers, the canonical payload.
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: central.ArchiveStreamName,
+		Subjects: []string{central.ArchivePrefix + ">"}, Storage: jetstream.FileStorage}); err != nil {
+		return err
+	}
+	const stores = 200
+	b.logf("sink: archiving %d movements of %d stores", n, stores)
+	var raw [][]any
+	now := b.now
+	for i := 0; i < n; i++ {
+		store := fmt.Sprintf("S%04d", i%stores+1)
+		seq := i/stores + 1
+		p := generate(store, seq, now)
+		m := central.Message{Store: store, Key: p.KeyString(), Digest: hex.EncodeToString(p.Digest[:]), Seq: uint64(seq),
+			Schedule: p.Schedule, EnqueuedAt: now, Payload: p.Payload}
+		msg := m.Msg()
+		msg.Subject = central.ArchiveSubject(store)
+		msg.Header.Del(central.HeaderExpectLast)
+		if _, err := js.PublishMsgAsync(msg); err != nil {
+			return err
+		}
+		if i%4096 == 4095 {
+			select {
+			case <-js.PublishAsyncComplete():
+			case <-time.After(time.Minute):
+				return errors.New("sink: archiving timed out")
+			}
+		}
+		row, err := rawRow(m, uint64(i+1), now)
+		if err != nil {
+			return err
+		}
+		raw = append(raw, row)
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(time.Minute):
+		return errors.New("sink: archiving timed out")
+	}
+
+	// The baseline: one COPY of every row straight into movements.
+	rawDB, err := benchDB(ctx, pg, "bench_raw")
+	if err != nil {
+		return err
+	}
+	c, err := pgx.Connect(ctx, pg.superURL(rawDB))
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	copied, err := c.CopyFrom(ctx, pgx.Identifier{"movements"}, rawColumns, pgx.CopyFromRows(raw))
+	rawSecs := time.Since(t0).Seconds()
+	c.Close(ctx)
+	if err != nil {
+		return fmt.Errorf("raw copy: %w", err)
+	}
+	if copied != int64(n) {
+		return fmt.Errorf("raw copy: %d rows of %d", copied, n)
+	}
+	raw = nil
+	rawRate := float64(n) / rawSecs
+	b.logf("sink: raw COPY %d rows in %.1fs (%.0f rows/s)", n, rawSecs, rawRate)
+
+	sinkDB, err := benchDB(ctx, pg, "bench_sink")
+	if err != nil {
+		return err
+	}
+	cfg, err := pgxpool.ParseConfig(pg.superURL(sinkDB))
+	if err != nil {
+		return err
+	}
+	t0 = time.Now()
+	res, err := sink.Run(ctx, sink.Options{Conn: nc, Postgres: cfg, UntilCaughtUp: true, Batch: benchBatch()})
+	sinkSecs := time.Since(t0).Seconds()
+	if err != nil {
+		return err
+	}
+	if got := res.Streams[0].Rows; got != uint64(n) {
+		return fmt.Errorf("sink wrote %d rows of %d", got, n)
+	}
+	sinkRate := float64(n) / sinkSecs
+	b.logf("sink: %d rows in %.1fs (%.0f rows/s)", n, sinkSecs, sinkRate)
+
+	b.rep.ratio(sc, "sink_vs_raw_copy", fmt.Sprintf("sink rows/s (%d movements, %d stores, batches of %d) against a raw COPY of the same rows into the same table",
+		n, stores, sink.DefaultBatch), sinkRate/rawRate, fmt.Sprintf("raw COPY %.0f rows/s", rawRate), atLeast(0.5))
+	b.rep.value(sc, "sink_rows_per_s", "sink rows/s, archive read to commit", sinkRate, "/s", nil)
+	hours := backfillRecords / sinkRate / 3600
+	b.rep.value(sc, "sink_backfill_1_6b_hours", fmt.Sprintf("backfill of 1.6 billion records at the sink's rate, extrapolated linearly (%s; PostgreSQL on the same machine)", environment()), hours, "h", nil)
+	if b.size.quick {
+		b.rep.note(fmt.Sprintf("sink: a quick run measures %d movements; the backfill figure extrapolates from that size, where indexes still fit in memory", n))
+	}
+	return nil
+}
+
+// benchDB creates a database with the sink's schema.
+func benchDB(ctx context.Context, pg *pgServer, name string) (string, error) {
+	c, err := pgx.Connect(ctx, pg.superURL("postgres"))
+	if err != nil {
+		return "", err
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return "", err
+	}
+	d, err := pgx.Connect(ctx, pg.superURL(name))
+	if err != nil {
+		return "", err
+	}
+	defer d.Close(ctx)
+	_, err = sink.Migrate(ctx, d)
+	return name, err
+}
+
+var rawColumns = []string{"store_id", "key", "seq", "digest", "movement_id", "type",
+	"ndc", "quantity", "unit", "occurred_at", "schedule", "lot", "expires", "rx_ref", "dea_form_222", "note", "payload",
+	"archive_stream", "archive_seq", "enqueued_at", "archived_at"}
+
+func rawRow(m central.Message, archiveSeq uint64, now time.Time) ([]any, error) {
+	var mv movement.Movement
+	if err := json.Unmarshal(m.Payload, &mv); err != nil {
+		return nil, err
+	}
+	var q pgtype.Numeric
+	if err := q.Scan(mv.Quantity); err != nil {
+		return nil, err
+	}
+	at, err := time.Parse(time.RFC3339Nano, mv.OccurredAt)
+	if err != nil {
+		return nil, err
+	}
+	null := func(s string) any {
+		if s == "" {
+			return nil
+		}
+		return s
+	}
+	return []any{m.Store, m.Key, int64(m.Seq), m.Digest, mv.MovementID, mv.Type,
+		mv.NDC, q, mv.Unit, at, null(mv.Schedule), null(mv.Lot), null(mv.Expires), null(mv.RxRef), null(mv.DEAForm222), null(mv.Note), string(m.Payload),
+		central.ArchiveStreamName, int64(archiveSeq), now, now}, nil
+}
+
+func benchBatch() int {
+	if v, err := strconv.Atoi(os.Getenv("RXBENCH_SINK_BATCH")); err == nil && v > 0 {
+		return v
+	}
+	return sink.DefaultBatch
+}

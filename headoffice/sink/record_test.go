@@ -1,0 +1,96 @@
+package sink
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rxedge/agent/central"
+)
+
+// TestParseRow feeds parseRow what a hostile store or a damaged archive
+// could hold; each becomes a reject naming a header or field, and no
+// reason carries a value.
+func TestParseRow(t *testing.T) {
+	good := mv("S0001", 7, payload{Type: "receive", Schedule: "CII", DEAForm222: "A1", RxRef: "RX-SECRET"})
+	resign := func(m central.Message, body string) central.Message {
+		m.Payload = []byte(body)
+		m.Digest = fmt.Sprintf("%x", sha256.Sum256(m.Payload))
+		return m
+	}
+	withField := func(field, v string) central.Message {
+		p := payload{Type: "receive"}
+		switch field {
+		case "ndc":
+			p.NDC = v
+		case "note":
+			p.Note = v
+		case "rx_ref":
+			p.RxRef = v
+		case "quantity":
+			p.Quantity = v
+		case "occurred_at":
+			p.OccurredAt = v
+		case "type":
+			p.Type = v
+		}
+		return mv("S0001", 7, p)
+	}
+	tests := []struct {
+		name    string
+		subject string
+		m       central.Message
+		edit    func(h map[string][]string)
+		want    string
+	}{
+		{name: "a movement", m: good},
+		{name: "subject of no store", subject: "rx.ar.", m: good, want: "subject"},
+		{name: "subject not a store id", subject: "rx.ar.S 1", m: good, want: "subject"},
+		{name: "another store in the header", m: good, edit: func(h map[string][]string) { h[central.HeaderStore] = []string{"S0002"} }, want: "header Rx-Store"},
+		{name: "no sequence", m: good, edit: func(h map[string][]string) { delete(h, central.HeaderSeq) }, want: "header Rx-Seq"},
+		{name: "sequence 0", m: good, edit: func(h map[string][]string) { h[central.HeaderSeq] = []string{"0"} }, want: "header Rx-Seq"},
+		{name: "no msg id", m: good, edit: func(h map[string][]string) { delete(h, central.HeaderMsgID) }, want: "header Nats-Msg-Id"},
+		{name: "upper-case key", m: good, edit: func(h map[string][]string) { h[central.HeaderMsgID] = []string{strings.ToUpper(good.Key) + "-x"} }, want: "header Nats-Msg-Id"},
+		{name: "short digest", m: good, edit: func(h map[string][]string) { h[central.HeaderDigest] = []string{"abc"} }, want: "header Rx-Digest"},
+		{name: "digest of other content", m: good, edit: func(h map[string][]string) { h[central.HeaderDigest] = []string{strings.Repeat("0", 64)} }, want: "payload digest"},
+		{name: "key of another movement", m: good, edit: func(h map[string][]string) { h[central.HeaderMsgID] = []string{strings.Repeat("a", 32) + "-x"} }, want: "payload movement_id"},
+		{name: "not json", m: resign(good, `{"movement_id":`), want: "payload json"},
+		{name: "two documents", m: resign(good, string(good.Payload)+string(good.Payload)), want: "payload json"},
+		{name: "unknown field", m: resign(good, `{"movement_id":"m-7","patient_name":"RX-SECRET"}`), want: "payload json"},
+		{name: "invalid utf-8", m: resign(good, "{\"movement_id\":\"\xff\"}"), want: "payload encoding"},
+		{name: "ndc too long for an index", m: withField("ndc", strings.Repeat("1", 5000)), want: "payload ndc"},
+		{name: "note too long", m: withField("note", strings.Repeat("n", 1025)), want: "payload note"},
+		{name: "rx_ref with a control character", m: withField("rx_ref", "RX\x01"), want: "payload rx_ref"},
+		{name: "negative quantity", m: withField("quantity", "-1"), want: "payload quantity"},
+		{name: "zero quantity", m: withField("quantity", "0.000"), want: "payload quantity"},
+		{name: "exponent", m: withField("quantity", "1e3"), want: "payload quantity"},
+		{name: "bad time", m: withField("occurred_at", "yesterday"), want: "payload occurred_at"},
+		{name: "unknown type", m: withField("type", "steal"), want: "payload type"},
+		{name: "too large", m: resign(good, `{"note":"`+strings.Repeat("x", MaxPayload)+`"}`), want: "payload size"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			msg := tc.m.Msg()
+			h := map[string][]string(msg.Header)
+			if tc.edit != nil {
+				tc.edit(h)
+			}
+			subject := central.ArchiveSubject("S0001")
+			if tc.subject != "" {
+				subject = tc.subject
+			}
+			r := parseRow("RX_ARCHIVE", 3, time.Now(), subject, h, msg.Data)
+			if r.Reject != tc.want {
+				t.Fatalf("reject %q, want %q", r.Reject, tc.want)
+			}
+			if strings.Contains(r.Reject, "SECRET") || strings.Contains(r.Reject, "RX-") {
+				t.Errorf("reject %q names a value", r.Reject)
+			}
+			if tc.want == "" && (r.Key != good.Key || r.Seq != 7 || r.M.DEAForm222 != "A1" || r.Store != "S0001") {
+				t.Errorf("row %+v", r)
+			}
+		})
+	}
+}

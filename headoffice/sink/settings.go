@@ -1,0 +1,105 @@
+package sink
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Settings are the sink's settings file (configs/sink.yaml): what a
+// head-office service runs with. Flags override the environment
+// (RXEDGE_SINK_*), which overrides the file. Passwords are never in the
+// file itself: it names files that hold them.
+type Settings struct {
+	Postgres struct {
+		// URL is the database, without a password (postgres://user@host/db).
+		URL          string `yaml:"url"`
+		PasswordFile string `yaml:"password_file"`
+	} `yaml:"postgres"`
+	NATS struct {
+		Servers      string `yaml:"servers"`
+		User         string `yaml:"user"`
+		PasswordFile string `yaml:"password_file"`
+		Creds        string `yaml:"creds"`
+		NKeySeed     string `yaml:"nkey_seed"`
+		CA           string `yaml:"ca"`
+		Cert         string `yaml:"cert"`
+		Key          string `yaml:"key"`
+		InboxPrefix  string `yaml:"inbox_prefix"`
+		APIPrefix    string `yaml:"js_api_prefix"`
+		Partitions   int    `yaml:"partitions"`
+	} `yaml:"nats"`
+	// Listen is where /metrics and /readyz are served; empty: not served.
+	Listen        string        `yaml:"listen"`
+	Batch         int           `yaml:"batch"`
+	FlushInterval time.Duration `yaml:"flush_interval"`
+}
+
+// LoadSettings reads a settings file; an unknown key is an error.
+func LoadSettings(path string) (Settings, error) {
+	var s Settings
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return s, fmt.Errorf("sink settings: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&s); err != nil && !errors.Is(err, io.EOF) {
+		return s, fmt.Errorf("sink settings %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Environment variables read by ApplyEnv.
+const (
+	EnvPostgres             = "RXEDGE_SINK_POSTGRES"
+	EnvPostgresPasswordFile = "RXEDGE_SINK_POSTGRES_PASSWORD_FILE"
+	EnvNATSPasswordFile     = "RXEDGE_SINK_NATS_PASSWORD_FILE"
+	EnvListen               = "RXEDGE_SINK_LISTEN"
+	EnvPartitions           = "RXEDGE_SINK_PARTITIONS"
+	EnvAPIPrefix            = "RXEDGE_SINK_JS_API_PREFIX"
+)
+
+// ApplyEnv overrides s with the RXEDGE_SINK_* variables that are set.
+func (s *Settings) ApplyEnv(getenv func(string) string) error {
+	set := func(dst *string, name string) {
+		if v := getenv(name); v != "" {
+			*dst = v
+		}
+	}
+	set(&s.Postgres.URL, EnvPostgres)
+	set(&s.Postgres.PasswordFile, EnvPostgresPasswordFile)
+	set(&s.NATS.PasswordFile, EnvNATSPasswordFile)
+	set(&s.Listen, EnvListen)
+	set(&s.NATS.APIPrefix, EnvAPIPrefix)
+	if v := getenv(EnvPartitions); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("%s: not a number", EnvPartitions)
+		}
+		s.NATS.Partitions = n
+	}
+	return nil
+}
+
+// ReadSecret reads a password file: its first line, without the line end.
+// The error names the file, never its content.
+func ReadSecret(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("password file: %w", err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	line = strings.TrimSuffix(line, "\r")
+	if line == "" {
+		return "", fmt.Errorf("password file %s: empty", path)
+	}
+	return line, nil
+}

@@ -1,0 +1,572 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/rxedge/agent/central"
+)
+
+// Defaults of Options.
+const (
+	DefaultBatch         = 5000
+	DefaultFlushInterval = 200 * time.Millisecond
+	// maxBackoff caps the wait between attempts at a failing write.
+	maxBackoff = 5 * time.Second
+)
+
+// Options configure Run.
+type Options struct {
+	// Conn reaches central as an identity that may read the archives (the
+	// production configuration's audit user).
+	Conn *nats.Conn
+	// APIPrefix is the JetStream API prefix of Conn's account
+	// (central.AuditAPIPrefix for the audit user); empty for the default.
+	APIPrefix string
+	// Archives names the archive streams to read, those that exist; nil
+	// lists the server's streams (an identity that may).
+	Archives []string
+	// Postgres is the database's connection configuration.
+	Postgres *pgxpool.Config
+	// Batch bounds the messages of one transaction (DefaultBatch).
+	Batch int
+	// FlushInterval is how long a partial batch waits for more messages
+	// before it is written (DefaultFlushInterval).
+	FlushInterval time.Duration
+	// UntilCaughtUp ends Run once every archive's position reaches the
+	// last sequence the archive held when Run started.
+	UntilCaughtUp bool
+	// Logger receives what the sink does; nil discards it.
+	Logger *slog.Logger
+	// Metrics, when set, is kept up to date.
+	Metrics *Metrics
+}
+
+func (o *Options) defaults() {
+	if o.Batch <= 0 {
+		o.Batch = DefaultBatch
+	}
+	if o.FlushInterval <= 0 {
+		o.FlushInterval = DefaultFlushInterval
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Metrics == nil {
+		o.Metrics = NewMetrics()
+	}
+}
+
+// Result is what Run wrote, per archive stream.
+type Result struct {
+	Streams []StreamResult `json:"streams"`
+}
+
+// StreamResult is one archive stream's part of a Result.
+type StreamResult struct {
+	Name     string `json:"name"`
+	Position uint64 `json:"position"`
+	Counts
+}
+
+// NewPool opens a pool on cfg whose connections each have the staging
+// table.
+func NewPool(ctx context.Context, cfg *pgxpool.Config) (*pgxpool.Pool, error) {
+	cfg = cfg.Copy()
+	prev := cfg.AfterConnect
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		if prev != nil {
+			if err := prev(ctx, c); err != nil {
+				return err
+			}
+		}
+		_, err := c.Exec(ctx, stageDDL)
+		return err
+	}
+	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// Run copies the archives into the database until ctx ends or, with
+// UntilCaughtUp, until it has caught up. The schema must be current
+// (CheckSchema). A failing database or NATS connection is retried, with a
+// bounded backoff, from the position the database holds; only a cancelled
+// context ends Run early, or an archive that cannot be found.
+func Run(ctx context.Context, o Options) (Result, error) {
+	o.defaults()
+	var res Result
+	js, err := jetStream(o.Conn, o.APIPrefix)
+	if err != nil {
+		return res, err
+	}
+	pool, err := NewPool(ctx, o.Postgres)
+	if err != nil {
+		return res, fmt.Errorf("sink: postgres: %w", err)
+	}
+	defer pool.Close()
+	if err := retryDB(ctx, o, "check the schema", func() error {
+		return pool.AcquireFunc(ctx, func(c *pgxpool.Conn) error { return CheckSchema(ctx, c.Conn()) })
+	}); err != nil {
+		return res, err
+	}
+	// Central may be electing a leader, or not reachable yet: the archives
+	// are asked for until they answer.
+	var names []string
+	for attempt := 0; ; attempt++ {
+		names, err = archiveStreams(ctx, js, o.Archives)
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		if attempt == 0 || attempt%10 == 0 {
+			o.Logger.Warn("cannot list the archives yet; retrying", "error", err)
+		}
+		if !sleep(ctx, backoff(attempt)) {
+			break
+		}
+	}
+	if err != nil {
+		return res, err
+	}
+	if len(names) == 0 {
+		return res, errors.New("sink: no archive stream found")
+	}
+	res.Streams = make([]StreamResult, len(names))
+	g, gctx := errgroup.WithContext(ctx)
+	for i, name := range names {
+		res.Streams[i].Name = name
+		f := &follower{o: o, js: js, pool: pool, name: name, out: &res.Streams[i]}
+		g.Go(func() error { return f.run(gctx) })
+	}
+	o.Metrics.setReady(true)
+	err = g.Wait()
+	o.Metrics.setReady(false)
+	return res, err
+}
+
+func jetStream(nc *nats.Conn, prefix string) (jetstream.JetStream, error) {
+	if nc == nil {
+		return nil, errors.New("sink: no NATS connection")
+	}
+	if prefix != "" {
+		return jetstream.NewWithAPIPrefix(nc, prefix)
+	}
+	return jetstream.New(nc)
+}
+
+// archiveStreams lists the archive streams, sorted by name: those of
+// names that exist when names is not nil, else every archive the server
+// lists.
+func archiveStreams(ctx context.Context, js jetstream.JetStream, names []string) ([]string, error) {
+	var out []string
+	if names != nil {
+		for _, name := range names {
+			_, err := js.Stream(ctx, name)
+			if errors.Is(err, jetstream.ErrStreamNotFound) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("sink: stream %s: %w", name, err)
+			}
+			out = append(out, name)
+		}
+	} else {
+		l := js.StreamNames(ctx)
+		for name := range l.Name() {
+			if central.IsArchiveStream(name) {
+				out = append(out, name)
+			}
+		}
+		if err := l.Err(); err != nil {
+			return nil, fmt.Errorf("sink: list the streams: %w", err)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// follower copies one archive stream. Its state is owned by its run
+// goroutine; the reader goroutine only hands it messages.
+type follower struct {
+	o    Options
+	js   jetstream.JetStream
+	pool *pgxpool.Pool
+	name string
+	out  *StreamResult
+	pos  uint64
+}
+
+// errRewind says the database holds an earlier position than the
+// follower had written (a failover to a standby that had not received
+// the last commits): the archive is read again from there.
+var errRewind = errors.New("sink: the stored position went back")
+
+func (f *follower) run(ctx context.Context) error {
+	for {
+		err := f.session(ctx)
+		if !errors.Is(err, errRewind) {
+			return err
+		}
+		f.o.Logger.Warn("the stored position went back; reading the archive again from it", "archive", f.name)
+	}
+}
+
+// session reads the position and follows the archive from it.
+func (f *follower) session(ctx context.Context) error {
+	log := f.o.Logger.With("archive", f.name)
+	if err := retryDB(ctx, f.o, "read the position of "+f.name, func() error {
+		return f.pool.AcquireFunc(ctx, func(c *pgxpool.Conn) error {
+			p, err := ensurePosition(ctx, c.Conn(), f.name)
+			f.pos = p
+			return err
+		})
+	}); err != nil {
+		return err
+	}
+	f.out.Position = f.pos
+	m := f.o.Metrics
+	m.position(f.name, f.pos)
+	var target uint64
+	st, err := f.streamInfo(ctx)
+	if err != nil {
+		return err
+	}
+	target = st.LastSeq
+	m.archiveLast(f.name, st.LastSeq)
+	if f.o.UntilCaughtUp && f.pos >= target {
+		log.Info("caught up", "position", f.pos)
+		return nil
+	}
+	log.Info("following", "position", f.pos, "archive_last", st.LastSeq)
+
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	msgs := make(chan Row, f.o.Batch)
+	readErr := make(chan error, 1)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		readErr <- f.read(cctx, msgs)
+	}()
+	go func() {
+		defer wg.Done()
+		f.watchLag(cctx)
+	}()
+	defer wg.Wait()
+	defer cancel()
+
+	batch := make([]Row, 0, f.o.Batch)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		err := f.write(ctx, batch)
+		batch = batch[:0]
+		return err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-readErr:
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("sink: read %s: %w", f.name, err)
+		case r := <-msgs:
+			if r.StreamSeq <= f.pos {
+				continue
+			}
+			if len(batch) == 0 {
+				timer.Reset(f.o.FlushInterval)
+			}
+			batch = append(batch, r)
+			if len(batch) < f.o.Batch && !(f.o.UntilCaughtUp && r.StreamSeq >= target) {
+				continue
+			}
+			timer.Stop()
+		case <-timer.C:
+		}
+		if err := flush(); err != nil {
+			return err
+		}
+		if f.o.UntilCaughtUp && f.pos >= target {
+			log.Info("caught up", "position", f.pos)
+			return nil
+		}
+	}
+}
+
+func (f *follower) streamInfo(ctx context.Context) (jetstream.StreamState, error) {
+	for attempt := 0; ; attempt++ {
+		s, err := f.js.Stream(ctx, f.name)
+		if err == nil {
+			return s.CachedInfo().State, nil
+		}
+		if ctx.Err() != nil {
+			return jetstream.StreamState{}, ctx.Err()
+		}
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return jetstream.StreamState{}, fmt.Errorf("sink: stream %s: %w", f.name, err)
+		}
+		f.o.Logger.Warn("archive info failed; retrying", "archive", f.name, "error", err)
+		if !sleep(ctx, backoff(attempt)) {
+			return jetstream.StreamState{}, ctx.Err()
+		}
+	}
+}
+
+// watchLag refreshes the archive's last sequence for the lag metric, and
+// pings the database for readiness.
+func (f *follower) watchLag(ctx context.Context) {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s, err := f.js.Stream(ctx, f.name)
+		if err == nil {
+			f.o.Metrics.archiveLast(f.name, s.CachedInfo().State.LastSeq)
+		}
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err = f.pool.Ping(pctx)
+		cancel()
+		if ctx.Err() == nil {
+			f.o.Metrics.dbState(err == nil)
+		}
+	}
+}
+
+// read delivers the archive's messages after the position with an ordered
+// consumer, which recreates itself after a leader change or a reconnect
+// from the last sequence it delivered.
+func (f *follower) read(ctx context.Context, out chan<- Row) error {
+	cfg := jetstream.OrderedConsumerConfig{InactiveThreshold: time.Minute}
+	if f.pos > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, f.pos+1
+	}
+	var cons jetstream.Consumer
+	for attempt := 0; ; attempt++ {
+		var err error
+		cons, err = f.js.OrderedConsumer(ctx, f.name, cfg)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		f.o.Logger.Warn("archive consumer failed; retrying", "archive", f.name, "error", err)
+		if !sleep(ctx, backoff(attempt)) {
+			return ctx.Err()
+		}
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(2 * f.o.Batch))
+	if err != nil {
+		return err
+	}
+	defer it.Stop()
+	errs := 0
+	for {
+		m, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) || errors.Is(err, nats.ErrConnectionClosed) {
+				return err
+			}
+			f.o.Logger.Warn("archive read failed; the consumer resumes", "archive", f.name, "error", err)
+			errs++
+			if !sleep(ctx, backoff(min(errs, 4))) {
+				return ctx.Err()
+			}
+			continue
+		}
+		errs = 0
+		meta, err := m.Metadata()
+		if err != nil {
+			return err
+		}
+		r := parseRow(f.name, meta.Sequence.Stream, meta.Timestamp, m.Subject(), m.Headers(), m.Data())
+		select {
+		case out <- r:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// write commits batch and moves the position, retrying a failing database
+// from the position it then holds.
+func (f *follower) write(ctx context.Context, batch []Row) error {
+	log := f.o.Logger.With("archive", f.name)
+	for attempt := 0; ; attempt++ {
+		rows := batch
+		for len(rows) > 0 && rows[0].StreamSeq <= f.pos {
+			rows = rows[1:]
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		start := time.Now()
+		var c Counts
+		err := f.pool.AcquireFunc(ctx, func(conn *pgxpool.Conn) error {
+			var err error
+			c, err = writeBatch(ctx, conn.Conn(), f.name, f.pos, rows)
+			return err
+		})
+		if err == nil {
+			f.pos = rows[len(rows)-1].StreamSeq
+			f.out.Position = f.pos
+			f.out.Counts.add(c)
+			f.o.Metrics.committed(f.name, f.pos, c, time.Since(start))
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		f.o.Metrics.failed(f.name)
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && !retryable(pe) {
+			return fmt.Errorf("sink: write %s: %s", f.name, safeErr(err))
+		}
+		if !errors.Is(err, ErrPositionMoved) {
+			log.Warn("write failed; retrying from the stored position", "error", safeErr(err), "attempt", attempt+1)
+			if !sleep(ctx, backoff(attempt)) {
+				return ctx.Err()
+			}
+		}
+		// The commit may have happened (its answer lost) or another sink
+		// may have moved on: the database says where to go on from.
+		var p uint64
+		err = f.pool.AcquireFunc(ctx, func(conn *pgxpool.Conn) error {
+			var err error
+			p, err = ensurePosition(ctx, conn.Conn(), f.name)
+			return err
+		})
+		switch {
+		case err != nil:
+			log.Warn("read the position failed", "error", safeErr(err))
+		case p < f.pos:
+			f.pos = p
+			return errRewind
+		default:
+			f.pos = p
+		}
+	}
+}
+
+// retryDB runs fn until it succeeds or ctx ends.
+func retryDB(ctx context.Context, o Options, what string, fn func() error) error {
+	for attempt := 0; ; attempt++ {
+		err := fn()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && !retryable(pe) {
+			return fmt.Errorf("sink: %s: %w", what, err)
+		}
+		if attempt == 0 || attempt%10 == 0 {
+			o.Logger.Warn("postgres unavailable; retrying", "doing", what, "error", safeErr(err))
+		}
+		if !sleep(ctx, backoff(attempt)) {
+			return ctx.Err()
+		}
+	}
+}
+
+// Retryable tells an error of the database worth another try: no answer
+// (the server restarting, the network), or a server error that will not
+// simply repeat.
+func Retryable(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return retryable(pe)
+	}
+	return !errors.Is(err, context.Canceled)
+}
+
+// Backoff is the wait before attempt (from 0) at something failing:
+// doubling from 100 ms, capped, with jitter.
+func Backoff(attempt int) time.Duration { return backoff(attempt) }
+
+// retryable tells a server error worth another try (the server going
+// down, starting up, or a serialization failure) from one that will only
+// repeat (a missing grant, a missing schema).
+func retryable(pe *pgconn.PgError) bool {
+	switch pe.Code[:2] {
+	case "08", "40", "53", "57", "58":
+		return true
+	}
+	return false
+}
+
+// safeErr is err's text with nothing of a row: a server error is given
+// by its code and the object it names (DESIGN P6).
+func safeErr(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		s := "postgres error " + pe.Code
+		if pe.ConstraintName != "" {
+			s += " constraint " + pe.ConstraintName
+		}
+		if pe.TableName != "" {
+			s += " table " + pe.TableName
+		}
+		if pe.Code[:2] != "22" && pe.Code[:2] != "23" {
+			s += ": " + pe.Message
+		}
+		return s
+	}
+	return err.Error()
+}
+
+func backoff(attempt int) time.Duration {
+	d := 100 * time.Millisecond << min(attempt, 6)
+	d = min(d, maxBackoff)
+	return d/2 + rand.N(d/2+1)
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// WriteText prints r for a person: a line per archive stream.
+func (r Result) WriteText(w io.Writer) error {
+	for _, st := range r.Streams {
+		if _, err := fmt.Fprintf(w, "%s: position %d; wrote %d row(s), %d repeat(s), %d conflict(s), %d reject(s)\n",
+			st.Name, st.Position, st.Rows, st.Repeats, st.Conflicts, st.Rejects); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,218 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ErrPositionMoved says the stored position of a stream is not the one a
+// batch was read after: another sink wrote it, or a commit whose outcome
+// was lost did. The batch is rolled back; the caller reads the position
+// again and drops what it already holds.
+var ErrPositionMoved = errors.New("sink: the stored position moved")
+
+// stageDDL creates, on each new connection, the staging table COPY fills;
+// its rows go at commit.
+const stageDDL = `CREATE TEMP TABLE IF NOT EXISTS sink_stage (
+	store_id text, key text, seq bigint, digest text, movement_id text, type text,
+	ndc text, quantity text, unit text, occurred_at timestamptz, schedule text, lot text,
+	expires text, rx_ref text, dea_form_222 text, note text, payload text,
+	archive_stream text, archive_seq bigint, enqueued_at timestamptz, archived_at timestamptz
+) ON COMMIT DELETE ROWS`
+
+var stageColumns = []string{"store_id", "key", "seq", "digest", "movement_id", "type",
+	"ndc", "quantity", "unit", "occurred_at", "schedule", "lot",
+	"expires", "rx_ref", "dea_form_222", "note", "payload",
+	"archive_stream", "archive_seq", "enqueued_at", "archived_at"}
+
+const insertMovements = `INSERT INTO movements (store_id, key, seq, digest, movement_id, type,
+	ndc, quantity, unit, occurred_at, schedule, lot, expires, rx_ref, dea_form_222, note, payload,
+	archive_stream, archive_seq, enqueued_at, archived_at)
+SELECT store_id, key, seq, digest, movement_id, type,
+	ndc, quantity::numeric, unit, occurred_at, schedule, lot, expires, rx_ref, dea_form_222, note, payload,
+	archive_stream, archive_seq, enqueued_at, archived_at
+FROM sink_stage ORDER BY archive_seq
+ON CONFLICT (store_id, key) DO NOTHING`
+
+// notInserted finds the staged rows whose key movements holds from
+// another archive message: a repeat or a conflict. A new statement, so it
+// sees a row another transaction committed while the insert waited on it.
+const notInserted = `SELECT s.archive_seq, m.digest
+FROM sink_stage s JOIN movements m ON m.store_id = s.store_id AND m.key = s.key
+WHERE NOT (m.archive_stream = s.archive_stream AND m.archive_seq = s.archive_seq)`
+
+// Counts are what a batch wrote.
+type Counts struct {
+	Rows      uint64 `json:"rows"`
+	Repeats   uint64 `json:"repeats"`
+	Conflicts uint64 `json:"conflicts"`
+	Rejects   uint64 `json:"rejects"`
+}
+
+func (c *Counts) add(o Counts) {
+	c.Rows += o.Rows
+	c.Repeats += o.Repeats
+	c.Conflicts += o.Conflicts
+	c.Rejects += o.Rejects
+}
+
+// Total is every message counted.
+func (c Counts) Total() uint64 { return c.Rows + c.Repeats + c.Conflicts + c.Rejects }
+
+// text is s, or NULL when empty.
+func text(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// writeBatch writes rows, the messages of stream after position from up to
+// the last of rows, and moves the stream's position from from to it, in one
+// transaction. rows are in stream order, all after from.
+func writeBatch(ctx context.Context, conn *pgx.Conn, stream string, from uint64, rows []Row) (Counts, error) {
+	var c Counts
+	if len(rows) == 0 {
+		return c, nil
+	}
+	to := rows[len(rows)-1].StreamSeq
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		c = Counts{}
+		var good, bad []Row
+		for _, r := range rows {
+			if r.Reject != "" {
+				bad = append(bad, r)
+			} else {
+				good = append(good, r)
+			}
+		}
+		if len(good) > 0 {
+			n, err := tx.CopyFrom(ctx, pgx.Identifier{"sink_stage"}, stageColumns, pgx.CopyFromSlice(len(good), func(i int) ([]any, error) {
+				r := &good[i]
+				var enq any
+				if !r.EnqueuedAt.IsZero() {
+					enq = r.EnqueuedAt
+				}
+				return []any{r.Store, r.Key, int64(r.Seq), r.Digest, r.M.MovementID, r.M.Type,
+					r.M.NDC, r.M.Quantity, r.M.Unit, r.OccurredAt, text(r.M.Schedule), text(r.M.Lot),
+					text(r.M.Expires), text(r.M.RxRef), text(r.M.DEAForm222), text(r.M.Note), string(r.Payload),
+					r.Stream, int64(r.StreamSeq), enq, r.ArchivedAt}, nil
+			}))
+			if err != nil {
+				return fmt.Errorf("stage: %w", err)
+			}
+			if n != int64(len(good)) {
+				return fmt.Errorf("stage: copied %d rows of %d", n, len(good))
+			}
+			tag, err := tx.Exec(ctx, insertMovements)
+			if err != nil {
+				return fmt.Errorf("insert: %w", err)
+			}
+			c.Rows = uint64(tag.RowsAffected())
+			if c.Rows < uint64(len(good)) {
+				kept := make(map[int64]string, len(good)-int(c.Rows))
+				q, err := tx.Query(ctx, notInserted)
+				if err != nil {
+					return fmt.Errorf("find repeats: %w", err)
+				}
+				for q.Next() {
+					var seq int64
+					var d string
+					if err := q.Scan(&seq, &d); err != nil {
+						q.Close()
+						return fmt.Errorf("find repeats: %w", err)
+					}
+					kept[seq] = d
+				}
+				q.Close()
+				if err := q.Err(); err != nil {
+					return fmt.Errorf("find repeats: %w", err)
+				}
+				if err := writeOthers(ctx, tx, good, kept, &c); err != nil {
+					return err
+				}
+			}
+		}
+		if len(bad) > 0 {
+			_, err := tx.CopyFrom(ctx, pgx.Identifier{"sink_rejects"},
+				[]string{"archive_stream", "archive_seq", "store_id", "reason", "archived_at"},
+				pgx.CopyFromSlice(len(bad), func(i int) ([]any, error) {
+					r := &bad[i]
+					return []any{r.Stream, int64(r.StreamSeq), r.Store, r.Reject, r.ArchivedAt}, nil
+				}))
+			if err != nil {
+				return fmt.Errorf("rejects: %w", err)
+			}
+			c.Rejects = uint64(len(bad))
+		}
+		tag, err := tx.Exec(ctx, `UPDATE sink_positions
+			SET last_seq = $3, rows = rows + $4, repeats = repeats + $5, conflicts = conflicts + $6, rejects = rejects + $7, updated_at = now()
+			WHERE archive_stream = $1 AND last_seq = $2`,
+			stream, int64(from), int64(to), int64(c.Rows), int64(c.Repeats), int64(c.Conflicts), int64(c.Rejects))
+		if err != nil {
+			return fmt.Errorf("position: %w", err)
+		}
+		if tag.RowsAffected() != 1 {
+			return ErrPositionMoved
+		}
+		if c.Total() != uint64(len(rows)) {
+			return fmt.Errorf("sink: batch of %d messages counted %d", len(rows), c.Total())
+		}
+		return nil
+	})
+	if err != nil {
+		return Counts{}, err
+	}
+	return c, nil
+}
+
+// writeOthers records the staged rows movements did not take: a repeat
+// when the kept row has the same digest, else a conflict.
+func writeOthers(ctx context.Context, tx pgx.Tx, good []Row, kept map[int64]string, c *Counts) error {
+	var reps, confs [][]any
+	for i := range good {
+		r := &good[i]
+		d, ok := kept[int64(r.StreamSeq)]
+		if !ok {
+			continue
+		}
+		if d == r.Digest {
+			reps = append(reps, []any{r.Stream, int64(r.StreamSeq), r.Store, r.Key, int64(r.Seq), r.Digest, r.ArchivedAt})
+			continue
+		}
+		var enq any
+		if !r.EnqueuedAt.IsZero() {
+			enq = r.EnqueuedAt
+		}
+		confs = append(confs, []any{r.Stream, int64(r.StreamSeq), r.Store, r.Key, int64(r.Seq), r.Digest, d, string(r.Payload), enq, r.ArchivedAt})
+	}
+	if len(reps) > 0 {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"movement_repeats"},
+			[]string{"archive_stream", "archive_seq", "store_id", "key", "seq", "digest", "archived_at"}, pgx.CopyFromRows(reps)); err != nil {
+			return fmt.Errorf("repeats: %w", err)
+		}
+	}
+	if len(confs) > 0 {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"movement_conflicts"},
+			[]string{"archive_stream", "archive_seq", "store_id", "key", "seq", "digest", "kept_digest", "payload", "enqueued_at", "archived_at"}, pgx.CopyFromRows(confs)); err != nil {
+			return fmt.Errorf("conflicts: %w", err)
+		}
+	}
+	c.Repeats, c.Conflicts = uint64(len(reps)), uint64(len(confs))
+	return nil
+}
+
+// ensurePosition makes the stream's position row and returns its value.
+func ensurePosition(ctx context.Context, conn *pgx.Conn, stream string) (uint64, error) {
+	if _, err := conn.Exec(ctx, `INSERT INTO sink_positions (archive_stream) VALUES ($1) ON CONFLICT DO NOTHING`, stream); err != nil {
+		return 0, fmt.Errorf("sink: position of %s: %w", stream, err)
+	}
+	var v int64
+	if err := conn.QueryRow(ctx, `SELECT last_seq FROM sink_positions WHERE archive_stream = $1`, stream).Scan(&v); err != nil {
+		return 0, fmt.Errorf("sink: position of %s: %w", stream, err)
+	}
+	return uint64(v), nil
+}
