@@ -32,6 +32,7 @@ import (
 	"github.com/rxedge/agent/intake/asap"
 	"github.com/rxedge/agent/intake/hl7"
 	"github.com/rxedge/agent/internal/version"
+	"github.com/rxedge/agent/lineage"
 	"github.com/rxedge/agent/metrics"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/remote"
@@ -104,6 +105,7 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 		Path:     settings.DataFile(opts.DataDir),
 		StoreID:  opts.StoreID,
 		MaxAhead: opts.MaxRetryDelay(),
+		Lineage:  true,
 	})
 	if errors.Is(err, queue.ErrLocked) {
 		return ErrAlreadyRunning
@@ -141,14 +143,22 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 	}
 
 	var engine *sync.Engine
+	var checker *lineage.Checker
 	if len(opts.NATS.Servers) > 0 {
+		checker = lineage.New(q, opts.StoreID, log, opts.Sync().AttemptTimeout)
 		engine = sync.New(q, opts.Sync(), log, m, st.Status)
+		engine.OnConnect(checker.OnConnect)
 		conn = engine.Connection
 		responder := remote.New(remote.Options{Queue: q, DLQ: svc, StoreID: opts.StoreID, OperatorKeys: opts.OperatorKeys,
 			AllowUnsignedReads: opts.AllowUnsignedReads, Status: st.Status, Logger: log})
 		defer responder.Close()
 		engine.OnConnect(responder.Subscribe)
 		engine.OnHeartbeat(func(ctx context.Context, nc *nats.Conn, st *status.Status) error {
+			// Until the file was checked against central, its summary
+			// would overwrite the record the check reads.
+			if !checker.Done() {
+				return nil
+			}
 			return remote.PublishSummary(ctx, nc, opts.StoreID, st)
 		})
 	}
@@ -221,6 +231,7 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 	}
 	g.Go(func() error { prunePeriodically(gctx, q, opts, log); return nil })
 	if engine != nil {
+		g.Go(func() error { checker.Run(gctx); return nil })
 		g.Go(func() error { return engine.Run(gctx) })
 	}
 

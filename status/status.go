@@ -172,7 +172,29 @@ type DataFile struct {
 	SizeBytes int64  `json:"size_bytes"`
 	FreeBytes uint64 `json:"free_disk_bytes"`
 	Schema    uint64 `json:"schema_version"`
+	// Lineage is where the data file comes from (see queue.Lineage).
+	Lineage *FileLineage `json:"lineage,omitempty"`
 }
+
+// FileLineage is the data file's identity and where it comes from.
+type FileLineage struct {
+	FileID string `json:"file_id"`
+	// Origin: new, migrated, replaced (a new file that continues after
+	// Prev), restored (an older copy that continues after central's
+	// record under a new identity) or adopted.
+	Origin string     `json:"origin"`
+	Prev   string     `json:"prev_file_id,omitempty"`
+	Base   uint64     `json:"base_seq,omitempty"` // the sequence the file continued past
+	At     *time.Time `json:"at,omitempty"`
+	// Confirmed is false while the movements accepted since the start wait
+	// for central's record of the store before they are sent.
+	Confirmed  bool       `json:"confirmed"`
+	RestoredAt *time.Time `json:"restored_at,omitempty"`
+}
+
+// RestoredNotice is how long after a restored data file was found the
+// status reports it.
+const RestoredNotice = 7 * 24 * time.Hour
 
 // Problems is the text of what makes the store need attention by the
 // plain rules (see Judge with PlainThresholds). `agent status` exits 3 when
