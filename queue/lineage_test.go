@@ -179,7 +179,6 @@ func TestReplacedFileContinuesAfterCentral(t *testing.T) {
 	}
 }
 
-
 // TestRestoredFileContinuesAfterCentral: a file older than central's
 // record of it (a restored copy) gets a new identity naming its old one,
 // renumbers only what it accepted since the start, and continues after

@@ -208,6 +208,11 @@ func Open(opts Options) (*Queue, error) {
 	}
 	_, statErr := os.Stat(opts.Path)
 	created := errors.Is(statErr, os.ErrNotExist) && !opts.ReadOnly
+	if created {
+		if err := checkMissing(opts.Path); err != nil {
+			return nil, err
+		}
+	}
 	db, err := openFile(opts)
 	if err == nil && created {
 		if oerr := ownLikeDir(opts.Path); oerr != nil {
@@ -236,6 +241,14 @@ func Open(opts Options) (*Queue, error) {
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("queue: open %s: %w", opts.Path, err)
+	}
+	if opts.Lineage {
+		// The marker is written once the file and its identity are
+		// durable: a marker never names a file that was not made.
+		if err := WriteMarker(opts.Path, q.lineage.FileID); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("queue: open %s: record the data file's identity beside it: %w", opts.Path, err)
+		}
 	}
 	if !opts.ReadOnly {
 		q.ops = make(chan *op, 4*opts.MaxGroup)
