@@ -99,6 +99,12 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 		log = slog.New(slog.DiscardHandler)
 	}
 	ignoreFileSizeLimit()
+	// Never start empty over a leftover, nor beside one that may hold
+	// movements: an operator decides (agent data adopt|discard).
+	if err := queue.CheckLeftovers(settings.DataFile(opts.DataDir)); err != nil {
+		log.Error("DATA_FILE_LEFTOVER", "error", err.Error())
+		return err
+	}
 	// queue.Open creates the data directory, durably.
 	compactAtStart(settings.DataFile(opts.DataDir), log)
 	q, err := queue.Open(queue.Options{
