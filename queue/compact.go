@@ -262,7 +262,8 @@ func compactLocked(path string, opts CompactOptions) (before int64, err error) {
 	}()
 	before = fi.Size()
 	tmp := path + CompactSuffix
-	// Under the lock no other compaction runs, so a leftover is stale.
+	// Under the lock no other compaction runs: a leftover is stale, and
+	// removed unless it may hold what the data file lacks.
 	var data fileFacts
 	src.View(func(tx *bolt.Tx) error { data = factsOf(tx); return nil })
 	if err := removeCompactLeftover(path, data); err != nil {
