@@ -408,7 +408,7 @@ func redrive(ctx context.Context, c *control.Client, rq dlq.RedriveRequest, quie
 		prev := 0
 		rq.Progress = func(done, total int) {
 			if bar == nil {
-				bar = progress.New(s.err, "redrive", total)
+				bar = progress.New(s.err, "redrive", "movements", total)
 			}
 			bar.Add(done - prev)
 			prev = done
@@ -557,7 +557,7 @@ func exportTo(ctx context.Context, loc *location, f dlq.Filter, reasonText, dest
 	defer ex.Close()
 	var bar *progress.Bar
 	if showBar {
-		bar = progress.New(s.err, "export", ex.Count)
+		bar = progress.New(s.err, "export", "movements", ex.Count)
 	}
 	cw := &lineCounter{w: w, bar: bar}
 	_, err = io.Copy(cw, ex)
