@@ -78,6 +78,18 @@ type Service struct {
 	Detail string `json:"detail,omitempty"` // why it is unknown, when it is
 }
 
+// String is the state and, when the service manager could not be asked,
+// why: "unknown (systemd does not manage this machine)".
+func (s *Service) String() string {
+	if s == nil {
+		return ServiceUnknown
+	}
+	if s.Detail != "" {
+		return s.State + " (" + s.Detail + ")"
+	}
+	return s.State
+}
+
 // Service states.
 const (
 	ServiceRunning      = "running"

@@ -102,9 +102,10 @@ func TestStatusCheck(t *testing.T) {
 			}
 			out, errs, code := cli(t, args...)
 			if tt.name == "free disk threshold" {
-				// EiB is not a unit: a usage error, on stderr.
-				if code != exitUsage {
-					t.Errorf("got exit %d %q %q, want a usage error", code, out, errs)
+				// EiB is not a unit: a usage error, which the plugin
+				// contract answers UNKNOWN (3), one line on stdout.
+				if code != status.CheckUnknown || !strings.HasPrefix(out, "RXEDGE UNKNOWN - usage: ") || strings.Count(out, "\n") != 1 {
+					t.Errorf("got exit %d %q %q, want UNKNOWN for a usage error", code, out, errs)
 				}
 				return
 			}
@@ -245,5 +246,61 @@ func waitStatus(t *testing.T, dir, want string, args ...string) (string, int) {
 			t.Fatalf("after 60s, no %q in the status (exit %d):\n%s", want, code, out)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestStatusJSONAndCheckAgreeOnSeverity: a state has one severity whether
+// `status --json` or `status --check` judges it, with the same thresholds.
+func TestStatusJSONAndCheckAgreeOnSeverity(t *testing.T) {
+	dir, _ := quarantinedDataDir(t, mv{id: "POS-1", reason: "permanent:too_large"}, mv{id: "POS-2", reason: "exhausted:timeout"})
+	for _, tc := range []struct {
+		flags []string
+		want  string
+	}{
+		{nil, status.SeverityWarning},                                        // defaults: warning at 1, critical at 100
+		{[]string{"--crit-quarantined", "2"}, status.SeverityCritical},       // the same flag for both
+		{[]string{"--warn-quarantined", "3", "--crit-quarantined", "0"}, ""}, // below the warning: no problem
+	} {
+		out, _, code := cli(t, append([]string{"status", "--json", "--data-dir", dir}, tc.flags...)...)
+		var st status.Status
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		got := ""
+		for _, p := range st.Judged {
+			if p.Code == status.CodeQuarantined {
+				got = p.Severity
+			}
+		}
+		check, _, _ := cli(t, append([]string{"status", "--check", "--data-dir", dir}, tc.flags...)...)
+		inCheck := strings.Contains(check, "2 movement(s) quarantined")
+		if got != tc.want || inCheck != (tc.want != "") {
+			t.Errorf("flags %v: --json severity %q (exit %d), --check line %q; want %q in both", tc.flags, got, code, check, tc.want)
+		}
+		if tc.want == status.SeverityCritical {
+			// The check's own verdict for the same problem.
+			if c, _ := status.Check(&st, nil, status.Thresholds{QuarantinedWarn: 1, QuarantinedCrit: 2}); c != status.CheckCritical {
+				t.Errorf("status.Check says %d for the state --json called critical", c)
+			}
+		}
+	}
+}
+
+// TestStatusCheckUsageIsUnknown: every usage error of `status --check` is
+// the plugin contract's UNKNOWN: exit 3 and one line on stdout.
+func TestStatusCheckUsageIsUnknown(t *testing.T) {
+	for _, args := range [][]string{
+		{"status", "--check", "--bogus"},
+		{"status", "--check", "extra-argument"},
+		{"status", "--warn-quarantined", "x", "--check"},
+	} {
+		out, _, code := cli(t, args...)
+		if code != status.CheckUnknown || !strings.HasPrefix(out, "RXEDGE UNKNOWN - usage: ") {
+			t.Errorf("%v: exit %d, stdout %q; want 3 and an UNKNOWN line", args, code, out)
+		}
+	}
+	// Without --check a usage error stays exit 2.
+	if _, _, code := cli(t, "status", "--bogus"); code != exitUsage {
+		t.Errorf("status --bogus: exit %d, want %d", code, exitUsage)
 	}
 }
