@@ -593,3 +593,43 @@ func TestShowPayloadIsJournalled(t *testing.T) {
 		t.Fatalf("payload on a read-only file: %+v, %v", d, err)
 	}
 }
+
+// TestRedriveTakesShowsReferences: redrive takes what show takes — a
+// whole key, a key prefix or a movement_id; a reference that names no
+// quarantined movement, or a prefix too short, refuses the request and
+// changes nothing.
+func TestRedriveTakesShowsReferences(t *testing.T) {
+	f := newFixture(t)
+	keys := f.quarantine(t, spec{id: "POS-A"}, spec{id: "POS-B"}, spec{id: "POS-C"})
+	for _, refs := range [][]string{{"POS-A", "no-such-id"}, {keys[2][:2]}} {
+		_, err := f.svc.Redrive(context.Background(), RedriveRequest{Selection: Selection{Keys: refs}, ReasonText: "x"})
+		var ie *InputError
+		if !errors.As(err, &ie) || !strings.Contains(err.Error(), refs[len(refs)-1]) {
+			t.Errorf("redrive %v: %v, want a refusal naming %s", refs, err, refs[len(refs)-1])
+		}
+	}
+	for _, k := range keys {
+		if f.state(t, k) != queue.Quarantined {
+			t.Fatal("a refused redrive changed something")
+		}
+	}
+	res, err := f.svc.Redrive(context.Background(), RedriveRequest{
+		Selection: Selection{Keys: []string{"POS-A", keys[1][:8]}}, ReasonText: "by reference",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range res.Redriven {
+		got = append(got, r.Key)
+	}
+	slices.Sort(got)
+	want := []string{keys[0], keys[1]}
+	slices.Sort(want)
+	if !slices.Equal(got, want) || len(res.NotFound) != 0 {
+		t.Fatalf("redriven %v, not found %+v; want %v", got, res.NotFound, want)
+	}
+	if f.state(t, keys[2]) != queue.Quarantined {
+		t.Error("an unnamed movement was redriven")
+	}
+}

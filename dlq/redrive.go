@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rxedge/agent/central/command"
+	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
 )
 
@@ -175,6 +176,12 @@ func (s *Service) Redrive(ctx context.Context, rq RedriveRequest) (RedriveResult
 	case rq.Spread > MaxSpread:
 		return res, InputErrorf(op, "spread", "--spread", "%s is longer than the largest spread, %s", rq.Spread, MaxSpread)
 	}
+	// The same references as show: a key, a key prefix or a movement_id.
+	if len(sel.Keys) > 0 {
+		if sel.Keys, err = s.findKeys(op, sel.Keys); err != nil {
+			return res, err
+		}
+	}
 	targets, missing, err := s.resolve(op, sel)
 	if err != nil {
 		return res, err
@@ -252,4 +259,29 @@ func actorOr(a string) string {
 		a = string(r[:200])
 	}
 	return a
+}
+
+// findKeys turns each reference that is not a whole key into the key of
+// the quarantined movement it names, as show does (a key prefix of at
+// least MinKeyPrefix characters, or a movement_id). A reference that is
+// ambiguous or names no quarantined movement refuses the request: nothing
+// is done.
+func (s *Service) findKeys(op string, refs []string) ([]string, error) {
+	out := make([]string, 0, len(refs))
+	for _, ref := range refs {
+		if _, ok := movement.ParseKey(strings.ToLower(strings.TrimSpace(ref))); ok {
+			out = append(out, ref)
+			continue
+		}
+		k, err := s.find(op, ref)
+		var ke *KeyError
+		if errors.As(err, &ke) {
+			return nil, &InputError{Op: op, Field: "keys", Flag: "KEY", Msg: fmt.Sprintf("%q is not a key, and %s (see `agent dlq list`)", clip(ref), ke.Msg)}
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, k)
+	}
+	return out, nil
 }

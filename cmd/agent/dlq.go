@@ -342,8 +342,9 @@ func newDLQRedriveCmd(s *streams) *cobra.Command {
 		Use:   "redrive KEY… | --all | --reason KIND | --oldest N  --reason-text WHY",
 		Short: "Send quarantined movements again, attempts reset",
 		Long: `Send quarantined movements again: they go back to pending with their attempts
-reset. Select them by key, --all, --reason KIND and/or --oldest N (the N
-oldest, of that reason when --reason is given).
+reset. Select them by key (as for show: a whole key, a key prefix of at
+least 4 characters, or a movement_id), --all, --reason KIND and/or
+--oldest N (the N oldest, of that reason when --reason is given).
 
 --spread DUR gives each a due time spread evenly at random over the next DUR,
 so that a large redrive does not stampede central (at most 24h).
