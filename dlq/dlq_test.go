@@ -633,3 +633,25 @@ func TestRedriveTakesShowsReferences(t *testing.T) {
 		t.Error("an unnamed movement was redriven")
 	}
 }
+
+// TestRedriveConflictGuidance: redriving a movement quarantined for a
+// conflict says why it will come back and what to do instead, in a dry
+// run too; other reasons get no such note.
+func TestRedriveConflictGuidance(t *testing.T) {
+	f := newFixture(t)
+	f.quarantine(t, spec{id: "C1", reason: ReasonConflict}, spec{id: "T1", reason: "exhausted:timeout"})
+	for _, dry := range []bool{true, false} {
+		res, err := f.svc.Redrive(context.Background(), RedriveRequest{Selection: Selection{All: true}, ReasonText: "try", DryRun: dry})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Guidance) != 1 || !strings.Contains(res.Guidance[0], "1 of these movement(s)") || !strings.Contains(res.Guidance[0], "new movement_id") || !strings.Contains(res.Guidance[0], "agent dlq purge") {
+			t.Errorf("dry run %v: guidance %q", dry, res.Guidance)
+		}
+	}
+	f.quarantine(t, spec{id: "T2", reason: "exhausted:timeout"})
+	res, _ := f.svc.Redrive(context.Background(), RedriveRequest{Selection: Selection{Reason: "exhausted"}, ReasonText: "try"})
+	if len(res.Guidance) != 0 {
+		t.Errorf("guidance without a conflict: %q", res.Guidance)
+	}
+}

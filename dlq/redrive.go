@@ -138,6 +138,31 @@ type RedriveResult struct {
 	Redriven []Redriven `json:"redriven"`
 	// NotFound are selected keys that were not quarantined.
 	NotFound []Missing `json:"not_found,omitempty"`
+	// Guidance says what to do instead, for movements a redrive cannot
+	// deliver (a conflict is quarantined again at once).
+	Guidance []string `json:"guidance,omitempty"`
+}
+
+// ReasonConflict is the quarantine reason of a movement central holds
+// another movement under the key of.
+const ReasonConflict = "permanent:conflict"
+
+// conflictGuidance is what to do about n movements quarantined for a
+// conflict.
+func conflictGuidance(n int) string {
+	return fmt.Sprintf("%d of these movement(s) were quarantined for a conflict (%s): central holds a different movement under the same key, because the same movement_id was sent with other content. A redrive sends the same content again and it is quarantined again at once. Compare it (`agent dlq show KEY --payload`) with central's copy, have the source system send the corrected movement under a new movement_id, then export and purge this one (`agent dlq purge KEY --reason-text WHY`).", n, ReasonConflict)
+}
+
+func (r *RedriveResult) guide() {
+	n := 0
+	for _, m := range r.Redriven {
+		if m.Reason == ReasonConflict {
+			n++
+		}
+	}
+	if n > 0 {
+		r.Guidance = append(r.Guidance, conflictGuidance(n))
+	}
 }
 
 // Progress counts the movements done of those selected.
@@ -161,6 +186,12 @@ type Redriven struct {
 // done. When ctx ends between chunks, Redrive stops and returns what was
 // done with the error.
 func (s *Service) Redrive(ctx context.Context, rq RedriveRequest) (RedriveResult, error) {
+	res, err := s.redrive(ctx, rq)
+	res.guide()
+	return res, err
+}
+
+func (s *Service) redrive(ctx context.Context, rq RedriveRequest) (RedriveResult, error) {
 	const op = "redrive"
 	res := RedriveResult{DryRun: rq.DryRun, Redriven: []Redriven{}}
 	sel, err := normalizeSelection(rq.Selection, op)

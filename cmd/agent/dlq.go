@@ -441,6 +441,9 @@ func renderRedrive(w io.Writer, res *dlq.RedriveResult, spread time.Duration) {
 		fmt.Fprintf(w, "redriven %d movement(s), %s\n", len(res.Redriven), when)
 	}
 	renderMissing(w, res.NotFound, "purged: it can never be redriven")
+	for _, g := range res.Guidance {
+		fmt.Fprintf(w, "note: %s\n", g)
+	}
 }
 
 // notQuarantined is the exit message of an operation that found n keys
