@@ -228,7 +228,7 @@ var reasonText = map[string]string{
 	ReasonAuth:          "authentication failed",
 	ReasonAuthorization: "permission denied",
 	ReasonNoJetStream:   "JetStream not enabled",
-	ReasonNoStream:      "stream missing",
+	ReasonNoStream:      "no movement stream answers for this store (not provisioned, or a partitioned central without this store's mapping: see `agent doctor`)",
 	ReasonOther:         "error",
 }
 
