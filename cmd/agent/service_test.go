@@ -258,6 +258,7 @@ func TestStatusShowsService(t *testing.T) {
 		t.Fatal(err)
 	}
 	q.Close()
+	asServiceDataDir(t)
 	want := serviceState()
 	if !knownService(want) {
 		t.Fatalf("serviceState() = %+v", want)
@@ -446,4 +447,12 @@ func TestInstallDryRunRedactsAndChecks(t *testing.T) {
 	if _, err := os.Stat(filepath.Dir(cfg)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the dry run created %s: %v", filepath.Dir(cfg), err)
 	}
+}
+
+// asServiceDataDir makes every data directory the service's for the test,
+// as status reports the service only for the service's own directory.
+func asServiceDataDir(t *testing.T) {
+	saved := isServiceDataDir
+	isServiceDataDir = func(string) bool { return true }
+	t.Cleanup(func() { isServiceDataDir = saved })
 }

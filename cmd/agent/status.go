@@ -192,6 +192,10 @@ func (b *byteSize) Set(s string) error {
 	return nil
 }
 
+// isServiceDataDir says whether a data directory is the installed
+// service's; tests point it elsewhere.
+var isServiceDataDir = installer.IsServiceDataDir
+
 func readStatus(ctx context.Context, dataDir string) (*status.Status, error) {
 	conn, err := connect(ctx, dataDir, readOnly, "")
 	if err != nil {
@@ -202,7 +206,12 @@ func readStatus(ctx context.Context, dataDir string) (*status.Status, error) {
 	if err != nil {
 		return nil, err
 	}
-	st.Service = serviceState()
+	// The system service is part of the answer only for the data
+	// directory it runs on: a trial (run --dev) or another directory gets
+	// no line about a service it never was.
+	if isServiceDataDir(dataDir) {
+		st.Service = serviceState()
+	}
 	return st, nil
 }
 

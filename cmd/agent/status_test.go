@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rxedge/agent/movement"
+	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/status"
 	"github.com/rxedge/agent/testkit/natstest"
@@ -119,6 +121,7 @@ func TestStatusCheck(t *testing.T) {
 // TestStatusJSONProblems: the document lists the problems judged, with
 // stable codes, and the service as a state word.
 func TestStatusJSONProblems(t *testing.T) {
+	asServiceDataDir(t)
 	qdir, _ := quarantinedDataDir(t, mv{id: "Q-1"})
 	out, _, code := cli(t, "status", "--json", "--data-dir", qdir)
 	var st status.Status
@@ -302,5 +305,41 @@ func TestStatusCheckUsageIsUnknown(t *testing.T) {
 	// Without --check a usage error stays exit 2.
 	if _, _, code := cli(t, "status", "--bogus"); code != exitUsage {
 		t.Errorf("status --bogus: exit %d, want %d", code, exitUsage)
+	}
+}
+
+// TestStatusOfATrialHasNoServiceNoise: for a data directory that is not
+// the installed service's (a trial's, run --dev), status says nothing
+// about a system service, and a stopped agent shows when it last synced
+// (from its file), not "never".
+func TestStatusOfATrialHasNoServiceNoise(t *testing.T) {
+	dir := t.TempDir()
+	q, err := queue.Open(queue.Options{Path: settings.DataFile(dir), StoreID: cliStore})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, es := movement.Prepare([]byte(`{"movement_id":"T-1","type":"dispense","ndc":"12345-6789-01","quantity":1,"unit":"EA","occurred_at":"2026-03-01T09:30:00Z"}`), cliStore, time.Now())
+	if es != nil {
+		t.Fatal(es)
+	}
+	if _, err := q.Enqueue([]movement.Prepared{p}); err != nil {
+		t.Fatal(err)
+	}
+	l, _ := q.Lease(time.Now(), 1)
+	if err := q.Settle(queue.Settlement{Acks: []queue.Ack{{Seq: l[0].Seq, StreamSeq: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	q.Close()
+	out, errs, code := cli(t, "status", "--data-dir", dir)
+	if code != 0 || strings.Contains(out, "\nService") || strings.Contains(out+errs, "installer:") {
+		t.Errorf("status of a trial: exit %d, mentions the service:\n%s%s", code, out, errs)
+	}
+	if strings.Contains(out, "never") {
+		t.Errorf("a stopped agent that synced shows never:\n%s", out)
+	}
+	js, _, _ := cli(t, "status", "--json", "--data-dir", dir)
+	var st status.Status
+	if err := json.Unmarshal([]byte(js), &st); err != nil || st.Service != nil || st.Connection.LastSyncAt == nil {
+		t.Errorf("status --json of a trial: service %+v, last sync %v (%v)", st.Service, st.Connection.LastSyncAt, err)
 	}
 }

@@ -119,6 +119,10 @@ func (b *Builder) Status() (*status.Status, error) {
 		st.Connection = b.src.Connection()
 	} else {
 		st.Connection.State = status.Stopped
+		// What a stopped agent last delivered is in its file.
+		if at, err := q.LastSyncedAt(); err == nil && !at.IsZero() {
+			st.Connection.LastSyncAt = &at
+		}
 	}
 	st.Rates = b.rates.perMinute()
 	if b.src.Intakes != nil {
