@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -184,7 +185,7 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 			}
 			ctlLn.Close()
 			os.Remove(control.Endpoint(opts.DataDir))
-			return fmt.Errorf("ingest.listen %s: %w", opts.IngestListen, err)
+			return fmt.Errorf("ingest.listen %s: %w%s", opts.IngestListen, err, InUseHint(err, "another program (another agent?) listens there: stop it, or give the agent another address with --ingest HOST:PORT (ingest.listen)"))
 		}
 	}
 	if opts.MetricsListen != "" {
@@ -197,7 +198,7 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 				ingestLn.Close()
 			}
 			os.Remove(control.Endpoint(opts.DataDir))
-			return fmt.Errorf("metrics.listen %s: %w", opts.MetricsListen, err)
+			return fmt.Errorf("metrics.listen %s: %w%s", opts.MetricsListen, err, InUseHint(err, "another program listens there: set another metrics.listen"))
 		}
 	}
 
@@ -390,4 +391,16 @@ func operatorNames(names map[string]string) string {
 
 func policyString(n int, base, max time.Duration) string {
 	return fmt.Sprintf("%d attempts, %s..%s", n, base, max)
+}
+
+// InUseHint is "; "+hint when err says the address is in use, else "".
+func InUseHint(err error, hint string) string {
+	if err == nil {
+		return ""
+	}
+	msg := err.Error()
+	if errors.Is(err, syscall.EADDRINUSE) || strings.Contains(msg, "address already in use") || strings.Contains(msg, "Only one usage of each socket address") {
+		return "; " + hint
+	}
+	return ""
 }
