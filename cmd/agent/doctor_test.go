@@ -19,6 +19,7 @@ import (
 	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/installer"
 	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/testkit/natstest"
 )
 
@@ -226,5 +227,30 @@ func TestDoctorPartitionWithoutMapping(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestDoctorDev: `doctor --dev` checks the trial agent of `run --dev`
+// (data under ./rxedge-dev, central the embedded hub) with no config file
+// and no token, and finds it ready.
+func TestDoctorDev(t *testing.T) {
+	h := natstest.StartHub(t)
+	t.Chdir(t.TempDir())
+	c, err := settings.DevConfig(h.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := queue.Open(queue.Options{Path: settings.DataFile(c.DataDir), StoreID: settings.DevStoreID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Close()
+	stdout, stderr, code := cli(t, "doctor", "--dev", "--dev-hub", h.Addr(), "--json", "--timeout", "2s")
+	var r doctor.Report
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+		t.Fatalf("doctor --dev --json: %v\n%s%s", err, stdout, stderr)
+	}
+	if code != exitOK || !r.Ready {
+		t.Errorf("doctor --dev: exit %d, ready %v:\n%s%s", code, r.Ready, stdout, stderr)
 	}
 }
