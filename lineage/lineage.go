@@ -59,6 +59,10 @@ type Record struct {
 	SummaryErr string
 }
 
+// errForeign is a check that found another data file giving the store's
+// sequences.
+var errForeign = errors.New("lineage: central's record names a data file this one does not know")
+
 // errNotFound is a direct get of a subject with no message.
 var errNotFound = errors.New("lineage: no message")
 
@@ -164,14 +168,17 @@ func (c *Checker) Run(ctx context.Context) {
 	for {
 		nc := c.conn.Load()
 		if nc != nil && nc.IsConnected() {
-			if err := c.check(ctx, nc); err == nil {
+			err := c.check(ctx, nc)
+			if err == nil {
 				c.done.Store(true)
 				return
-			} else {
-				msg := err.Error()
-				c.lastErr.Store(&msg)
-				c.log.Warn("LINEAGE_CHECK_FAILED", "error", msg, "retry_in", wait.String())
 			}
+			if errors.Is(err, errForeign) {
+				return // held until an operator decides
+			}
+			msg := err.Error()
+			c.lastErr.Store(&msg)
+			c.log.Warn("LINEAGE_CHECK_FAILED", "error", msg, "retry_in", wait.String())
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -200,6 +207,10 @@ func (c *Checker) check(ctx context.Context, nc *nats.Conn) error {
 		return fmt.Errorf("lineage: confirm the data file: %w", err)
 	}
 	attrs := []any{"file", conf.FileID, "origin", conf.Origin, "central_highest", rec.Highest, "central_file", rec.FileID}
+	if conf.Foreign != "" {
+		c.log.Error("DATA_FILE_FOREIGN", append(attrs, "detail", "central's record names a data file this one does not know: another data file gives the store's sequences (a cloned PC or VM?); nothing is sent until an operator decides: stop the agent and run `agent data adopt` or `agent data discard`")...)
+		return errForeign
+	}
 	switch {
 	case conf.Behind && conf.Origin == queue.OriginRestored:
 		c.log.Error("DATA_FILE_RESTORED", append(attrs, "prev", conf.Prev, "renumbered", conf.Renumbered,

@@ -53,6 +53,7 @@ type fileFacts struct {
 	id      string
 	created uint64
 	lastSeq uint64
+	foreign string // the unknown file central named (Lineage.Foreign)
 }
 
 func readFacts(path string) fileFacts {
@@ -75,7 +76,7 @@ func factsOf(tx *bolt.Tx) fileFacts {
 		return fileFacts{}
 	}
 	return fileFacts{ok: true, store: string(meta.Get(metaStore)), id: string(meta.Get(metaFileID)),
-		created: getU64(meta, metaCreated), lastSeq: getU64(meta, metaNextSeq)}
+		created: getU64(meta, metaCreated), lastSeq: getU64(meta, metaNextSeq), foreign: string(meta.Get(metaForeign))}
 }
 
 // sameLineage reports whether a leftover copy holds nothing the data file
@@ -130,6 +131,10 @@ func CheckLeftovers(path string) error {
 	data := readFacts(path)
 	if !data.ok {
 		return nil // opening it reports what is wrong with it
+	}
+	if data.foreign != "" {
+		return &LeftoverError{Path: path, Adoptable: true,
+			Why: fmt.Sprintf("central's record of the store names data file %s, which this file (%s) does not know: another data file gives the store's sequences (a cloned PC or VM?), and this one has sent nothing since", data.foreign, orNone(data.id))}
 	}
 	if m, err := os.ReadFile(path + MarkerSuffix); err == nil {
 		if marked := string(bytes.TrimSpace(m)); marked != "" && data.id != "" && marked != data.id {

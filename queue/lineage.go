@@ -59,6 +59,8 @@ var (
 	metaFileAt     = []byte("file_lineage_at")
 	metaFence      = []byte("fence_seq")
 	metaRestored   = []byte("restored_at")
+	metaForeign    = []byte("foreign_file")
+	metaAccepted   = []byte("accepted_file")
 )
 
 // Lineage is what a data file knows of where it comes from.
@@ -74,6 +76,10 @@ type Lineage struct {
 	// RestoredAt is when this file was found to be an older copy of
 	// itself, zero when never.
 	RestoredAt time.Time
+	// Foreign is the file central's record names that this file does not
+	// know ("" when none): another data file gives the store's sequences.
+	// The file sends nothing until an operator decides (agent data).
+	Foreign string
 }
 
 // Confirmed reports whether the file's sequences since its start were
@@ -158,6 +164,7 @@ func readLineage(meta *bolt.Bucket) Lineage {
 	if v := getU64(meta, metaRestored); v != 0 {
 		l.RestoredAt = time.Unix(0, int64(v)).UTC()
 	}
+	l.Foreign = string(meta.Get(metaForeign))
 	return l
 }
 
@@ -254,6 +261,25 @@ func (q *Queue) Confirm(rec CentralRecord) (Confirmation, error) {
 				return err
 			}
 		}
+		if !out.Behind && rec.FileID != "" && rec.FileID != cur.FileID && rec.FileID != cur.Prev && rec.FileID != string(b.meta.Get(metaAccepted)) {
+			// Central's newest record is another file's, and this file is
+			// not behind it: two files give the store's sequences (a
+			// cloned PC or VM). Keep everything held, say so, and wait
+			// for an operator.
+			if err := b.meta.Put(metaForeign, []byte(rec.FileID)); err != nil {
+				return err
+			}
+			if cur.Foreign == "" {
+				if err := appendEvents(tx, Event{At: now, Action: ActionLineage, Actor: ActorAgent,
+					Reason: "central's record of the store names a data file this file does not know: another data file gives the store's sequences (a cloned PC or VM?); nothing is sent until an operator decides (agent data adopt or discard)",
+					Detail: map[string]string{"file": cur.FileID, "central_file": rec.FileID, "central_highest": strconv.FormatUint(rec.Highest, 10)}}); err != nil {
+					return err
+				}
+			}
+			lin = readLineage(b.meta)
+			out.Lineage = lin
+			return nil
+		}
 		if err := b.meta.Delete(metaFence); err != nil {
 			return err
 		}
@@ -326,13 +352,23 @@ func renumber(b txBuckets, fence, last, shift uint64) (int, error) {
 }
 
 // Adopt records that an operator accepted the file as the store's (agent
-// data adopt): journalled with who and why.
+// data adopt): journalled with who and why. A foreign file central named
+// (Lineage.Foreign) is accepted from then on.
 func (q *Queue) Adopt(actor, reason string, detail map[string]string) error {
 	if reason == "" {
 		return ErrNoReason
 	}
 	return q.do(&op{apply: func(tx *bolt.Tx) error {
-		d := map[string]string{"file": string(tx.Bucket(bucketMeta).Get(metaFileID))}
+		meta := tx.Bucket(bucketMeta)
+		if f := meta.Get(metaForeign); f != nil {
+			if err := meta.Put(metaAccepted, append([]byte(nil), f...)); err != nil {
+				return err
+			}
+			if err := meta.Delete(metaForeign); err != nil {
+				return err
+			}
+		}
+		d := map[string]string{"file": string(meta.Get(metaFileID))}
 		for k, v := range detail {
 			d[k] = v
 		}

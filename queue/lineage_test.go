@@ -1,8 +1,10 @@
 package queue
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -235,5 +237,51 @@ func TestConfirmUpToDate(t *testing.T) {
 	}
 	if l, _ := q.Lease(clk.Now(), 10); fmt.Sprint(seqsOf(l)) != "[4 5]" {
 		t.Fatalf("leased %v", seqsOf(l))
+	}
+}
+
+// TestForeignFileIsHeld: when central's newest record is another file's
+// that this file does not know, and this file is not behind it (two files
+// give the store's sequences: a cloned PC), nothing is released, the
+// journal says so, the next start is refused, and an adoption accepts it.
+func TestForeignFileIsHeld(t *testing.T) {
+	clk := newClock()
+	path := filepath.Join(t.TempDir(), "agent.db")
+	q := openLineage(t, path, clk)
+	q.Confirm(CentralRecord{})
+	enqueueN(t, q, "a", 5)
+	syncAll(t, q, clk.Now())
+	q.Close()
+	q = openLineage(t, path, clk)
+	enqueueN(t, q, "b", 2)
+	c, err := q.Confirm(CentralRecord{Highest: 5, FileID: "other-file"})
+	if err != nil || c.Foreign != "other-file" || c.Confirmed() {
+		t.Fatalf("confirm against another file: %+v, %v", c, err)
+	}
+	if l, _ := q.Lease(clk.Now(), 10); len(l) != 0 {
+		t.Fatalf("leased %d movements of a file central does not know", len(l))
+	}
+	ev := lineageEvents(t, q)
+	if last := ev[len(ev)-1]; last.Detail["central_file"] != "other-file" {
+		t.Fatalf("journal %+v", last)
+	}
+	q.Close()
+	if err := CheckLeftovers(path); !errors.Is(err, ErrLeftover) || !strings.Contains(err.Error(), "other-file") {
+		t.Fatalf("CheckLeftovers = %v, want a refusal naming other-file", err)
+	}
+	q, err = Open(Options{Path: path, StoreID: testStore})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Adopt("local:test", "the clone was switched off", nil); err != nil {
+		t.Fatal(err)
+	}
+	q.Close()
+	if err := CheckLeftovers(path); err != nil {
+		t.Fatalf("after adoption: %v", err)
+	}
+	q = openLineage(t, path, clk)
+	if c, err := q.Confirm(CentralRecord{Highest: 5, FileID: "other-file"}); err != nil || !c.Confirmed() || c.Foreign != "" {
+		t.Fatalf("confirm after adoption: %+v, %v", c, err)
 	}
 }

@@ -202,6 +202,10 @@ type FileLineage struct {
 	// for central's record of the store before they are sent.
 	Confirmed  bool       `json:"confirmed"`
 	RestoredAt *time.Time `json:"restored_at,omitempty"`
+	// Foreign is the data file central's record names that this file
+	// does not know: another data file gives the store's sequences, and
+	// this one sends nothing until an operator decides.
+	Foreign string `json:"foreign_file_id,omitempty"`
 }
 
 // RestoredNotice is how long after a restored data file was found the

@@ -91,7 +91,7 @@ func (b *Builder) Status() (*status.Status, error) {
 		st.Agent.StartedAt = &started
 	}
 	if l := q.Lineage(); l.FileID != "" {
-		fl := &status.FileLineage{FileID: l.FileID, Origin: l.Origin, Prev: l.Prev, Base: l.Base, Confirmed: l.Confirmed()}
+		fl := &status.FileLineage{FileID: l.FileID, Origin: l.Origin, Prev: l.Prev, Base: l.Base, Confirmed: l.Confirmed(), Foreign: l.Foreign}
 		if !l.At.IsZero() {
 			at := l.At.UTC()
 			fl.At = &at
