@@ -307,7 +307,7 @@ func (s *Service) findKeys(op string, refs []string) ([]string, error) {
 		k, err := s.find(op, ref)
 		var ke *KeyError
 		if errors.As(err, &ke) {
-			return nil, &InputError{Op: op, Field: "keys", Flag: "KEY", Msg: fmt.Sprintf("%q is not a key, and %s (see `agent dlq list`)", clip(ref), ke.Msg)}
+			return nil, &InputError{Op: op, Field: "keys", Flag: "KEY", Msg: fmt.Sprintf("%q is not a movement key, and %s (see `agent dlq list`)", clip(ref), ke.Msg)}
 		}
 		if err != nil {
 			return nil, err
