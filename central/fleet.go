@@ -56,3 +56,17 @@ func FleetStreamConfig(replicas int) jetstream.StreamConfig {
 		MaxBytes:          -1,
 	}
 }
+
+// FleetDirectGetSubject is where the agent of store reads back its own
+// summary in the fleet view (the last message of FleetSubject(store)); a
+// store's identity is granted this for its own key only.
+func FleetDirectGetSubject(store string) string {
+	return jetstream.DefaultAPIPrefix + "DIRECT.GET." + FleetStreamName + "." + FleetSubject(store)
+}
+
+// LastMovementSubject is where the agent of store reads the last movement
+// central stored for it (a direct get of the last message on its
+// subjects, within the dedupe horizon), with its own direct-get grant.
+func LastMovementSubject(store string) string {
+	return DirectGetSubject(Subject(store, "*"))
+}

@@ -36,6 +36,21 @@ const (
 	// Reconciliation skips such a copy when it also reads the archive of
 	// the stream it came from and that holds its original.
 	HeaderMigratedFrom = "Rx-Migrated-From"
+	// HeaderFile is the identity of the store's data file that gave the
+	// sequence (a UUID): a store's sequences are numbered per store, and
+	// the file tells a replaced or restored PC from a reused sequence.
+	HeaderFile = "Rx-File"
+	// HeaderFilePrev names the file this one continues after, on every
+	// movement of a file that replaced another (a new PC) or is a restored
+	// copy of one; absent otherwise.
+	HeaderFilePrev = "Rx-File-Prev"
+	// HeaderFileBase is the highest sequence central held for the store
+	// when the file continued after HeaderFilePrev: the file's own
+	// sequences start above it.
+	HeaderFileBase = "Rx-File-Base"
+	// HeaderFileOrigin says why the file continues after another:
+	// "replaced" (a new file) or "restored" (an older copy).
+	HeaderFileOrigin = "Rx-File-Origin"
 )
 
 // Headers of JetStream's atomic batch publish, which the stream allows for
@@ -69,6 +84,26 @@ type Message struct {
 	Schedule   string    // empty when the movement is not controlled
 	EnqueuedAt time.Time // when the agent acknowledged it
 	Payload    []byte
+	File       FileLineage // the data file that gave Seq
+}
+
+// FileLineage is what a movement says of the data file that gave its
+// sequence.
+type FileLineage struct {
+	ID     string // HeaderFile; empty for files older than identities
+	Prev   string // HeaderFilePrev
+	Base   uint64 // HeaderFileBase
+	Origin string // HeaderFileOrigin
+}
+
+// Continues reports whether the file continues after another one.
+func (f FileLineage) Continues() bool { return f.Origin != "" && (f.Prev != "" || f.Base > 0) }
+
+// FileLineageOf reads the file headers of a stored movement.
+func FileLineageOf(h nats.Header) FileLineage {
+	f := FileLineage{ID: h.Get(HeaderFile), Prev: h.Get(HeaderFilePrev), Origin: h.Get(HeaderFileOrigin)}
+	f.Base, _ = strconv.ParseUint(h.Get(HeaderFileBase), 10, 64)
+	return f
 }
 
 // Msg builds the NATS message of m: subject Subject(m.Store, m.Key), the
@@ -84,6 +119,16 @@ func (m Message) Msg() *nats.Msg {
 		msg.Header.Set(HeaderSchedule, m.Schedule)
 	}
 	msg.Header.Set(HeaderEnqueuedAt, m.EnqueuedAt.UTC().Format(time.RFC3339Nano))
+	if m.File.ID != "" {
+		msg.Header.Set(HeaderFile, m.File.ID)
+	}
+	if m.File.Continues() {
+		if m.File.Prev != "" {
+			msg.Header.Set(HeaderFilePrev, m.File.Prev)
+		}
+		msg.Header.Set(HeaderFileBase, strconv.FormatUint(m.File.Base, 10))
+		msg.Header.Set(HeaderFileOrigin, m.File.Origin)
+	}
 	msg.Data = m.Payload
 	return msg
 }

@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -32,6 +33,7 @@ import (
 	"github.com/rxedge/agent/intake/asap"
 	"github.com/rxedge/agent/intake/hl7"
 	"github.com/rxedge/agent/internal/version"
+	"github.com/rxedge/agent/lineage"
 	"github.com/rxedge/agent/metrics"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/remote"
@@ -98,12 +100,19 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 		log = slog.New(slog.DiscardHandler)
 	}
 	ignoreFileSizeLimit()
+	// Never start empty over a leftover, nor beside one that may hold
+	// movements: an operator decides (agent data adopt|discard).
+	if err := queue.CheckLeftovers(settings.DataFile(opts.DataDir)); err != nil {
+		log.Error("DATA_FILE_LEFTOVER", "error", err.Error())
+		return err
+	}
 	// queue.Open creates the data directory, durably.
 	compactAtStart(settings.DataFile(opts.DataDir), log)
 	q, err := queue.Open(queue.Options{
 		Path:     settings.DataFile(opts.DataDir),
 		StoreID:  opts.StoreID,
 		MaxAhead: opts.MaxRetryDelay(),
+		Lineage:  true,
 	})
 	if errors.Is(err, queue.ErrLocked) {
 		return ErrAlreadyRunning
@@ -141,14 +150,22 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 	}
 
 	var engine *sync.Engine
+	var checker *lineage.Checker
 	if len(opts.NATS.Servers) > 0 {
+		checker = lineage.New(q, opts.StoreID, log, opts.Sync().AttemptTimeout)
 		engine = sync.New(q, opts.Sync(), log, m, st.Status)
+		engine.OnConnect(checker.OnConnect)
 		conn = engine.Connection
 		responder := remote.New(remote.Options{Queue: q, DLQ: svc, StoreID: opts.StoreID, OperatorKeys: opts.OperatorKeys,
 			AllowUnsignedReads: opts.AllowUnsignedReads, Status: st.Status, Logger: log})
 		defer responder.Close()
 		engine.OnConnect(responder.Subscribe)
 		engine.OnHeartbeat(func(ctx context.Context, nc *nats.Conn, st *status.Status) error {
+			// Until the file was checked against central, its summary
+			// would overwrite the record the check reads.
+			if !checker.Done() {
+				return nil
+			}
 			return remote.PublishSummary(ctx, nc, opts.StoreID, st)
 		})
 	}
@@ -168,7 +185,7 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 			}
 			ctlLn.Close()
 			os.Remove(control.Endpoint(opts.DataDir))
-			return fmt.Errorf("ingest.listen %s: %w", opts.IngestListen, err)
+			return fmt.Errorf("ingest.listen %s: %w%s", opts.IngestListen, err, InUseHint(err, "another program (another agent?) listens there: stop it, or give the agent another address with --ingest HOST:PORT (ingest.listen)"))
 		}
 	}
 	if opts.MetricsListen != "" {
@@ -181,7 +198,7 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 				ingestLn.Close()
 			}
 			os.Remove(control.Endpoint(opts.DataDir))
-			return fmt.Errorf("metrics.listen %s: %w", opts.MetricsListen, err)
+			return fmt.Errorf("metrics.listen %s: %w%s", opts.MetricsListen, err, InUseHint(err, "another program listens there: set another metrics.listen"))
 		}
 	}
 
@@ -221,6 +238,7 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 	}
 	g.Go(func() error { prunePeriodically(gctx, q, opts, log); return nil })
 	if engine != nil {
+		g.Go(func() error { checker.Run(gctx); return nil })
 		g.Go(func() error { return engine.Run(gctx) })
 	}
 
@@ -373,4 +391,16 @@ func operatorNames(names map[string]string) string {
 
 func policyString(n int, base, max time.Duration) string {
 	return fmt.Sprintf("%d attempts, %s..%s", n, base, max)
+}
+
+// InUseHint is "; "+hint when err says the address is in use, else "".
+func InUseHint(err error, hint string) string {
+	if err == nil {
+		return ""
+	}
+	msg := err.Error()
+	if errors.Is(err, syscall.EADDRINUSE) || strings.Contains(msg, "address already in use") || strings.Contains(msg, "Only one usage of each socket address") {
+		return "; " + hint
+	}
+	return ""
 }

@@ -357,8 +357,9 @@ const MinKeyPrefix = 4
 // the quarantined movement whose movement_id is ref, or else whose key
 // starts with ref. No match is a *KeyError; several an *InputError that
 // says how many.
-func (s *Service) Find(ref string) (string, error) {
-	const op = "show"
+func (s *Service) Find(ref string) (string, error) { return s.find("show", ref) }
+
+func (s *Service) find(op, ref string) (string, error) {
 	ref = strings.TrimSpace(ref)
 	if _, ok := movement.ParseKey(strings.ToLower(ref)); ok {
 		return strings.ToLower(ref), nil

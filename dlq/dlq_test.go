@@ -593,3 +593,65 @@ func TestShowPayloadIsJournalled(t *testing.T) {
 		t.Fatalf("payload on a read-only file: %+v, %v", d, err)
 	}
 }
+
+// TestRedriveTakesShowsReferences: redrive takes what show takes — a
+// whole key, a key prefix or a movement_id; a reference that names no
+// quarantined movement, or a prefix too short, refuses the request and
+// changes nothing.
+func TestRedriveTakesShowsReferences(t *testing.T) {
+	f := newFixture(t)
+	keys := f.quarantine(t, spec{id: "POS-A"}, spec{id: "POS-B"}, spec{id: "POS-C"})
+	for _, refs := range [][]string{{"POS-A", "no-such-id"}, {keys[2][:2]}} {
+		_, err := f.svc.Redrive(context.Background(), RedriveRequest{Selection: Selection{Keys: refs}, ReasonText: "x"})
+		var ie *InputError
+		if !errors.As(err, &ie) || !strings.Contains(err.Error(), refs[len(refs)-1]) {
+			t.Errorf("redrive %v: %v, want a refusal naming %s", refs, err, refs[len(refs)-1])
+		}
+	}
+	for _, k := range keys {
+		if f.state(t, k) != queue.Quarantined {
+			t.Fatal("a refused redrive changed something")
+		}
+	}
+	res, err := f.svc.Redrive(context.Background(), RedriveRequest{
+		Selection: Selection{Keys: []string{"POS-A", keys[1][:8]}}, ReasonText: "by reference",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range res.Redriven {
+		got = append(got, r.Key)
+	}
+	slices.Sort(got)
+	want := []string{keys[0], keys[1]}
+	slices.Sort(want)
+	if !slices.Equal(got, want) || len(res.NotFound) != 0 {
+		t.Fatalf("redriven %v, not found %+v; want %v", got, res.NotFound, want)
+	}
+	if f.state(t, keys[2]) != queue.Quarantined {
+		t.Error("an unnamed movement was redriven")
+	}
+}
+
+// TestRedriveConflictGuidance: redriving a movement quarantined for a
+// conflict says why it will come back and what to do instead, in a dry
+// run too; other reasons get no such note.
+func TestRedriveConflictGuidance(t *testing.T) {
+	f := newFixture(t)
+	f.quarantine(t, spec{id: "C1", reason: ReasonConflict}, spec{id: "T1", reason: "exhausted:timeout"})
+	for _, dry := range []bool{true, false} {
+		res, err := f.svc.Redrive(context.Background(), RedriveRequest{Selection: Selection{All: true}, ReasonText: "try", DryRun: dry})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Guidance) != 1 || !strings.Contains(res.Guidance[0], "1 of these movement(s)") || !strings.Contains(res.Guidance[0], "new movement_id") || !strings.Contains(res.Guidance[0], "agent dlq purge") {
+			t.Errorf("dry run %v: guidance %q", dry, res.Guidance)
+		}
+	}
+	f.quarantine(t, spec{id: "T2", reason: "exhausted:timeout"})
+	res, _ := f.svc.Redrive(context.Background(), RedriveRequest{Selection: Selection{Reason: "exhausted"}, ReasonText: "try"})
+	if len(res.Guidance) != 0 {
+		t.Errorf("guidance without a conflict: %q", res.Guidance)
+	}
+}

@@ -61,7 +61,7 @@ func (s *Service) StartExport(rq ExportRequest) (*Export, error) {
 		detail["dest"] = clipN(rq.Dest, 300)
 	}
 	ev := queue.Event{Action: queue.ActionExport, Actor: actorOr(rq.Actor), Reason: strings.TrimSpace(rq.ReasonText), Keys: keys, Count: len(keys), Detail: detail}
-	if err := s.q.Journal(ev); err != nil {
+	if err := s.q.JournalWhole(ev); err != nil {
 		return nil, fmt.Errorf("dlq: export: recording the export in the journal: %w", err)
 	}
 	return e, nil
@@ -268,7 +268,7 @@ func (s *Service) writePurgeFile(ctx context.Context, dir string, keys [][16]byt
 	}
 	ev := queue.Event{Action: queue.ActionExport, Actor: actor, Reason: reason, Keys: ks, Count: len(ks),
 		Detail: map[string]string{"dest": filepath.Base(path), "for": "purge"}}
-	if err := s.q.Journal(ev); err != nil {
+	if err := s.q.JournalWhole(ev); err != nil {
 		f.Close()
 		os.Remove(path)
 		return "", nil, fmt.Errorf("recording the export in the journal: %w", err)

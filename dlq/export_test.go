@@ -260,3 +260,25 @@ func TestPurgeOnAReadOnlyFileWritesNothing(t *testing.T) {
 		t.Errorf("left %v", files)
 	}
 }
+
+// TestLargeExportIsOneJournalEntry: an export of more movements than a
+// journal entry's part holds (1,000) is still one entry naming every key.
+func TestLargeExportIsOneJournalEntry(t *testing.T) {
+	f := newFixture(t)
+	keys := f.quarantine(t, many("big", 1200)...)
+	ex, err := f.svc.StartExport(ExportRequest{Actor: "local:dave", Dest: "all.jsonl"})
+	if err != nil || ex.Len() != 1200 {
+		t.Fatalf("StartExport = %v, %v", ex, err)
+	}
+	evs := f.events(t, queue.ActionExport)
+	if len(evs) != 1 || evs[0].Count != 1200 || len(evs[0].Keys) != 1200 || evs[0].Part != "" {
+		t.Fatalf("%d export entries (first: count %d, %d keys, part %q), want one naming 1200 keys", len(evs), evs[0].Count, len(evs[0].Keys), evs[0].Part)
+	}
+	got := slices.Clone(evs[0].Keys)
+	want := slices.Clone(keys)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Error("the export entry does not name every exported key")
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rxedge/agent/central/command"
+	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
 )
 
@@ -137,6 +138,31 @@ type RedriveResult struct {
 	Redriven []Redriven `json:"redriven"`
 	// NotFound are selected keys that were not quarantined.
 	NotFound []Missing `json:"not_found,omitempty"`
+	// Guidance says what to do instead, for movements a redrive cannot
+	// deliver (a conflict is quarantined again at once).
+	Guidance []string `json:"guidance,omitempty"`
+}
+
+// ReasonConflict is the quarantine reason of a movement central holds
+// another movement under the key of.
+const ReasonConflict = "permanent:conflict"
+
+// conflictGuidance is what to do about n movements quarantined for a
+// conflict.
+func conflictGuidance(n int) string {
+	return fmt.Sprintf("%d of these movement(s) were quarantined for a conflict (%s): central holds a different movement under the same key, because the same movement_id was sent with other content. A redrive sends the same content again and it is quarantined again at once. Compare it (`agent dlq show KEY --payload`) with central's copy, have the source system send the corrected movement under a new movement_id, then export and purge this one (`agent dlq purge KEY --reason-text WHY`).", n, ReasonConflict)
+}
+
+func (r *RedriveResult) guide() {
+	n := 0
+	for _, m := range r.Redriven {
+		if m.Reason == ReasonConflict {
+			n++
+		}
+	}
+	if n > 0 {
+		r.Guidance = append(r.Guidance, conflictGuidance(n))
+	}
 }
 
 // Progress counts the movements done of those selected.
@@ -160,6 +186,12 @@ type Redriven struct {
 // done. When ctx ends between chunks, Redrive stops and returns what was
 // done with the error.
 func (s *Service) Redrive(ctx context.Context, rq RedriveRequest) (RedriveResult, error) {
+	res, err := s.redrive(ctx, rq)
+	res.guide()
+	return res, err
+}
+
+func (s *Service) redrive(ctx context.Context, rq RedriveRequest) (RedriveResult, error) {
 	const op = "redrive"
 	res := RedriveResult{DryRun: rq.DryRun, Redriven: []Redriven{}}
 	sel, err := normalizeSelection(rq.Selection, op)
@@ -174,6 +206,12 @@ func (s *Service) Redrive(ctx context.Context, rq RedriveRequest) (RedriveResult
 		return res, InputErrorf(op, "spread", "--spread", "must not be negative")
 	case rq.Spread > MaxSpread:
 		return res, InputErrorf(op, "spread", "--spread", "%s is longer than the largest spread, %s", rq.Spread, MaxSpread)
+	}
+	// The same references as show: a key, a key prefix or a movement_id.
+	if len(sel.Keys) > 0 {
+		if sel.Keys, err = s.findKeys(op, sel.Keys); err != nil {
+			return res, err
+		}
 	}
 	targets, missing, err := s.resolve(op, sel)
 	if err != nil {
@@ -252,4 +290,29 @@ func actorOr(a string) string {
 		a = string(r[:200])
 	}
 	return a
+}
+
+// findKeys turns each reference that is not a whole key into the key of
+// the quarantined movement it names, as show does (a key prefix of at
+// least MinKeyPrefix characters, or a movement_id). A reference that is
+// ambiguous or names no quarantined movement refuses the request: nothing
+// is done.
+func (s *Service) findKeys(op string, refs []string) ([]string, error) {
+	out := make([]string, 0, len(refs))
+	for _, ref := range refs {
+		if _, ok := movement.ParseKey(strings.ToLower(strings.TrimSpace(ref))); ok {
+			out = append(out, ref)
+			continue
+		}
+		k, err := s.find(op, ref)
+		var ke *KeyError
+		if errors.As(err, &ke) {
+			return nil, &InputError{Op: op, Field: "keys", Flag: "KEY", Msg: fmt.Sprintf("%q is not a movement key, and %s (see `agent dlq list`)", clip(ref), ke.Msg)}
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, k)
+	}
+	return out, nil
 }

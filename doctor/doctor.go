@@ -89,6 +89,10 @@ type Options struct {
 	MaxSkew time.Duration
 	// Command is the agent's command name, for fixes ("rxedge-agent").
 	Command string
+	// Trial checks the trial agent of `agent run --dev`: no config file
+	// and no ingest token (its listener is on loopback) are expected, so
+	// those checks are skipped, not failed.
+	Trial bool
 }
 
 func (o *Options) defaults() {
@@ -138,12 +142,27 @@ func Run(ctx context.Context, o Options) Report {
 	} else if len(opts.Warnings) > 0 {
 		add(Check{Name: CheckConfig, Warning: true, Detail: o.ConfigPath + " is valid: " + strings.Join(opts.Warnings, "; "), Fix: "edit " + o.ConfigPath + ": " + opts.Warnings[0]})
 	} else {
-		add(Check{Name: CheckConfig, OK: true, Detail: o.ConfigPath + " is valid"})
+		name := o.ConfigPath
+		if name == "" {
+			name = "the trial's configuration"
+		}
+		add(Check{Name: CheckConfig, OK: true, Detail: name + " is valid"})
 	}
-	add(files(o))
-	add(token(o))
+	if o.Trial {
+		add(Check{Name: CheckFiles, Skipped: true, Detail: "trial agent (run --dev): no installed files"})
+		add(Check{Name: CheckToken, Skipped: true, Detail: "trial agent (run --dev): ingest on loopback without a token"})
+	} else {
+		add(files(o))
+		add(token(o))
+	}
 	if err == nil {
 		for _, c := range centralChecks(ctx, o, opts) {
+			if o.Trial && c.Name == CheckPublishOne && !c.OK {
+				// The trial's embedded hub has no accounts: a warning
+				// here, a failure against a production central.
+				c.Warning = true
+				c.Detail += " (the trial hub has no per-store permissions; a production central must refuse this)"
+			}
 			add(c)
 		}
 		for _, c := range intakeChecks(ctx, o, opts) {
@@ -328,7 +347,7 @@ func stream(ctx context.Context, o Options, store string, nc *nats.Conn) Check {
 	resp, err := nc.RequestWithContext(rctx, central.DirectGetSubject(central.Subject(store, probeKey)), nil)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
-		return Check{Name: CheckStream, Detail: central.StreamName + " does not exist, or does not allow direct gets", Fix: provision}
+		return noStream(ctx, o, store, nc.ConnectedUrl())
 	case err != nil:
 		return Check{Name: CheckStream, Detail: "direct get: " + err.Error(),
 			Fix: fmt.Sprintf("central's permissions must let store %s publish to %s", store, central.DirectGetSubject(central.Subject(store, ">")))}
@@ -346,6 +365,70 @@ func stream(ctx context.Context, o Options, store string, nc *nats.Conn) Check {
 		return Check{Name: CheckStream, Detail: "settings differ from central's: " + strings.Join(diffs, "; "), Fix: provision}
 	}
 	return Check{Name: CheckStream, OK: true, Detail: central.StreamName + " present with central's settings"}
+}
+
+// noStream diagnoses a direct get of the store's own subject that nobody
+// answers: central has no movement stream, or it is partitioned and the
+// server's configuration does not map this store's subjects onto its
+// partition. It never advises a command that would put the store's
+// movements outside its partition (a provision without --partitions on a
+// partitioned central creates RX_MOVEMENTS beside the partitions).
+func noStream(ctx context.Context, o Options, store, server string) Check {
+	mapping := fmt.Sprintf("the server's configuration must map store %s's subjects (%s) onto its partition: regenerate it with %s in the roster (`%s central-config --roster FILE --partitions N`, central's own N) and reload the server", store, central.Subject(store, ">"), store, o.Command)
+	if o.Admin != nil {
+		if n, err := partitions(ctx, o, server); err == nil && n > 0 {
+			return Check{Name: CheckStream,
+				Detail: fmt.Sprintf("central is partitioned (%s…%s), and nothing answers store %s's subjects: the server's configuration has no mapping of %s onto partition %d", central.MovementStream(0, n), central.MovementStream(n-1, n), store, central.Subject(store, ">"), central.Partition(store, n)),
+				Fix:    strings.Replace(mapping, "--partitions N`, central's own N", fmt.Sprintf("--partitions %d`", n), 1) + fmt.Sprintf("; do not run `%s provision` without --partitions %d, which would create %s and split the store's record", o.Command, n, central.StreamName)}
+		} else if err == nil {
+			return Check{Name: CheckStream, Detail: central.StreamName + " does not exist, or does not allow direct gets",
+				Fix: fmt.Sprintf("as central's administrator, run `%s provision --server URL --user admin` (it creates or corrects %s)", o.Command, central.StreamName)}
+		}
+	}
+	return Check{Name: CheckStream,
+		Detail: "nothing answers a direct get of the store's own subjects: central has no movement stream, or it is partitioned and the server's configuration lacks this store's mapping",
+		Fix: fmt.Sprintf("as central's administrator, find which (pass --admin-user to let doctor tell): on a partitioned central (streams %s_<p>), %s; on a single-stream central, run `%s provision --server URL --user admin`. Never run provision without --partitions on a partitioned central: it would create %s and split the store's record",
+			central.StreamName, mapping, o.Command, central.StreamName)}
+}
+
+// partitions is the number of partitions central's movement streams say
+// (0 for a one-partition central or none), asked as the administrator.
+func partitions(ctx context.Context, o Options, server string) (int, error) {
+	nc, err := nats.Connect(server, nats.UserInfo(o.Admin.User, o.Admin.Password), nats.CustomInboxPrefix(central.InboxPrefix(o.Admin.User)),
+		nats.Timeout(o.Timeout), nats.NoReconnect())
+	if err != nil {
+		return 0, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return 0, err
+	}
+	exists := func(name string) (bool, error) {
+		rctx, cancel := context.WithTimeout(ctx, o.Timeout)
+		defer cancel()
+		_, err := js.Stream(rctx, name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return false, nil
+		}
+		return err == nil, err
+	}
+	// A partitioned central's first partition answers; its administrator
+	// may ask about its partitions' streams only, so the first that does
+	// not answer ends the count.
+	if ok, err := exists(central.MovementStream(0, 2)); !ok {
+		if one, oerr := exists(central.StreamName); one || oerr == nil {
+			return 0, nil
+		}
+		return 0, err
+	}
+	n := 1
+	for ; n < central.MaxPartitions; n++ {
+		if ok, _ := exists(central.MovementStream(n, 2)); !ok {
+			break
+		}
+	}
+	return n, nil
 }
 
 // Compare lists the settings of got that differ from want in the ways the

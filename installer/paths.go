@@ -5,6 +5,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 )
 
@@ -190,4 +191,30 @@ func commandName(arg0 string) string {
 		return "rxedge-agent"
 	}
 	return name
+}
+
+// IsServiceDataDir reports whether dir is the data directory of the
+// system service as installed on this machine: the default one, or the
+// data_dir of the installed configuration (when it can be read). A
+// command about another directory (a trial, a test) has no service to
+// speak of.
+func IsServiceDataDir(dir string) bool {
+	ps := DefaultPaths(runtime.GOOS)
+	same := func(a, b string) bool {
+		if a == "" || b == "" {
+			return false
+		}
+		ca, errA := filepath.Abs(a)
+		cb, errB := filepath.Abs(b)
+		return errA == nil && errB == nil && filepath.Clean(ca) == filepath.Clean(cb)
+	}
+	if same(dir, ps.DataDir) {
+		return true
+	}
+	if b, err := os.ReadFile(ps.ConfigFile); err == nil {
+		if refs, err := ReadConfig(b); err == nil && same(dir, refs.DataDir) {
+			return true
+		}
+	}
+	return false
 }

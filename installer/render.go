@@ -120,7 +120,7 @@ func (r *renderer) filesSteps(p *Plan) {
 	r.perm(p.Token.Perm, p.Token.Path)
 	r.step("Write the config %s if missing; an existing config is kept. Set its permissions:", p.Config.Path)
 	r.perm(p.Config.Perm, p.Config.Path)
-	r.block(p.Config.Path, string(p.Config.Content))
+	r.block(p.Config.Path, redactSecrets(string(p.Config.Content)))
 }
 
 // windowsSteps register the service with the service control manager, or

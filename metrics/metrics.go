@@ -264,6 +264,8 @@ var (
 	fileDesc      = prometheus.NewDesc("rxedge_data_file_bytes", "Size of the data file.", nil, nil)
 	freeDesc      = prometheus.NewDesc("rxedge_data_dir_free_bytes", "Free disk space for the data directory.", nil, nil)
 	lastSyncDesc  = prometheus.NewDesc("rxedge_last_sync_timestamp_seconds", "Unix time of the last movement central acknowledged (0: none since start).", nil, nil)
+	restoredDesc  = prometheus.NewDesc("rxedge_data_file_restored_timestamp_seconds", "Unix time the data file was found older than central's record of the store (a restored copy); 0 when never.", nil, nil)
+	confirmDesc   = prometheus.NewDesc("rxedge_data_file_confirmed", "1 when the movements accepted since the start were checked against central's record of the store, 0 while they wait for it.", nil, nil)
 	problemDesc   = prometheus.NewDesc("rxedge_connection_problem", "1 for the reason central cannot be reached or used now, 0 for the others.", []string{"reason"}, nil)
 )
 
@@ -297,6 +299,8 @@ func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- syncedDesc
 	ch <- fileDesc
 	ch <- freeDesc
+	ch <- restoredDesc
+	ch <- confirmDesc
 }
 
 func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
@@ -317,6 +321,16 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, age)
 	ch <- prometheus.MustNewConstMetric(syncedDesc, prometheus.CounterValue, float64(s.SyncedTotal))
 	ch <- prometheus.MustNewConstMetric(fileDesc, prometheus.GaugeValue, float64(s.FileSize))
+	l := c.q.Lineage()
+	restored, confirmed := 0.0, 0.0
+	if !l.RestoredAt.IsZero() {
+		restored = float64(l.RestoredAt.UnixNano()) / 1e9
+	}
+	if l.Confirmed() {
+		confirmed = 1
+	}
+	ch <- prometheus.MustNewConstMetric(restoredDesc, prometheus.GaugeValue, restored)
+	ch <- prometheus.MustNewConstMetric(confirmDesc, prometheus.GaugeValue, confirmed)
 	// A disk that cannot be asked leaves the series out, not the scrape.
 	if free, err := disk.Free(s.Path); err == nil {
 		ch <- prometheus.MustNewConstMetric(freeDesc, prometheus.GaugeValue, float64(free))

@@ -14,9 +14,19 @@ install -d -m 0750 -o rxedge -g rxedge /var/lib/rxedge
 # group (setgid, so what it writes stays in the group). The unit's
 # ReadWritePaths covers it.
 install -d -m 2770 -o rxedge -g rxedge /var/lib/rxedge/asap /var/lib/rxedge/asap/done /var/lib/rxedge/asap/rejected
-if [ -d /run/systemd/system ]; then
+# A first installation is deb "configure" with no previous version, or rpm
+# 1; anything else is an upgrade, which keeps the administrator's choice of
+# enabled or disabled.
+first=false
+case "$1" in
+configure) [ -z "${2:-}" ] && first=true ;;
+1) first=true ;;
+esac
+if [ -d "${RXEDGE_SYSTEMD_RUN:-/run/systemd/system}" ]; then
 	systemctl daemon-reload
-	systemctl enable rxedge-agent.service >/dev/null 2>&1 || true
+	if [ "$first" = true ]; then
+		systemctl enable rxedge-agent.service >/dev/null 2>&1 || true
+	fi
 	# An upgrade restarts a running agent on the new binary; a stopped one
 	# stays stopped.
 	systemctl try-restart rxedge-agent.service

@@ -25,8 +25,9 @@ const (
 
 // CompactSuffix names the new file a compaction writes next to the data
 // file before it replaces it: "<path>.compact". A file of that name left by
-// an interrupted compaction holds nothing the data file lacks; the next
-// compaction removes it.
+// an interrupted compaction holds nothing the data file lacks when it is a
+// copy of the same file (same identity) no further along; the next
+// compaction removes it then, and refuses otherwise (see CheckLeftovers).
 const CompactSuffix = ".compact"
 
 // DefaultCompactTxSize bounds the bytes copied per transaction of the new
@@ -101,8 +102,10 @@ func space(path string, lockTimeout time.Duration) (Space, error) {
 		return sp, fmt.Errorf("queue: compaction check %s: %w", path, err)
 	}
 	defer db.Close()
-	if err := os.Remove(path + CompactSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return sp, fmt.Errorf("queue: remove the leftover of an earlier compaction: %w", err)
+	var data fileFacts
+	db.View(func(tx *bolt.Tx) error { data = factsOf(tx); return nil })
+	if err := removeCompactLeftover(path, data); err != nil {
+		return sp, fmt.Errorf("queue: compaction check %s: %w", path, err)
 	}
 	if fi, err = os.Stat(path); err != nil { // again, now that it is locked
 		return sp, fmt.Errorf("queue: compaction check %s: %w", path, err)
@@ -259,9 +262,12 @@ func compactLocked(path string, opts CompactOptions) (before int64, err error) {
 	}()
 	before = fi.Size()
 	tmp := path + CompactSuffix
-	// Under the lock no other compaction runs, so a leftover is stale.
-	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return before, fmt.Errorf("remove the leftover of an earlier compaction: %w", err)
+	// Under the lock no other compaction runs: a leftover is stale, and
+	// removed unless it may hold what the data file lacks.
+	var data fileFacts
+	src.View(func(tx *bolt.Tx) error { data = factsOf(tx); return nil })
+	if err := removeCompactLeftover(path, data); err != nil {
+		return before, err
 	}
 	opts.hook(phaseLocked)
 

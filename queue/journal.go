@@ -53,9 +53,33 @@ func (q *Queue) Journal(ev Event) error {
 	return q.do(&op{apply: func(tx *bolt.Tx) error { return appendEvents(tx, ev) }})
 }
 
+// JournalWhole appends ev as one entry, however many keys it names: one
+// operator action that is one act (an export) is one journal entry.
+func (q *Queue) JournalWhole(ev Event) error {
+	if ev.At.IsZero() {
+		ev.At = q.opts.Clock()
+	}
+	ev.Count = len(ev.Keys)
+	return q.do(&op{apply: func(tx *bolt.Tx) error { return appendEvent(tx, ev) }})
+}
+
+func appendEvent(tx *bolt.Tx, e Event) error {
+	b := tx.Bucket(bucketJournal)
+	seq, err := b.NextSequence()
+	if err != nil {
+		return err
+	}
+	e.Seq = seq
+	e.At = e.At.UTC()
+	v, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	return b.Put(u64(seq), v)
+}
+
 // appendEvents writes ev, split into parts of at most maxKeysPerEvent keys.
 func appendEvents(tx *bolt.Tx, ev Event) error {
-	b := tx.Bucket(bucketJournal)
 	keys := ev.Keys
 	parts := (len(keys) + maxKeysPerEvent - 1) / maxKeysPerEvent
 	if parts == 0 {
@@ -71,17 +95,7 @@ func appendEvents(tx *bolt.Tx, ev Event) error {
 		if parts > 1 {
 			e.Part = fmt.Sprintf("%d/%d", p+1, parts)
 		}
-		seq, err := b.NextSequence()
-		if err != nil {
-			return err
-		}
-		e.Seq = seq
-		e.At = e.At.UTC()
-		v, err := json.Marshal(e)
-		if err != nil {
-			return err
-		}
-		if err := b.Put(u64(seq), v); err != nil {
+		if err := appendEvent(tx, e); err != nil {
 			return err
 		}
 	}

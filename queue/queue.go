@@ -100,7 +100,7 @@ type Migration struct {
 }
 
 // SchemaVersion is the schema this package writes.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // Options configure Open.
 type Options struct {
@@ -125,6 +125,11 @@ type Options struct {
 	// Migrations upgrade files written with an older schema, one version
 	// at a time, inside the opening transaction.
 	Migrations []Migration
+	// Lineage holds back the movements this start gives sequences to
+	// until Confirm was told central's record of the store (see
+	// Lineage). The agent sets it when it sends to central; tools that
+	// only read or repair a file do not.
+	Lineage bool
 }
 
 // Queue is an open data file. Its methods are safe for concurrent use.
@@ -147,6 +152,7 @@ type Queue struct {
 	leaseMu stdsync.Mutex
 	leased  map[uint64]struct{}
 	spread  spreadWindow // guarded by leaseMu
+	lineage Lineage      // guarded by leaseMu
 }
 
 // spreadWindow extends MaxAhead while a spread redrive is under way.
@@ -202,6 +208,11 @@ func Open(opts Options) (*Queue, error) {
 	}
 	_, statErr := os.Stat(opts.Path)
 	created := errors.Is(statErr, os.ErrNotExist) && !opts.ReadOnly
+	if created {
+		if err := checkMissing(opts.Path); err != nil {
+			return nil, err
+		}
+	}
 	db, err := openFile(opts)
 	if err == nil && created {
 		if oerr := ownLikeDir(opts.Path); oerr != nil {
@@ -230,6 +241,14 @@ func Open(opts Options) (*Queue, error) {
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("queue: open %s: %w", opts.Path, err)
+	}
+	if opts.Lineage {
+		// The marker is written once the file and its identity are
+		// durable: a marker never names a file that was not made.
+		if err := WriteMarker(opts.Path, q.lineage.FileID); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("queue: open %s: record the data file's identity beside it: %w", opts.Path, err)
+		}
 	}
 	if !opts.ReadOnly {
 		q.ops = make(chan *op, 4*opts.MaxGroup)
@@ -324,7 +343,18 @@ func (q *Queue) init(tx *bolt.Tx) error {
 		if err := meta.Put(metaStore, []byte(q.opts.StoreID)); err != nil {
 			return err
 		}
-		if err := meta.Put(metaCreated, u64(uint64(q.opts.Clock().UnixNano()))); err != nil {
+		now := q.opts.Clock()
+		if err := meta.Put(metaCreated, u64(uint64(now.UnixNano()))); err != nil {
+			return err
+		}
+		// The identity is given in the transaction that makes the file:
+		// no file of this schema is ever without one. (Not journalled:
+		// the file's first state is its meta; changes are journalled.)
+		id, err := newFileID()
+		if err != nil {
+			return err
+		}
+		if err := putLineage(meta, id, OriginNew, "", 0, now); err != nil {
 			return err
 		}
 	}
@@ -338,6 +368,9 @@ func (q *Queue) init(tx *bolt.Tx) error {
 	for ; v < SchemaVersion; v++ {
 		m, ok := findMigration(q.opts.Migrations, v)
 		if !ok {
+			m, ok = findMigration([]Migration{migrateIdentity(q.opts.Clock)}, v)
+		}
+		if !ok {
 			return fmt.Errorf("queue: no migration from schema version %d", v)
 		}
 		if err := m.Up(tx); err != nil {
@@ -347,6 +380,12 @@ func (q *Queue) init(tx *bolt.Tx) error {
 			return err
 		}
 	}
+	if q.opts.Lineage {
+		if err := setFence(meta); err != nil {
+			return err
+		}
+	}
+	q.lineage = readLineage(meta)
 	q.spread = spreadWindow{until: time.Unix(0, int64(getU64(meta, metaSpreadUntil))), length: time.Duration(getU64(meta, metaSpreadLength))}
 	return nil
 }
@@ -364,6 +403,7 @@ func (q *Queue) checkMeta(tx *bolt.Tx) error {
 			return fmt.Errorf("%w: the file is for store %s, not %s", ErrStoreMismatch, s, q.opts.StoreID)
 		}
 	}
+	q.lineage = readLineage(meta)
 	return nil
 }
 

@@ -112,3 +112,17 @@ func (q *Queue) LookupSeqs(seqs []uint64) (Lookup, error) {
 	})
 	return out, err
 }
+
+// LastSyncedAt is when the file last recorded a movement as synced (the
+// newest entry of the pruning index), or the zero time when it holds none:
+// what a stopped agent last delivered.
+func (q *Queue) LastSyncedAt() (time.Time, error) {
+	var at time.Time
+	err := q.db.View(func(tx *bolt.Tx) error {
+		if k, _ := tx.Bucket(bucketSyncedAt).Cursor().Last(); len(k) >= 8 {
+			at = time.Unix(0, int64(binary.BigEndian.Uint64(k))).UTC()
+		}
+		return nil
+	})
+	return at, err
+}

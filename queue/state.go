@@ -30,7 +30,7 @@ func (q *Queue) Lease(now time.Time, max int) ([]*Record, error) {
 	err := q.db.View(func(tx *bolt.Tx) error {
 		pending := tx.Bucket(bucketPending)
 		take := func(seq uint64) error {
-			if _, ok := q.leased[seq]; ok {
+			if _, ok := q.leased[seq]; ok || q.held(seq) {
 				return nil
 			}
 			v := pending.Get(u64(seq))
@@ -85,7 +85,7 @@ func (q *Queue) NextDue(now time.Time) (time.Time, error) {
 		c := tx.Bucket(bucketDue).Cursor()
 		for k, _ := c.First(); k != nil; k, _ = c.Next() {
 			t, seq := parseDueKey(k)
-			if _, ok := q.leased[seq]; ok {
+			if _, ok := q.leased[seq]; ok || q.held(seq) {
 				continue
 			}
 			next = t
@@ -116,7 +116,7 @@ func (q *Queue) DueCount(now time.Time, max int) (int, error) {
 			if t.After(now) {
 				break
 			}
-			if _, ok := q.leased[seq]; !ok {
+			if _, ok := q.leased[seq]; !ok && !q.held(seq) {
 				n++
 			}
 		}

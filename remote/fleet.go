@@ -43,6 +43,7 @@ func SummaryOf(st *status.Status) command.Summary {
 		QuarantinedControlled: st.Counts.Quarantined.Controlled,
 		SyncedTotal:           st.SyncedTotal,
 		HighestSeq:            st.HighestSeq,
+		FileID:                fileID(st),
 		LastSyncAt:            st.Connection.LastSyncAt,
 		Version:               st.Agent.Version,
 		GeneratedAt:           st.GeneratedAt,
@@ -52,4 +53,11 @@ func SummaryOf(st *status.Status) command.Summary {
 		s.OldestPendingAge = &age
 	}
 	return s
+}
+
+func fileID(st *status.Status) string {
+	if l := st.DataFile.Lineage; l != nil {
+		return l.FileID
+	}
+	return ""
 }

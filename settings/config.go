@@ -407,3 +407,25 @@ func policy(errs *[]string, field string, c PolicyConfig, def retry.Policy) retr
 	}
 	return p
 }
+
+// The trial agent of `agent run --dev`.
+const (
+	DevStoreID = "DEV0001"
+	DevBase    = "rxedge-dev" // under the working directory
+)
+
+// DevConfig is the configuration of the trial agent `agent run --dev`
+// runs with its hub at hubAddr: store DevStoreID, data in
+// DevBase/agent under the working directory, central the embedded hub.
+// Commands given --dev use it to find that agent.
+func DevConfig(hubAddr string) (Config, error) {
+	base, err := filepath.Abs(DevBase)
+	if err != nil {
+		return Config{}, err
+	}
+	var c Config
+	c.StoreID = DevStoreID
+	c.DataDir = filepath.Join(base, "agent")
+	c.NATS.Servers = []string{"nats://" + hubAddr}
+	return c, nil
+}

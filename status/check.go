@@ -24,6 +24,8 @@ const (
 	CodeQuarantined     = "quarantined"       // movements wait in the quarantine
 	CodePendingOld      = "pending_old"       // the oldest pending movement is older than the threshold
 	CodeDiskLow         = "disk_low"          // free disk of the data directory below the threshold
+	CodeFileRestored    = "file_restored"     // the data file was found older than central's record (within RestoredNotice)
+	CodeFileForeign     = "file_foreign"      // central's record names a data file this one does not know; nothing is sent
 )
 
 // Severities of a Problem.
@@ -124,6 +126,12 @@ func (s *Status) Judge(th Thresholds) []Problem {
 		case th.FreeDiskWarn > 0 && free < th.FreeDiskWarn:
 			add(false, CodeDiskLow, "%s free on the data file's disk (threshold %s)", Bytes(free), Bytes(th.FreeDiskWarn))
 		}
+	}
+	if l := s.DataFile.Lineage; l != nil && l.Foreign != "" {
+		add(true, CodeFileForeign, "central's record of the store names data file %s, which this data file (%s) does not know: another data file gives the store's sequences (a cloned PC or VM?); nothing is sent until you stop the agent and run `agent data adopt` or `agent data discard`", l.Foreign, l.FileID)
+	}
+	if l := s.DataFile.Lineage; l != nil && l.RestoredAt != nil && s.GeneratedAt.Sub(*l.RestoredAt) < RestoredNotice {
+		add(false, CodeFileRestored, "the data file was restored from an older copy (found %s): it continues after central's highest sequence %d as file %s; see the journal (action lineage)", l.RestoredAt.UTC().Format(time.RFC3339), l.Base, l.FileID)
 	}
 	return append(crit, warn...)
 }

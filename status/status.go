@@ -78,6 +78,18 @@ type Service struct {
 	Detail string `json:"detail,omitempty"` // why it is unknown, when it is
 }
 
+// String is the state and, when the service manager could not be asked,
+// why: "unknown (systemd does not manage this machine)".
+func (s *Service) String() string {
+	if s == nil {
+		return ServiceUnknown
+	}
+	if s.Detail != "" {
+		return s.State + " (" + s.Detail + ")"
+	}
+	return s.State
+}
+
 // Service states.
 const (
 	ServiceRunning      = "running"
@@ -172,7 +184,33 @@ type DataFile struct {
 	SizeBytes int64  `json:"size_bytes"`
 	FreeBytes uint64 `json:"free_disk_bytes"`
 	Schema    uint64 `json:"schema_version"`
+	// Lineage is where the data file comes from (see queue.Lineage).
+	Lineage *FileLineage `json:"lineage,omitempty"`
 }
+
+// FileLineage is the data file's identity and where it comes from.
+type FileLineage struct {
+	FileID string `json:"file_id"`
+	// Origin: new, migrated, replaced (a new file that continues after
+	// Prev), restored (an older copy that continues after central's
+	// record under a new identity) or adopted.
+	Origin string     `json:"origin"`
+	Prev   string     `json:"prev_file_id,omitempty"`
+	Base   uint64     `json:"base_seq,omitempty"` // the sequence the file continued past
+	At     *time.Time `json:"at,omitempty"`
+	// Confirmed is false while the movements accepted since the start wait
+	// for central's record of the store before they are sent.
+	Confirmed  bool       `json:"confirmed"`
+	RestoredAt *time.Time `json:"restored_at,omitempty"`
+	// Foreign is the data file central's record names that this file
+	// does not know: another data file gives the store's sequences, and
+	// this one sends nothing until an operator decides.
+	Foreign string `json:"foreign_file_id,omitempty"`
+}
+
+// RestoredNotice is how long after a restored data file was found the
+// status reports it.
+const RestoredNotice = 7 * 24 * time.Hour
 
 // Problems is the text of what makes the store need attention by the
 // plain rules (see Judge with PlainThresholds). `agent status` exits 3 when
@@ -194,7 +232,7 @@ var reasonText = map[string]string{
 	ReasonAuth:          "authentication failed",
 	ReasonAuthorization: "permission denied",
 	ReasonNoJetStream:   "JetStream not enabled",
-	ReasonNoStream:      "stream missing",
+	ReasonNoStream:      "no movement stream answers for this store (not provisioned, or a partitioned central without this store's mapping: see `agent doctor`)",
 	ReasonOther:         "error",
 }
 

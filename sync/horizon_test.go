@@ -13,6 +13,7 @@ import (
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/movement"
+	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/testkit/natstest"
 )
 
@@ -89,7 +90,7 @@ func TestDedupeHorizon(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			msg = message(x.r.opts.StoreID, e.Record)
+			msg = message(x.r.opts.StoreID, queue.Lineage{}, e.Record)
 		}
 		ack, err := js.PublishMsg(ctx, msg)
 		if err != nil {

@@ -17,9 +17,15 @@ import (
 	"github.com/rxedge/agent/queue"
 )
 
-// message builds the central message of a pending movement.
-func message(store string, r *queue.Record) *nats.Msg {
+// message builds the central message of a pending movement of the file
+// whose lineage is l.
+func message(store string, l queue.Lineage, r *queue.Record) *nats.Msg {
+	f := central.FileLineage{ID: l.FileID}
+	if l.Origin == queue.OriginReplaced || l.Origin == queue.OriginRestored {
+		f.Prev, f.Base, f.Origin = l.Prev, l.Base, l.Origin
+	}
 	return central.Message{
+		File:       f,
 		Store:      store,
 		Key:        r.KeyString(),
 		Digest:     hex.EncodeToString(r.Digest[:]),

@@ -125,6 +125,9 @@ type Summary struct {
 	// HighestSeq): head office's reconciliation expects 1..HighestSeq in
 	// the archive. Absent (0) from agents older than the field.
 	HighestSeq uint64 `json:"highest_seq,omitempty"`
+	// FileID is the identity of the data file that gave HighestSeq;
+	// absent from agents older than the field.
+	FileID string `json:"file_id,omitempty"`
 	// OldestPendingAge is in seconds at GeneratedAt; absent when nothing is
 	// pending.
 	OldestPendingAge *float64   `json:"oldest_pending_age_seconds,omitempty"`

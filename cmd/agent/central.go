@@ -174,7 +174,7 @@ func (f *reconcileFlags) run(ctx context.Context, s *streams) error {
 	if !f.noAsk {
 		o.Asker = c
 	}
-	bars := progress.NewPhases(s.err)
+	bars := progress.NewPhases(s.err, "records")
 	o.Progress = bars.Update
 	rep, err := reconcile.Run(ctx, o)
 	bars.Done()

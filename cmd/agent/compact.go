@@ -101,7 +101,7 @@ func compact(ctx context.Context, s *streams, dataDir string, asJSON, force bool
 	if !asJSON {
 		opts.Progress = func(done, total int64) {
 			if bar == nil {
-				bar = progress.New(s.err, "compacting", int(total))
+				bar = progress.New(s.err, "compacting", "keys", int(total))
 			}
 			bar.Add(int(done - shown))
 			shown = done

@@ -342,8 +342,9 @@ func newDLQRedriveCmd(s *streams) *cobra.Command {
 		Use:   "redrive KEY… | --all | --reason KIND | --oldest N  --reason-text WHY",
 		Short: "Send quarantined movements again, attempts reset",
 		Long: `Send quarantined movements again: they go back to pending with their attempts
-reset. Select them by key, --all, --reason KIND and/or --oldest N (the N
-oldest, of that reason when --reason is given).
+reset. Select them by key (as for show: a whole key, a key prefix of at
+least 4 characters, or a movement_id), --all, --reason KIND and/or
+--oldest N (the N oldest, of that reason when --reason is given).
 
 --spread DUR gives each a due time spread evenly at random over the next DUR,
 so that a large redrive does not stampede central (at most 24h).
@@ -408,7 +409,7 @@ func redrive(ctx context.Context, c *control.Client, rq dlq.RedriveRequest, quie
 		prev := 0
 		rq.Progress = func(done, total int) {
 			if bar == nil {
-				bar = progress.New(s.err, "redrive", total)
+				bar = progress.New(s.err, "redrive", "movements", total)
 			}
 			bar.Add(done - prev)
 			prev = done
@@ -440,6 +441,9 @@ func renderRedrive(w io.Writer, res *dlq.RedriveResult, spread time.Duration) {
 		fmt.Fprintf(w, "redriven %d movement(s), %s\n", len(res.Redriven), when)
 	}
 	renderMissing(w, res.NotFound, "purged: it can never be redriven")
+	for _, g := range res.Guidance {
+		fmt.Fprintf(w, "note: %s\n", g)
+	}
 }
 
 // notQuarantined is the exit message of an operation that found n keys
@@ -557,7 +561,7 @@ func exportTo(ctx context.Context, loc *location, f dlq.Filter, reasonText, dest
 	defer ex.Close()
 	var bar *progress.Bar
 	if showBar {
-		bar = progress.New(s.err, "export", ex.Count)
+		bar = progress.New(s.err, "export", "movements", ex.Count)
 	}
 	cw := &lineCounter{w: w, bar: bar}
 	_, err = io.Copy(cw, ex)

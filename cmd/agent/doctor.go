@@ -11,12 +11,16 @@ import (
 
 	"github.com/rxedge/agent/doctor"
 	"github.com/rxedge/agent/headoffice/durability"
+	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/installer"
+	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/status"
 )
 
 func newDoctorCmd(s *streams) *cobra.Command {
 	var (
+		dev       bool
+		devHub    string
 		loc       location
 		asJSON    bool
 		adminUser string
@@ -50,7 +54,11 @@ or a skipped check does not).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, path, err := loc.loadConfig()
-			if err == nil && path == "" {
+			if dev {
+				c, err = settings.DevConfig(devHub)
+				path = ""
+			}
+			if err == nil && path == "" && !dev {
 				err = fmt.Errorf("no config: %s does not exist", defaultConfigPath())
 			}
 			if err != nil {
@@ -59,7 +67,7 @@ or a skipped check does not).`,
 					Fix: "run doctor as an administrator (sudo) on an installed store, or pass --config FILE"}}}
 				return printDoctor(s, r, asJSON)
 			}
-			o := doctor.Options{ConfigPath: path, Config: c, Timeout: timeout, MaxPendingAge: maxAge, Command: installer.Command()}
+			o := doctor.Options{ConfigPath: path, Config: c, Timeout: timeout, MaxPendingAge: maxAge, Command: installer.Command(), Trial: dev}
 			if adminUser != "" {
 				pw, err := os.ReadFile(adminPass)
 				if err != nil {
@@ -88,6 +96,8 @@ or a skipped check does not).`,
 		},
 	}
 	fs := cmd.Flags()
+	fs.BoolVar(&dev, "dev", false, "check the trial agent of `run --dev` (data in ./"+settings.DevBase+"/agent, central its embedded hub)")
+	fs.StringVar(&devHub, "dev-hub", hub.DefaultListen, "with --dev: the trial hub's address")
 	loc.register(fs)
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	fs.StringVar(&adminUser, "admin-user", "", "central's administrator (may read the stream's info): compare the stream's settings and the clock")

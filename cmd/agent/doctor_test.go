@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,9 +15,11 @@ import (
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/doctor"
+	"github.com/rxedge/agent/headoffice/provision"
 	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/installer"
 	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/testkit/natstest"
 )
 
@@ -153,5 +157,100 @@ func TestDoctorWithoutAConfig(t *testing.T) {
 	stdout, stderr, code := cli(t, "doctor", "--config", filepath.Join(t.TempDir(), "agent.yaml"))
 	if code != exitAttention || !strings.Contains(stdout, "FAIL config") || !strings.Contains(stdout, "fix: ") {
 		t.Errorf("exit %d, want %d with a failed config check and its fix:\n%s%s", code, exitAttention, stdout, stderr)
+	}
+}
+
+// TestDoctorPartitionWithoutMapping: a partitioned central whose server
+// configuration lacks the store's mapping onto its partition. Doctor
+// names the missing mapping and the command that restores it, and never
+// advises a provision without --partitions (which would create
+// RX_MOVEMENTS beside the partitions and split the store's record); with
+// and without the administrator's credentials.
+func TestDoctorPartitionWithoutMapping(t *testing.T) {
+	const n = 4
+	var b bytes.Buffer
+	if err := provision.CentralConfig(&b, []string{"S0001", "S0002"}, n); err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	dropped := 0
+	for _, line := range strings.Split(b.String(), "\n") {
+		// S0001's imports of its partition's subjects.
+		if strings.Contains(line, "account: RX") && strings.Contains(line, "rx.mvp.") && strings.Contains(line, ".S0001.") && strings.Contains(line, "to:") {
+			dropped++
+			continue
+		}
+		kept = append(kept, line)
+	}
+	if dropped != 2 {
+		t.Fatalf("dropped %d mapping lines of S0001, want 2", dropped)
+	}
+	conf := filepath.Join(t.TempDir(), "central.conf")
+	os.WriteFile(conf, []byte(strings.Join(kept, "\n")), 0o600)
+	h := natstest.StartHub(t, natstest.WithConfigFile(conf, adminConnect...), func(o *hub.Options) {
+		o.Stream = central.StreamOptions{Partitions: n}
+	})
+	config, adminPW := doctorStore(t, h.URL(), "CHANGE-ME-S0001")
+	for _, admin := range []bool{true, false} {
+		args := []string{"doctor", "--json", "--config", config, "--timeout", "2s"}
+		if admin {
+			args = append(args, "--admin-user", "admin", "--admin-password-file", adminPW)
+		}
+		stdout, stderr, code := cli(t, args...)
+		var r doctor.Report
+		if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+			t.Fatalf("doctor --json: %v\n%s%s", err, stdout, stderr)
+		}
+		var c doctor.Check
+		for _, x := range r.Checks {
+			if x.Name == doctor.CheckStream {
+				c = x
+			}
+		}
+		if code != exitAttention || c.OK {
+			t.Fatalf("admin %v: exit %d, stream check %+v", admin, code, c)
+		}
+		text := c.Detail + " " + c.Fix
+		for _, want := range []string{"mapping", "rx.mv.S0001.>", "central-config --roster FILE --partitions"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("admin %v: the diagnosis lacks %q: %s", admin, want, text)
+			}
+		}
+		if admin && !strings.Contains(text, fmt.Sprintf("--partitions %d", n)) {
+			t.Errorf("with the administrator, the diagnosis does not name central's %d partitions: %s", n, text)
+		}
+		// Every provision it mentions carries --partitions, or warns against leaving it out.
+		for _, all := range []doctor.Check{c} {
+			for _, seg := range strings.Split(all.Fix, "`") {
+				if strings.Contains(seg, " provision ") && !strings.Contains(seg, "--partitions") && admin {
+					t.Errorf("advises %q on a partitioned central", seg)
+				}
+			}
+		}
+	}
+}
+
+// TestDoctorDev: `doctor --dev` checks the trial agent of `run --dev`
+// (data under ./rxedge-dev, central the embedded hub) with no config file
+// and no token, and finds it ready.
+func TestDoctorDev(t *testing.T) {
+	h := natstest.StartHub(t)
+	t.Chdir(t.TempDir())
+	c, err := settings.DevConfig(h.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := queue.Open(queue.Options{Path: settings.DataFile(c.DataDir), StoreID: settings.DevStoreID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Close()
+	stdout, stderr, code := cli(t, "doctor", "--dev", "--dev-hub", h.Addr(), "--json", "--timeout", "2s")
+	var r doctor.Report
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+		t.Fatalf("doctor --dev --json: %v\n%s%s", err, stdout, stderr)
+	}
+	if code != exitOK || !r.Ready {
+		t.Errorf("doctor --dev: exit %d, ready %v:\n%s%s", code, r.Ready, stdout, stderr)
 	}
 }

@@ -89,7 +89,7 @@ func newEnqueueCmd(s *streams) *cobra.Command {
 
 			var bar *progress.Bar
 			if !asJSON {
-				bar = progress.New(s.err, "enqueue", total)
+				bar = progress.New(s.err, "enqueue", progress.Bytes, total)
 			}
 			sum, err := enqueueStream(cmd, conn.Client, in, bar)
 			bar.Done()

@@ -55,7 +55,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	return root.ExecuteContext(ctx)
+	return checkUsage(args, stdout, root.ExecuteContext(ctx))
 }
 
 // Exit codes (DESIGN §7).
@@ -70,6 +70,9 @@ const (
 type exitErr struct {
 	code int
 	msg  string
+	// plugin marks the answer of `status --check`, whose exit code is the
+	// plugin contract's (2 is CRITICAL there, not a usage error).
+	plugin bool
 }
 
 func (e *exitErr) Error() string { return e.msg }

@@ -54,7 +54,7 @@ again).`,
 			if !asJSON {
 				o.Progress = func(done, total uint64) {
 					if bar == nil {
-						bar = progress.New(s.err, "migrate", int(total))
+						bar = progress.New(s.err, "migrate", "movements", int(total))
 					}
 					bar.Add(1)
 				}

@@ -52,6 +52,7 @@ delivered wait in a local quarantine for an operator.`,
 		newRemoteCmd(s),
 		newCentralCmd(s),
 		newCompactCmd(s),
+		newDataCmd(s),
 		newVersionCmd(s),
 	)
 	root.AddCommand(newServiceCmds(s)...)

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"encoding/json"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rxedge/agent/status"
 )
 
 // TestDefaultConfigBehindAClosedDirectory: a user who may not enter
@@ -29,11 +33,29 @@ func TestDefaultConfigBehindAClosedDirectory(t *testing.T) {
 }
 
 // TestStatusBeforeTheFirstStart: right after install the data file does not
-// exist yet; status still names the service's state.
+// exist yet; status still names the service's state, in words (no Go
+// value), exits 1 as every command that finds no data file does (`dlq
+// list` too), and with --json writes a JSON document on stdout.
 func TestStatusBeforeTheFirstStart(t *testing.T) {
 	dir := t.TempDir()
 	_, stderr, code := cli(t, "status", "--data-dir", dir)
-	if code != exitAttention || !strings.Contains(stderr, "service: ") || !strings.Contains(stderr, "no agent data file") {
-		t.Errorf("exit %d, stderr %q; want exit %d naming the service state and the missing data file", code, stderr, exitAttention)
+	if code != exitError || !strings.Contains(stderr, "service: ") || !strings.Contains(stderr, "no agent data file") || strings.Contains(stderr, "&{") {
+		t.Errorf("exit %d, stderr %q; want exit %d naming the service state and the missing data file", code, stderr, exitError)
+	}
+	if _, _, dcode := cli(t, "dlq", "list", "--data-dir", dir); dcode != code {
+		t.Errorf("dlq list exits %d on the same missing file, status %d", dcode, code)
+	}
+	out, _, code := cli(t, "status", "--json", "--data-dir", dir)
+	var doc struct {
+		Error   string          `json:"error"`
+		Service *status.Service `json:"service"`
+	}
+	if code != exitError || json.Unmarshal([]byte(out), &doc) != nil || !strings.Contains(doc.Error, "no agent data file") || doc.Service == nil || doc.Service.State == "" {
+		t.Errorf("status --json: exit %d, stdout %q; want exit %d and a JSON document with the error and the service", code, out, exitError)
+	}
+	// A data directory that does not exist at all: the same.
+	_, stderr, code = cli(t, "status", "--data-dir", filepath.Join(dir, "nope"))
+	if code != exitError || strings.Contains(stderr, "&{") {
+		t.Errorf("status of a missing directory: exit %d, stderr %q", code, stderr)
 	}
 }

@@ -171,7 +171,7 @@ func (f *runFlags) runDev(s *streams) error {
 	}
 	h, err := hub.Start(hub.Options{Listen: f.devHub, StoreDir: filepath.Join(base, "hub"), Provision: provision.Provision})
 	if err != nil {
-		return fmt.Errorf("dev hub: %w", err)
+		return fmt.Errorf("dev hub: %w%s", err, daemon.InUseHint(err, fmt.Sprintf("another hub or nats-server listens on %s: stop it, or give the trial's hub another address with --dev-hub 127.0.0.1:4223", f.devHub)))
 	}
 	defer h.Shutdown()
 	c.NATS.Servers = []string{h.URL()}

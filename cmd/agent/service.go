@@ -226,6 +226,11 @@ func (f *installFlags) run(ctx context.Context, s *streams) error {
 	}
 	p.Check = checkConfig
 	if f.dryRun {
+		// The same checks as install, so a dry run that passes is an
+		// install that passes.
+		if err := p.CheckDry(); err != nil {
+			return err
+		}
 		if err := p.Render(s.out); err != nil {
 			return err
 		}

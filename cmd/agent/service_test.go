@@ -258,6 +258,7 @@ func TestStatusShowsService(t *testing.T) {
 		t.Fatal(err)
 	}
 	q.Close()
+	asServiceDataDir(t)
 	want := serviceState()
 	if !knownService(want) {
 		t.Fatalf("serviceState() = %+v", want)
@@ -396,4 +397,62 @@ func TestInstallRefusesPasswordWithLineBreak(t *testing.T) {
 	if !strings.Contains(err.Error(), "nats.password") || strings.Contains(err.Error(), "half") {
 		t.Errorf("error %q: want it to name nats.password and not the password", err)
 	}
+}
+
+// TestInstallDryRunRedactsAndChecks: a dry run prints no secret (the NATS
+// password given in a file appears nowhere in its output, which goes into
+// rollout tools' logs), and refuses, with install's own message, the
+// settings install would refuse: a server URL with a scheme NATS does not
+// speak, and a credentials file that does not exist.
+func TestInstallDryRunRedactsAndChecks(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the Linux plan")
+	}
+	fakeExecutable(t)
+	cfg := absentConfig(t)
+	pw := filepath.Join(t.TempDir(), "password")
+	const secret = "s3cret-Pa55word-of-S0107"
+	if err := os.WriteFile(pw, []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code := serviceCLI(t, "install", "--dry-run", "--store-id", "S0107", "--config", cfg,
+		"--nats", "nats://central.example:4222", "--nats-user", "S0107", "--password-file", pw)
+	if code != 0 {
+		t.Fatalf("install --dry-run: exit %d\n%s%s", code, out, errs)
+	}
+	if strings.Contains(out+errs, secret) {
+		t.Errorf("the dry run printed the password:\n%s", out)
+	}
+	if !strings.Contains(out, `password: "<redacted>"`) {
+		t.Errorf("the dry run does not show the password as redacted:\n%s", out)
+	}
+
+	creds := filepath.Join(t.TempDir(), "missing.creds")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"http URL", []string{"--nats", "http://x"}, "nats.servers"},
+		{"missing creds file", []string{"--nats", "nats://central.example:4222", "--creds", creds}, "creds_file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"install", "--dry-run", "--store-id", "S0107", "--config", cfg}, tc.args...)
+			out, errs, code := serviceCLI(t, args...)
+			if code == 0 || !strings.Contains(errs, tc.want) || !strings.Contains(errs, "install would refuse") {
+				t.Errorf("install --dry-run %v: exit %d, want a refusal naming %s\nstdout: %s\nstderr: %s", tc.args, code, tc.want, out, errs)
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Dir(cfg)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the dry run created %s: %v", filepath.Dir(cfg), err)
+	}
+}
+
+// asServiceDataDir makes every data directory the service's for the test,
+// as status reports the service only for the service's own directory.
+func asServiceDataDir(t *testing.T) {
+	saved := isServiceDataDir
+	isServiceDataDir = func(string) bool { return true }
+	t.Cleanup(func() { isServiceDataDir = saved })
 }

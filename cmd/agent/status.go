@@ -61,14 +61,28 @@ func newStatusCmd(s *streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			plain := status.PlainThresholds(maxAge)
+			// The problems --json and the plain view list are judged by
+			// the same thresholds as --check, so a state has one severity
+			// whichever asks; only what --check alone judges (an agent
+			// that does not run, time offline, free disk) is left out.
+			plain := th
+			plain.PendingAgeWarn = maxAge
+			plain.DisconnectedWarn, plain.DisconnectedCrit, plain.FreeDiskWarn, plain.FreeDiskCrit = 0, 0, 0, 0
+			plain.RequireRunning = false
 			if watch {
 				return watchStatus(cmd.Context(), s, dataDir, interval, plain, asJSON)
 			}
 			st, err := readStatus(cmd.Context(), dataDir)
 			if errors.Is(err, errNoDataFile) {
-				// Installed but never started: the service state is the answer.
-				return &exitErr{code: exitAttention, msg: fmt.Sprintf("service: %s\n%v; after install, start it with `%s start`", serviceState(), err, installer.Command())}
+				// Installed but never started: the service state is part of
+				// the answer. An error (exit 1), as for every command that
+				// finds no data file.
+				svc := serviceState()
+				msg := fmt.Sprintf("service: %s\n%v; after install, start it with `%s start`", svc, err, installer.Command())
+				if asJSON {
+					printJSON(s.out, map[string]any{"error": err.Error(), "service": svc})
+				}
+				return &exitErr{code: exitError, msg: msg}
 			}
 			if err != nil {
 				return err
@@ -118,6 +132,23 @@ func defaultCheckThresholds() status.Thresholds {
 	}
 }
 
+// checkUsage turns a usage error of `status --check` into the plugin
+// contract's UNKNOWN (exit 3, one line on stdout): a monitoring system
+// reads exit 2 as CRITICAL.
+func checkUsage(args []string, stdout io.Writer, err error) error {
+	var e *exitErr
+	if !errors.As(err, &e) || e.plugin || e.code != exitUsage || len(args) == 0 || args[0] != "status" {
+		return err
+	}
+	for _, a := range args[1:] {
+		if a == "--check" || strings.HasPrefix(a, "--check=") && a != "--check=false" {
+			fmt.Fprintln(stdout, "RXEDGE UNKNOWN - usage: "+strings.ReplaceAll(strings.ReplaceAll(e.msg, "\n", " "), "|", "/"))
+			return &exitErr{code: status.CheckUnknown, msg: e.msg, plugin: true}
+		}
+	}
+	return err
+}
+
 // runCheck is `status --check`: whatever goes wrong, the answer is one
 // line and a plugin exit code.
 func runCheck(ctx context.Context, s *streams, loc *location, th status.Thresholds) error {
@@ -131,7 +162,7 @@ func runCheck(ctx context.Context, s *streams, loc *location, th status.Threshol
 	if code == status.CheckOK {
 		return nil
 	}
-	return &exitErr{code: code}
+	return &exitErr{code: code, plugin: true}
 }
 
 // byteSize is a flag holding a number of bytes, written with an optional
@@ -161,6 +192,10 @@ func (b *byteSize) Set(s string) error {
 	return nil
 }
 
+// isServiceDataDir says whether a data directory is the installed
+// service's; tests point it elsewhere.
+var isServiceDataDir = installer.IsServiceDataDir
+
 func readStatus(ctx context.Context, dataDir string) (*status.Status, error) {
 	conn, err := connect(ctx, dataDir, readOnly, "")
 	if err != nil {
@@ -171,7 +206,12 @@ func readStatus(ctx context.Context, dataDir string) (*status.Status, error) {
 	if err != nil {
 		return nil, err
 	}
-	st.Service = serviceState()
+	// The system service is part of the answer only for the data
+	// directory it runs on: a trial (run --dev) or another directory gets
+	// no line about a service it never was.
+	if isServiceDataDir(dataDir) {
+		st.Service = serviceState()
+	}
 	return st, nil
 }
 

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rxedge/agent/movement"
+	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/status"
 	"github.com/rxedge/agent/testkit/natstest"
@@ -102,9 +104,10 @@ func TestStatusCheck(t *testing.T) {
 			}
 			out, errs, code := cli(t, args...)
 			if tt.name == "free disk threshold" {
-				// EiB is not a unit: a usage error, on stderr.
-				if code != exitUsage {
-					t.Errorf("got exit %d %q %q, want a usage error", code, out, errs)
+				// EiB is not a unit: a usage error, which the plugin
+				// contract answers UNKNOWN (3), one line on stdout.
+				if code != status.CheckUnknown || !strings.HasPrefix(out, "RXEDGE UNKNOWN - usage: ") || strings.Count(out, "\n") != 1 {
+					t.Errorf("got exit %d %q %q, want UNKNOWN for a usage error", code, out, errs)
 				}
 				return
 			}
@@ -118,6 +121,7 @@ func TestStatusCheck(t *testing.T) {
 // TestStatusJSONProblems: the document lists the problems judged, with
 // stable codes, and the service as a state word.
 func TestStatusJSONProblems(t *testing.T) {
+	asServiceDataDir(t)
 	qdir, _ := quarantinedDataDir(t, mv{id: "Q-1"})
 	out, _, code := cli(t, "status", "--json", "--data-dir", qdir)
 	var st status.Status
@@ -245,5 +249,97 @@ func waitStatus(t *testing.T, dir, want string, args ...string) (string, int) {
 			t.Fatalf("after 60s, no %q in the status (exit %d):\n%s", want, code, out)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestStatusJSONAndCheckAgreeOnSeverity: a state has one severity whether
+// `status --json` or `status --check` judges it, with the same thresholds.
+func TestStatusJSONAndCheckAgreeOnSeverity(t *testing.T) {
+	dir, _ := quarantinedDataDir(t, mv{id: "POS-1", reason: "permanent:too_large"}, mv{id: "POS-2", reason: "exhausted:timeout"})
+	for _, tc := range []struct {
+		flags []string
+		want  string
+	}{
+		{nil, status.SeverityWarning},                                        // defaults: warning at 1, critical at 100
+		{[]string{"--crit-quarantined", "2"}, status.SeverityCritical},       // the same flag for both
+		{[]string{"--warn-quarantined", "3", "--crit-quarantined", "0"}, ""}, // below the warning: no problem
+	} {
+		out, _, code := cli(t, append([]string{"status", "--json", "--data-dir", dir}, tc.flags...)...)
+		var st status.Status
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		got := ""
+		for _, p := range st.Judged {
+			if p.Code == status.CodeQuarantined {
+				got = p.Severity
+			}
+		}
+		check, _, _ := cli(t, append([]string{"status", "--check", "--data-dir", dir}, tc.flags...)...)
+		inCheck := strings.Contains(check, "2 movement(s) quarantined")
+		if got != tc.want || inCheck != (tc.want != "") {
+			t.Errorf("flags %v: --json severity %q (exit %d), --check line %q; want %q in both", tc.flags, got, code, check, tc.want)
+		}
+		if tc.want == status.SeverityCritical {
+			// The check's own verdict for the same problem.
+			if c, _ := status.Check(&st, nil, status.Thresholds{QuarantinedWarn: 1, QuarantinedCrit: 2}); c != status.CheckCritical {
+				t.Errorf("status.Check says %d for the state --json called critical", c)
+			}
+		}
+	}
+}
+
+// TestStatusCheckUsageIsUnknown: every usage error of `status --check` is
+// the plugin contract's UNKNOWN: exit 3 and one line on stdout.
+func TestStatusCheckUsageIsUnknown(t *testing.T) {
+	for _, args := range [][]string{
+		{"status", "--check", "--bogus"},
+		{"status", "--check", "extra-argument"},
+		{"status", "--warn-quarantined", "x", "--check"},
+	} {
+		out, _, code := cli(t, args...)
+		if code != status.CheckUnknown || !strings.HasPrefix(out, "RXEDGE UNKNOWN - usage: ") {
+			t.Errorf("%v: exit %d, stdout %q; want 3 and an UNKNOWN line", args, code, out)
+		}
+	}
+	// Without --check a usage error stays exit 2.
+	if _, _, code := cli(t, "status", "--bogus"); code != exitUsage {
+		t.Errorf("status --bogus: exit %d, want %d", code, exitUsage)
+	}
+}
+
+// TestStatusOfATrialHasNoServiceNoise: for a data directory that is not
+// the installed service's (a trial's, run --dev), status says nothing
+// about a system service, and a stopped agent shows when it last synced
+// (from its file), not "never".
+func TestStatusOfATrialHasNoServiceNoise(t *testing.T) {
+	dir := t.TempDir()
+	q, err := queue.Open(queue.Options{Path: settings.DataFile(dir), StoreID: cliStore})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, es := movement.Prepare([]byte(`{"movement_id":"T-1","type":"dispense","ndc":"12345-6789-01","quantity":1,"unit":"EA","occurred_at":"2026-03-01T09:30:00Z"}`), cliStore, time.Now())
+	if es != nil {
+		t.Fatal(es)
+	}
+	if _, err := q.Enqueue([]movement.Prepared{p}); err != nil {
+		t.Fatal(err)
+	}
+	l, _ := q.Lease(time.Now(), 1)
+	if err := q.Settle(queue.Settlement{Acks: []queue.Ack{{Seq: l[0].Seq, StreamSeq: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	q.Close()
+	out, errs, code := cli(t, "status", "--data-dir", dir)
+	if code != 0 || strings.Contains(out, "\nService") || strings.Contains(out+errs, "installer:") {
+		t.Errorf("status of a trial: exit %d, mentions the service:\n%s%s", code, out, errs)
+	}
+	if strings.Contains(out, "never") {
+		t.Errorf("a stopped agent that synced shows never:\n%s", out)
+	}
+	js, _, _ := cli(t, "status", "--json", "--data-dir", dir)
+	var st status.Status
+	if err := json.Unmarshal([]byte(js), &st); err != nil || st.Service != nil || st.Connection.LastSyncAt == nil {
+		t.Errorf("status --json of a trial: service %+v, last sync %v (%v)", st.Service, st.Connection.LastSyncAt, err)
 	}
 }

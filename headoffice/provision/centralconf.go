@@ -120,6 +120,7 @@ func CentralConfig(w io.Writer, stores []string, partitions int) error {
 			LocalMovements: central.Subject(id, ">"),
 			DirectGet:      central.PartitionDirectGetSubject(p, n, id, ">"),
 			LocalDirectGet: central.DirectGetSubject(central.Subject(id, ">")),
+			FleetGet:       central.FleetDirectGetSubject(id),
 		})
 	}
 	for p := range n {
@@ -153,6 +154,9 @@ type confStore struct {
 	ID                                                   string
 	Partitioned                                          bool
 	Movements, LocalMovements, DirectGet, LocalDirectGet string
+	// FleetGet reads back the store's own fleet-view summary, which its
+	// agent asks at start for the highest sequence its store gave.
+	FleetGet string
 }
 
 // confPartition names one partition's streams.
@@ -326,10 +330,12 @@ accounts {
       { service: "$JS.API.DIRECT.GET.{{.FleetStream}}", accounts: [AUDIT], response: stream }
       { service: "$JS.API.DIRECT.GET.{{.FleetStream}}.>", accounts: [AUDIT] }
 {{- range .Stores}}
-      # {{.ID}}: its movements, reading back its own, its fleet summary.
+      # {{.ID}}: its movements, reading back its own, its fleet summary
+      # and reading that summary back.
       { service: "{{.Movements}}", accounts: [{{.ID}}] }
       { service: "{{.DirectGet}}", accounts: [{{.ID}}] }
       { service: "{{for $.Fleet .ID}}", accounts: [{{.ID}}] }
+      { service: "{{.FleetGet}}", accounts: [{{.ID}}] }
 {{- end}}
     ]
     imports: [
@@ -357,6 +363,10 @@ accounts {
               # its heartbeat and its fleet summary
               "{{for $.Status .ID}}"
               "{{for $.Fleet .ID}}"
+              # read back its own fleet summary: at start the agent asks
+              # it for the highest sequence the store gave (a new or
+              # restored data file continues after it)
+              "{{.FleetGet}}"
             ]
           }
           subscribe: {
@@ -382,6 +392,7 @@ accounts {
       { service: { account: RX, subject: "{{.DirectGet}}" } }
 {{- end}}
       { service: { account: RX, subject: "{{for $.Fleet .ID}}" } }
+      { service: { account: RX, subject: "{{.FleetGet}}" } }
     ]
     exports: [
       { service: "{{for $.Ctl .ID}}", accounts: [RX] }

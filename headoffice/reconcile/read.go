@@ -35,6 +35,9 @@ type tally struct {
 	// floor is, with a --since, the lowest sequence of a record enqueued
 	// at or after the start of the window the report checks; 0 when none.
 	floor uint64
+	// files are the store's data files seen (see lineage.go).
+	files        map[string]*fileSeen
+	tooManyFiles bool
 }
 
 // record is one archive message's identity.
@@ -45,6 +48,7 @@ type record struct {
 	// whole says key and digest read.
 	whole      bool
 	enqueuedAt time.Time
+	file       central.FileLineage
 }
 
 // parseRecord reads a message's headers; ok is false when it has no
@@ -70,6 +74,7 @@ func parseRecord(store string, h map[string][]string) (record, bool) {
 	if t, err := time.Parse(time.RFC3339Nano, get(central.HeaderEnqueuedAt)); err == nil {
 		r.enqueuedAt = t
 	}
+	r.file = central.FileLineageOf(h)
 	return r, true
 }
 

@@ -171,9 +171,15 @@ type StoreReport struct {
 	Malformed uint64 `json:"malformed"`
 	// ConflictKeys are the first MaxListed keys in conflict.
 	ConflictKeys []string `json:"conflict_keys,omitempty"`
-	Gaps         []Gap    `json:"gaps,omitempty"`
-	MoreGaps     int      `json:"more_gaps,omitempty"`
-	Notes        []string `json:"notes,omitempty"`
+	// Files are the store's changes of data file (a replaced PC, a
+	// restored copy), each its own finding; LostWithFile counts the
+	// missing sequences a replaced file gave that never reached central
+	// (named there, not among the gaps).
+	Files        []FileFinding `json:"files,omitempty"`
+	LostWithFile uint64        `json:"lost_with_file"`
+	Gaps         []Gap         `json:"gaps,omitempty"`
+	MoreGaps     int           `json:"more_gaps,omitempty"`
+	Notes        []string      `json:"notes,omitempty"`
 
 	pending []Range // the gaps still to explain
 }
@@ -202,12 +208,12 @@ func (s *StoreReport) ExplainedCount() uint64 {
 // sequence explained, no conflict, no reused sequence, no malformed
 // record. Repeats are harmless.
 func (s *StoreReport) OK() bool {
-	return s.UnexplainedCount() == 0 && s.Conflicts == 0 && s.SeqReused == 0 && s.Malformed == 0
+	return s.UnexplainedCount() == 0 && s.LostWithFile == 0 && s.Conflicts == 0 && s.SeqReused == 0 && s.Malformed == 0
 }
 
 // Noteworthy reports whether the store has something to say.
 func (s *StoreReport) Noteworthy() bool {
-	return s.Missing > 0 || s.Repeats > 0 || !s.OK() || len(s.Notes) > 0
+	return s.Missing > 0 || s.Repeats > 0 || !s.OK() || len(s.Notes) > 0 || len(s.Files) > 0
 }
 
 // Report is a whole reconciliation.
@@ -390,10 +396,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		gaps := t.held.Gaps(sr.Checked.From, sr.Checked.To)
 		sr.Missing = Count(gaps)
-		if sr.Missing > 0 {
-			asks = append(asks, sr)
-			sr.pending = gaps
+		sr.Files, gaps, sr.LostWithFile = fileFindings(t, gaps)
+		if t.tooManyFiles {
+			sr.Notes = append(sr.Notes, fmt.Sprintf("more than %d data file identities archived: the changes of file are reported for the first %d", maxFilesPerStore, maxFilesPerStore))
 		}
+		if Count(gaps) == 0 {
+			continue
+		}
+		asks = append(asks, sr)
+		sr.pending = gaps
 	}
 	syncedAfter := began.Add(-o.Grace)
 	g, gctx := errgroup.WithContext(ctx)
@@ -443,6 +454,7 @@ func total(stores []StoreReport) StoreReport {
 		t.Held = satAdd(t.Held, s.Held)
 		t.Records = satAdd(t.Records, s.Records)
 		t.Missing = satAdd(t.Missing, s.Missing)
+		t.LostWithFile = satAdd(t.LostWithFile, s.LostWithFile)
 		t.Repeats = satAdd(t.Repeats, s.Repeats)
 		t.Conflicts = satAdd(t.Conflicts, s.Conflicts)
 		t.SeqReused = satAdd(t.SeqReused, s.SeqReused)
@@ -564,6 +576,7 @@ func readArchive(ctx context.Context, js jetstream.JetStream, o Options) (*archi
 			if !t.held.Add(r.seq) {
 				t.dupSeqs.Add(r.seq)
 			}
+			t.seeFile(r.file, r)
 			if r.whole && filter.addSeen(r.key) {
 				if len(a.candidates) < o.MaxCandidates {
 					a.candidates[storeKey{store, r.key}] = struct{}{}

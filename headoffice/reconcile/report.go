@@ -52,6 +52,9 @@ func WriteTable(w io.Writer, r *Report) error {
 		for _, n := range s.Notes {
 			attention = append(attention, fmt.Sprintf("%s: %s", s.Store, n))
 		}
+		for _, f := range s.Files {
+			attention = append(attention, fmt.Sprintf("%s: %s", s.Store, f))
+		}
 		if s.OK() {
 			continue
 		}

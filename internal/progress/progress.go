@@ -17,20 +17,25 @@ import (
 type Bar struct {
 	w     io.Writer
 	label string
+	unit  string // what is counted, e.g. "movements"; Bytes for bytes
 	total int
 	done  int
 	start time.Time
 	last  time.Time
 }
 
-// New returns a bar drawing on w when w is a terminal, or nil.
-func New(w io.Writer, label string, total int) *Bar {
+// Bytes is the unit of a bar that counts bytes: drawn as KiB, MiB, GiB.
+const Bytes = "bytes"
+
+// New returns a bar counting unit (e.g. "movements", or Bytes) drawing on
+// w when w is a terminal, or nil.
+func New(w io.Writer, label, unit string, total int) *Bar {
 	f, ok := w.(*os.File)
 	if !ok || !term.IsTerminal(int(f.Fd())) {
 		return nil
 	}
 	now := time.Now()
-	return &Bar{w: w, label: label, total: total, start: now}
+	return &Bar{w: w, label: label, unit: unit, total: total, start: now}
 }
 
 // Add advances the bar by n.
@@ -55,14 +60,56 @@ func (b *Bar) Done() {
 }
 
 func (b *Bar) draw() {
+	// Clear to the end of the line: the line may grow shorter.
+	fmt.Fprintf(b.w, "\r%s\x1b[K", Line(b.label, b.unit, b.done, b.total, time.Since(b.start)))
+}
+
+// Line is the bar's text after elapsed with done of total counted in unit:
+// the bar, the percentage, the counts with their unit, the rate and, once
+// there is a rate, the time left (ETA).
+func Line(label, unit string, done, total int, elapsed time.Duration) string {
 	const width = 30
 	frac := 1.0
-	if b.total > 0 {
-		frac = min(float64(b.done)/float64(b.total), 1)
+	if total > 0 {
+		frac = min(float64(done)/float64(total), 1)
 	}
 	fill := int(frac * width)
-	rate := float64(b.done) / max(time.Since(b.start).Seconds(), 0.001)
-	fmt.Fprintf(b.w, "\r%s [%s%s] %3.0f%% %d/%d (%.0f/s)", b.label, strings.Repeat("=", fill), strings.Repeat(" ", width-fill), frac*100, b.done, b.total, rate)
+	secs := max(elapsed.Seconds(), 0.001)
+	rate := float64(done) / secs
+	var counts, speed string
+	if unit == Bytes {
+		counts = fmt.Sprintf("%s/%s", size(float64(done)), size(float64(total)))
+		speed = size(rate) + "/s"
+	} else {
+		counts = fmt.Sprintf("%d/%d %s", done, total, unit)
+		speed = fmt.Sprintf("%.0f/s", rate)
+	}
+	eta := ""
+	switch {
+	case done >= total && total > 0:
+		eta = " done in " + round(elapsed)
+	case done > 0 && total > done:
+		eta = " ETA " + round(time.Duration(float64(total-done)/rate*float64(time.Second)))
+	}
+	return fmt.Sprintf("%s [%s%s] %3.0f%% %s (%s)%s", label, strings.Repeat("=", fill), strings.Repeat(" ", width-fill), frac*100, strings.TrimSpace(counts), speed, eta)
+}
+
+// size is n bytes in B, KiB, MiB or GiB.
+func size(n float64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", n/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", n/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", n/(1<<10))
+	}
+	return fmt.Sprintf("%.0f B", n)
+}
+
+// round is d to a whole second, at least 1s, written as Go writes it.
+func round(d time.Duration) string {
+	return max(d.Round(time.Second), time.Second).String()
 }
 
 // Phases draws one bar per phase of a long operation that reports its
@@ -71,17 +118,19 @@ func (b *Bar) draw() {
 // nothing; every method is safe on it.
 type Phases struct {
 	w     io.Writer
+	unit  string
 	bar   *Bar
 	phase string
 	drawn uint64
 }
 
-// NewPhases returns Phases drawing on w when w is a terminal, or nil.
-func NewPhases(w io.Writer) *Phases {
-	if New(w, "", 0) == nil {
+// NewPhases returns Phases counting unit drawing on w when w is a
+// terminal, or nil.
+func NewPhases(w io.Writer, unit string) *Phases {
+	if New(w, "", unit, 0) == nil {
 		return nil
 	}
-	return &Phases{w: w}
+	return &Phases{w: w, unit: unit}
 }
 
 // Update moves the bar of phase to done of total.
@@ -91,7 +140,7 @@ func (p *Phases) Update(phase string, done, total uint64) {
 	}
 	if phase != p.phase || p.bar == nil {
 		p.bar.Done()
-		p.bar, p.phase, p.drawn = New(p.w, phase, int(total)), phase, 0
+		p.bar, p.phase, p.drawn = New(p.w, phase, p.unit, int(total)), phase, 0
 	}
 	p.bar.Add(int(done - p.drawn))
 	p.drawn = done

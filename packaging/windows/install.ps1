@@ -3,7 +3,8 @@
 #
 #   .\install.ps1 -StoreId S0107 -Nats nats://central.chain:4222 -CredsFile C:\secure\S0107.creds
 #
-# It copies rxedge-agent.exe to %ProgramFiles%\RxEdge, runs
+# It stops a running rxedge-agent service (an upgrade) and waits until it
+# stopped, copies rxedge-agent.exe to %ProgramFiles%\RxEdge, runs
 # `rxedge-agent install` with the same flags (which writes the config and a
 # fresh ingest token readable only by administrators and the service, and
 # checks the config as the agent does), starts the service and runs
@@ -30,6 +31,14 @@ $ErrorActionPreference = "Stop"
 $dir = Join-Path $env:ProgramFiles "RxEdge"
 $exe = Join-Path $dir "rxedge-agent.exe"
 New-Item -ItemType Directory -Force -Path $dir | Out-Null
+# An upgrade: the running service holds its .exe open (Windows refuses to
+# replace it, or a half-copied binary would start). Stop it and wait until
+# it has stopped; the start below runs the new binary.
+$svc = Get-Service -Name "rxedge-agent" -ErrorAction SilentlyContinue
+if ($svc -and $svc.Status -ne "Stopped") {
+    Stop-Service -Name "rxedge-agent" -Force
+    $svc.WaitForStatus("Stopped", [TimeSpan]::FromSeconds(60))
+}
 Copy-Item -Force (Join-Path $PSScriptRoot "rxedge-agent.exe") $exe
 
 $installArgs = @("install", "--store-id", $StoreId)

@@ -90,6 +90,18 @@ func (b *Builder) Status() (*status.Status, error) {
 		started := b.started.UTC()
 		st.Agent.StartedAt = &started
 	}
+	if l := q.Lineage(); l.FileID != "" {
+		fl := &status.FileLineage{FileID: l.FileID, Origin: l.Origin, Prev: l.Prev, Base: l.Base, Confirmed: l.Confirmed(), Foreign: l.Foreign}
+		if !l.At.IsZero() {
+			at := l.At.UTC()
+			fl.At = &at
+		}
+		if !l.RestoredAt.IsZero() {
+			at := l.RestoredAt.UTC()
+			fl.RestoredAt = &at
+		}
+		st.DataFile.Lineage = fl
+	}
 	if free, err := disk.Free(qs.Path); err == nil {
 		st.DataFile.FreeBytes = free
 	}
@@ -107,6 +119,10 @@ func (b *Builder) Status() (*status.Status, error) {
 		st.Connection = b.src.Connection()
 	} else {
 		st.Connection.State = status.Stopped
+		// What a stopped agent last delivered is in its file.
+		if at, err := q.LastSyncedAt(); err == nil && !at.IsZero() {
+			st.Connection.LastSyncAt = &at
+		}
 	}
 	st.Rates = b.rates.perMinute()
 	if b.src.Intakes != nil {

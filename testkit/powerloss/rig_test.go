@@ -92,6 +92,7 @@ type rig struct {
 	lastOps   int // changing requests before the last cut
 	totalAcks int
 	held      string // the states held at the last check
+	fileID    string // the data file's identity at the last check
 }
 
 // expectation is what one completed command left behind.
@@ -428,11 +429,25 @@ func (r *rig) check() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	path := filepath.Join(r.data, "agent.db")
+	r.fileID = ""
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Stat(path + queue.MarkerSuffix); err == nil {
+			t.Fatalf("cut %d: %s is gone and its marker is not: the agent would refuse to start", r.cuts, path)
+		}
 		if len(r.acked) > 0 || len(r.expect) > 0 || r.starts > 0 {
 			t.Fatalf("cut %d: %s is gone after the power cut, with %d movements acknowledged, %d commands completed and %d starts", r.cuts, path, len(r.acked), len(r.expect), r.starts)
 		}
 		return
+	}
+	// A marker names the file beside it, never one that is gone (or the
+	// agent would refuse to start on the directory).
+	marker, merr := os.ReadFile(path + queue.MarkerSuffix)
+	if merr == nil && len(bytes.TrimSpace(marker)) > 0 {
+		defer func() {
+			if id := r.fileID; id != "" && id != string(bytes.TrimSpace(marker)) {
+				t.Fatalf("cut %d: the marker names file %s, the data file is %s", r.cuts, bytes.TrimSpace(marker), id)
+			}
+		}()
 	}
 	// Open a copy: bbolt maps its file into memory, and a process must not
 	// fault on pages of a FUSE mount it serves itself (the fault can hold
@@ -448,6 +463,9 @@ func (r *rig) check() {
 	defer q.Close()
 	if err := q.Verify(); err != nil {
 		t.Fatalf("cut %d: Verify after the power cut: %v", r.cuts, err)
+	}
+	if r.fileID = q.Lineage().FileID; r.fileID == "" {
+		t.Fatalf("cut %d: the data file has no identity after the power cut", r.cuts)
 	}
 	journal := map[string]map[string]bool{} // action → keys named
 	entries := map[string]int{}             // action → entries
