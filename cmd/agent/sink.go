@@ -298,23 +298,12 @@ Exit status: 0 done; 1 error; 2 usage; 3 --verify found a difference.`,
 }
 
 func runVerify(ctx context.Context, s *streams, conn *pgx.Conn, nc *nats.Conn, f *sinkFlags, allowLag, asJSON bool) error {
-	var (
-		bar   *progress.Bar
-		phase string
-		drawn uint64
-	)
+	bars := progress.NewPhases(s.err, "messages")
 	v, err := sink.Verify(ctx, conn, sink.VerifyOptions{
 		Conn: nc, APIPrefix: f.set.NATS.APIPrefix, Archives: f.archives(), AllowLag: allowLag,
-		Progress: func(stream string, done, total uint64) {
-			if stream != phase {
-				bar.Done()
-				bar, phase, drawn = progress.New(s.err, "verify "+stream, int(total)), stream, 0
-			}
-			bar.Add(int(done - drawn))
-			drawn = done
-		},
+		Progress: func(stream string, done, total uint64) { bars.Update("verify "+stream, done, total) },
 	})
-	bar.Done()
+	bars.Done()
 	if err != nil {
 		return err
 	}
