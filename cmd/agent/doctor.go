@@ -17,6 +17,22 @@ import (
 	"github.com/rxedge/agent/status"
 )
 
+// doctorLong is the command's help.
+const doctorLong = `Check everything a store needs, and say how to fix what is wrong: the
+config is valid; the config and token are private; the ingest token is set;
+central is reachable and accepts the store's credentials; the stream is
+there (and, with --admin-user, has central's settings); the store may
+publish on its own subjects and not on another store's; the clock agrees
+with central's (visible with --admin-user); central fsyncs every write and
+replicates its streams on a cluster (visible with --system-user or
+--monitor-url; skipped, never passed, without); there is disk space; and the
+oldest pending movement is recent.
+
+Doctor changes nothing: its publish probes are refused by the stream by
+design and store nothing. Run it as an administrator (it reads the config).
+Exit status 0 when the store is ready, 3 when any check fails (a warning
+or a skipped check does not).`
+
 func newDoctorCmd(s *streams) *cobra.Command {
 	var (
 		dev       bool
@@ -34,20 +50,7 @@ func newDoctorCmd(s *streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Check whether this store is ready (exit 0 ready, 3 not ready)",
-		Long: `Check everything a store needs, and say how to fix what is wrong: the
-config is valid; the config and token are private; the ingest token is set;
-central is reachable and accepts the store's credentials; the stream is
-there (and, with --admin-user, has central's settings); the store may
-publish on its own subjects and not on another store's; the clock agrees
-with central's (visible with --admin-user); central fsyncs every write and
-replicates its streams on a cluster (visible with --system-user or
---monitor-url; skipped, never passed, without); there is disk space; and the
-oldest pending movement is recent.
-
-Doctor changes nothing: its publish probes are refused by the stream by
-design and store nothing. Run it as an administrator (it reads the config).
-Exit status 0 when the store is ready, 3 when any check fails (a warning
-or a skipped check does not).`,
+		Long:  doctorLong,
 		Example: `  sudo rxedge-agent doctor
   sudo rxedge-agent doctor --json --admin-user admin --admin-password-file /root/admin.pw
   sudo rxedge-agent doctor --system-user sys --system-password-file /root/sys.pw`,

@@ -96,23 +96,8 @@ func newEnqueueCmd(s *streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				if err := json.NewEncoder(s.out).Encode(sum); err != nil {
-					return err
-				}
-			} else {
-				for _, r := range sum.Rejections {
-					var parts []string
-					for _, e := range r.Errors {
-						if e.Field != "" {
-							parts = append(parts, e.Field+": "+e.Error)
-						} else {
-							parts = append(parts, e.Error)
-						}
-					}
-					fmt.Fprintf(s.out, "line %d: rejected: %s\n", r.Line, strings.Join(parts, "; "))
-				}
-				fmt.Fprintf(s.out, "accepted %d, duplicates %d, rejected %d\n", sum.Accepted, sum.Duplicates, sum.Rejected)
+			if err := printEnqueueSummary(s.out, sum, asJSON); err != nil {
+				return err
 			}
 			if sum.Rejected > 0 {
 				return &exitErr{code: exitError, msg: fmt.Sprintf("%d line(s) rejected; the others were stored", sum.Rejected)}
@@ -126,6 +111,27 @@ func newEnqueueCmd(s *streams) *cobra.Command {
 	fs.StringVar(&storeID, "store-id", "", "store id, needed only when no data file exists yet")
 	fs.BoolVar(&asJSON, "json", false, "print the summary as JSON")
 	return cmd
+}
+
+// printEnqueueSummary prints what enqueue did: as JSON, or each rejected
+// line with its fields' errors and a total line.
+func printEnqueueSummary(w io.Writer, sum *enqueueSummary, asJSON bool) error {
+	if asJSON {
+		return json.NewEncoder(w).Encode(sum)
+	}
+	for _, r := range sum.Rejections {
+		var parts []string
+		for _, e := range r.Errors {
+			if e.Field != "" {
+				parts = append(parts, e.Field+": "+e.Error)
+			} else {
+				parts = append(parts, e.Error)
+			}
+		}
+		fmt.Fprintf(w, "line %d: rejected: %s\n", r.Line, strings.Join(parts, "; "))
+	}
+	_, err := fmt.Fprintf(w, "accepted %d, duplicates %d, rejected %d\n", sum.Accepted, sum.Duplicates, sum.Rejected)
+	return err
 }
 
 // enqueueStream sends the input in chunks of whole lines and adds up the

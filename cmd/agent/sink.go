@@ -159,19 +159,8 @@ func (f *sinkFlags) archives() []string {
 	return nil
 }
 
-func newCentralSinkCmd(s *streams) *cobra.Command {
-	var (
-		f           sinkFlags
-		untilCaught bool
-		verify      bool
-		allowLag    bool
-		migrateOnly bool
-		asJSON      bool
-	)
-	cmd := &cobra.Command{
-		Use:   "sink --postgres URL [--postgres-password-file F] [--config F] [--until-caught-up | --verify | --migrate-only] --server URL [auth flags]",
-		Short: "Copy central's archives into PostgreSQL exactly once, and keep following them",
-		Long: `Copy every movement of central's archives into PostgreSQL, exactly once.
+// centralSinkLong is the command's help.
+const centralSinkLong = `Copy every movement of central's archives into PostgreSQL, exactly once.
 
 Every archive stream (RX_ARCHIVE, or RX_ARCHIVE_<p> on a partitioned
 central) is read in order with an ordered consumer, from the position the
@@ -203,98 +192,125 @@ configs/sink.yaml). Passwords only from files (--postgres-password-file,
 user of the production configuration: --js-api-prefix rx.audit.api. and
 --partitions N.
 
-Exit status: 0 done; 1 error; 2 usage; 3 --verify found a difference.`,
-		Args: usageArgs(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if n := btoi(untilCaught) + btoi(verify) + btoi(migrateOnly); n > 1 {
-				return usageError("give one of --until-caught-up, --verify and --migrate-only")
-			}
-			if err := f.resolve(cmd); err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			log := slog.New(slog.NewTextHandler(s.err, nil))
-			conn, err := f.connectPG(ctx)
-			// A service waits for its database; a one-off command does not.
-			for attempt := 0; err != nil && !verify && !migrateOnly && sink.Retryable(err); attempt++ {
-				if attempt%10 == 0 {
-					log.Warn("cannot reach PostgreSQL yet; retrying", "error", err)
-				}
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-time.After(sink.Backoff(attempt)):
-				}
-				conn, err = f.connectPG(ctx)
-			}
-			if err != nil {
-				return err
-			}
-			defer conn.Close(context.WithoutCancel(ctx))
-			if !verify {
-				applied, err := sink.Migrate(ctx, conn)
-				if err != nil {
-					return err
-				}
-				if len(applied) > 0 {
-					log.Info("migrated the schema", "applied", applied, "version", sink.SchemaVersion())
-				}
-				if migrateOnly {
-					if asJSON {
-						return printJSON(s.out, map[string]any{"version": sink.SchemaVersion(), "applied": applied})
-					}
-					fmt.Fprintf(s.out, "schema at version %d (applied %d migration(s))\n", sink.SchemaVersion(), len(applied))
-					return nil
-				}
-			}
-			nc, err := f.nats.connect("rxedge-sink")
-			if err != nil {
-				return err
-			}
-			defer nc.Close()
-			if verify {
-				return runVerify(ctx, s, conn, nc, &f, allowLag, asJSON)
-			}
-			conn.Close(ctx)
-			cfg, err := f.pgConfig()
-			if err != nil {
-				return err
-			}
-			m := sink.NewMetrics()
-			if f.set.Listen != "" {
-				l, err := net.Listen("tcp", f.set.Listen)
-				if err != nil {
-					return fmt.Errorf("--listen: %w", err)
-				}
-				srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 5 * time.Second}
-				go srv.Serve(l)
-				defer srv.Close()
-				log.Info("serving /metrics and /readyz", "listen", l.Addr().String())
-			}
-			res, err := sink.Run(ctx, sink.Options{
-				Conn: nc, APIPrefix: f.set.NATS.APIPrefix, Archives: f.archives(), Postgres: cfg,
-				Batch: f.set.Batch, FlushInterval: f.set.FlushInterval, UntilCaughtUp: untilCaught,
-				Logger: log, Metrics: m,
-			})
-			if err != nil && !(errors.Is(err, context.Canceled) && !untilCaught) {
-				return err
-			}
-			if asJSON {
-				return printJSON(s.out, res)
-			}
-			return res.WriteText(s.out)
-		},
+Exit status: 0 done; 1 error; 2 usage; 3 --verify found a difference.`
+
+// sinkCmd is central sink's flags and run.
+type sinkCmd struct {
+	f                                                  sinkFlags
+	untilCaught, verify, allowLag, migrateOnly, asJSON bool
+	log                                                *slog.Logger
+}
+
+func newCentralSinkCmd(s *streams) *cobra.Command {
+	var c sinkCmd
+	cmd := &cobra.Command{
+		Use:   "sink --postgres URL [--postgres-password-file F] [--config F] [--until-caught-up | --verify | --migrate-only] --server URL [auth flags]",
+		Short: "Copy central's archives into PostgreSQL exactly once, and keep following them",
+		Long:  centralSinkLong,
+		Args:  usageArgs(cobra.NoArgs),
+		RunE:  func(cmd *cobra.Command, _ []string) error { return c.run(cmd, s) },
 	}
-	f.register(cmd, true)
+	c.f.register(cmd, true)
 	fs := cmd.Flags()
-	fs.BoolVar(&untilCaught, "until-caught-up", false, "stop once every archive is written up to the last sequence it had at start")
-	fs.BoolVar(&verify, "verify", false, "compare the database with the archives; exit 3 on a difference")
-	fs.BoolVar(&allowLag, "allow-lag", false, "with --verify: messages not yet written are not a difference")
-	fs.BoolVar(&migrateOnly, "migrate-only", false, "create or migrate the schema, then exit")
-	fs.StringVar(&f.listen, "listen", "", "serve /metrics and /readyz here, e.g. 127.0.0.1:9465 (env "+sink.EnvListen+")")
-	fs.IntVar(&f.batch, "batch", sink.DefaultBatch, "archive messages per transaction")
-	fs.BoolVar(&asJSON, "json", false, "print the result as JSON")
+	fs.BoolVar(&c.untilCaught, "until-caught-up", false, "stop once every archive is written up to the last sequence it had at start")
+	fs.BoolVar(&c.verify, "verify", false, "compare the database with the archives; exit 3 on a difference")
+	fs.BoolVar(&c.allowLag, "allow-lag", false, "with --verify: messages not yet written are not a difference")
+	fs.BoolVar(&c.migrateOnly, "migrate-only", false, "create or migrate the schema, then exit")
+	fs.StringVar(&c.f.listen, "listen", "", "serve /metrics and /readyz here, e.g. 127.0.0.1:9465 (env "+sink.EnvListen+")")
+	fs.IntVar(&c.f.batch, "batch", sink.DefaultBatch, "archive messages per transaction")
+	fs.BoolVar(&c.asJSON, "json", false, "print the result as JSON")
 	return cmd
+}
+
+func (c *sinkCmd) run(cmd *cobra.Command, s *streams) error {
+	if n := btoi(c.untilCaught) + btoi(c.verify) + btoi(c.migrateOnly); n > 1 {
+		return usageError("give one of --until-caught-up, --verify and --migrate-only")
+	}
+	if err := c.f.resolve(cmd); err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	c.log = slog.New(slog.NewTextHandler(s.err, nil))
+	conn, err := c.connectPG(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if !c.verify {
+		applied, err := sink.Migrate(ctx, conn)
+		if err != nil {
+			return err
+		}
+		if len(applied) > 0 {
+			c.log.Info("migrated the schema", "applied", applied, "version", sink.SchemaVersion())
+		}
+		if c.migrateOnly {
+			if c.asJSON {
+				return printJSON(s.out, map[string]any{"version": sink.SchemaVersion(), "applied": applied})
+			}
+			fmt.Fprintf(s.out, "schema at version %d (applied %d migration(s))\n", sink.SchemaVersion(), len(applied))
+			return nil
+		}
+	}
+	nc, err := c.f.nats.connect("rxedge-sink")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	if c.verify {
+		return runVerify(ctx, s, conn, nc, &c.f, c.allowLag, c.asJSON)
+	}
+	conn.Close(ctx)
+	return c.follow(ctx, s, nc)
+}
+
+// connectPG connects to PostgreSQL; a service (following the archives)
+// waits for its database, a one-off command does not.
+func (c *sinkCmd) connectPG(ctx context.Context) (*pgx.Conn, error) {
+	conn, err := c.f.connectPG(ctx)
+	for attempt := 0; err != nil && !c.verify && !c.migrateOnly && sink.Retryable(err); attempt++ {
+		if attempt%10 == 0 {
+			c.log.Warn("cannot reach PostgreSQL yet; retrying", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(sink.Backoff(attempt)):
+		}
+		conn, err = c.f.connectPG(ctx)
+	}
+	return conn, err
+}
+
+// follow runs the sink, serving /metrics and /readyz when --listen is set.
+func (c *sinkCmd) follow(ctx context.Context, s *streams, nc *nats.Conn) error {
+	cfg, err := c.f.pgConfig()
+	if err != nil {
+		return err
+	}
+	m := sink.NewMetrics()
+	if c.f.set.Listen != "" {
+		l, err := net.Listen("tcp", c.f.set.Listen)
+		if err != nil {
+			return fmt.Errorf("--listen: %w", err)
+		}
+		srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 5 * time.Second}
+		go srv.Serve(l)
+		defer srv.Close()
+		c.log.Info("serving /metrics and /readyz", "listen", l.Addr().String())
+	}
+	res, err := sink.Run(ctx, sink.Options{
+		Conn: nc, APIPrefix: c.f.set.NATS.APIPrefix, Archives: c.f.archives(), Postgres: cfg,
+		Batch: c.f.set.Batch, FlushInterval: c.f.set.FlushInterval, UntilCaughtUp: c.untilCaught,
+		Logger: c.log, Metrics: m,
+	})
+	if err != nil && !(errors.Is(err, context.Canceled) && !c.untilCaught) {
+		return err
+	}
+	if c.asJSON {
+		return printJSON(s.out, res)
+	}
+	return res.WriteText(s.out)
 }
 
 func runVerify(ctx context.Context, s *streams, conn *pgx.Conn, nc *nats.Conn, f *sinkFlags, allowLag, asJSON bool) error {
@@ -327,18 +343,8 @@ func btoi(b bool) int {
 	return 0
 }
 
-func newCentralReportCmd(s *streams) *cobra.Command {
-	var (
-		f        sinkFlags
-		q        sink.ReportQuery
-		from, to string
-		asJSON   bool
-		asCSV    bool
-	)
-	cmd := &cobra.Command{
-		Use:   "report (balances | inventory | schedule-ii | rx) [--store ID] [--ndc NDC] [--rx-ref REF] [--from T] [--to T] [--json|--csv] --postgres URL",
-		Short: "Print the inspection views the sink keeps in PostgreSQL",
-		Long: `Print one of the views the sink's schema ships (see README, "Head office's
+// centralReportLong is the command's help.
+const centralReportLong = `Print one of the views the sink's schema ships (see README, "Head office's
 records in PostgreSQL"):
 
   balances     each controlled NDC's balance per store now (perpetual
@@ -350,8 +356,21 @@ records in PostgreSQL"):
                with its DEA Form 222 / CSOS number where given
   rx           the movements of one prescription reference (--rx-ref)
 
-Connect as a user with SELECT on the views (see the grants in README).`,
-		Args: usageArgs(cobra.ExactArgs(1)),
+Connect as a user with SELECT on the views (see the grants in README).`
+
+func newCentralReportCmd(s *streams) *cobra.Command {
+	var (
+		f        sinkFlags
+		q        sink.ReportQuery
+		from, to string
+		asJSON   bool
+		asCSV    bool
+	)
+	cmd := &cobra.Command{
+		Use:   "report (balances | inventory | schedule-ii | rx) [--store ID] [--ndc NDC] [--rx-ref REF] [--from T] [--to T] [--json|--csv] --postgres URL",
+		Short: "Print the inspection views the sink keeps in PostgreSQL",
+		Long:  centralReportLong,
+		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if asJSON && asCSV {
 				return usageError("give --json or --csv, not both")

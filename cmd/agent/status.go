@@ -72,35 +72,7 @@ func newStatusCmd(s *streams) *cobra.Command {
 			if watch {
 				return watchStatus(cmd.Context(), s, dataDir, interval, plain, asJSON)
 			}
-			st, err := readStatus(cmd.Context(), dataDir)
-			if errors.Is(err, errNoDataFile) {
-				// Installed but never started: the service state is part of
-				// the answer. An error (exit 1), as for every command that
-				// finds no data file.
-				svc := serviceState()
-				msg := fmt.Sprintf("service: %s\n%v; after install, start it with `%s start`", svc, err, installer.Command())
-				if asJSON {
-					printJSON(s.out, map[string]any{"error": err.Error(), "service": svc})
-				}
-				return &exitErr{code: exitError, msg: msg}
-			}
-			if err != nil {
-				return err
-			}
-			st.Judged = st.Judge(plain)
-			if asJSON {
-				enc := json.NewEncoder(s.out)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(st); err != nil {
-					return err
-				}
-			} else {
-				status.Render(s.out, st, maxAge)
-			}
-			if len(st.Judged) > 0 {
-				return &exitErr{code: exitAttention}
-			}
-			return nil
+			return statusOnce(cmd.Context(), s, dataDir, plain, maxAge, asJSON)
 		},
 	}
 	fs := cmd.Flags()
@@ -119,6 +91,41 @@ func newStatusCmd(s *streams) *cobra.Command {
 	fs.Var((*byteSize)(&th.FreeDiskWarn), "warn-free-disk", "--check: WARNING when the data directory's disk has less free (e.g. 1GiB, 500MB)")
 	fs.Var((*byteSize)(&th.FreeDiskCrit), "crit-free-disk", "--check: CRITICAL when the data directory's disk has less free")
 	return cmd
+}
+
+// statusOnce prints the status document of dataDir once, judged by th,
+// as the plain view or JSON; it exits 3 when the document has problems,
+// 1 when there is no data file yet.
+func statusOnce(ctx context.Context, s *streams, dataDir string, th status.Thresholds, maxAge time.Duration, asJSON bool) error {
+	st, err := readStatus(ctx, dataDir)
+	if errors.Is(err, errNoDataFile) {
+		// Installed but never started: the service state is part of
+		// the answer. An error (exit 1), as for every command that
+		// finds no data file.
+		svc := serviceState()
+		msg := fmt.Sprintf("service: %s\n%v; after install, start it with `%s start`", svc, err, installer.Command())
+		if asJSON {
+			printJSON(s.out, map[string]any{"error": err.Error(), "service": svc})
+		}
+		return &exitErr{code: exitError, msg: msg}
+	}
+	if err != nil {
+		return err
+	}
+	st.Judged = st.Judge(th)
+	if asJSON {
+		enc := json.NewEncoder(s.out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(st); err != nil {
+			return err
+		}
+	} else {
+		status.Render(s.out, st, maxAge)
+	}
+	if len(st.Judged) > 0 {
+		return &exitErr{code: exitAttention}
+	}
+	return nil
 }
 
 // defaultCheckThresholds are the defaults of the --check flags.
