@@ -132,7 +132,7 @@ func printDoctor(s *streams, r doctor.Report, asJSON bool) error {
 				mark = "FAIL"
 			}
 			fmt.Fprintf(s.out, "%s %-33s %s\n", mark, ch.Name, ch.Detail)
-			if !ch.OK {
+			if !ch.OK && ch.Fix != "" {
 				fmt.Fprintf(s.out, "     %-33s fix: %s\n", "", ch.Fix)
 			}
 		}

@@ -253,4 +253,12 @@ func TestDoctorDev(t *testing.T) {
 	if code != exitOK || !r.Ready {
 		t.Errorf("doctor --dev: exit %d, ready %v:\n%s%s", code, r.Ready, stdout, stderr)
 	}
+	// The plain report: a skipped check with nothing to fix has no fix line.
+	stdout, _, _ = cli(t, "doctor", "--dev", "--dev-hub", h.Addr(), "--timeout", "2s")
+	for _, line := range strings.Split(stdout, "\n") {
+		if strings.TrimSpace(line) == "fix:" {
+			t.Errorf("doctor --dev prints an empty fix line:\n%s", stdout)
+			break
+		}
+	}
 }
