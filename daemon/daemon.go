@@ -93,6 +93,34 @@ func startIntakes(opts settings.Options, q *queue.Queue, c *intake.Counters, log
 	return srv, w, nil
 }
 
+// daemon is a running agent: its parts, opened and started in order by Run.
+type daemon struct {
+	opts settings.Options
+	log  *slog.Logger
+
+	q        *queue.Queue
+	m        *metrics.Metrics
+	counters *intake.Counters
+	svc      *dlq.Service
+	// conn reports the connection to central; it is replaced by the
+	// sender's once one is configured.
+	conn func() status.Connection
+	st   *builder.Builder
+	srv  *control.Server
+
+	hl7Srv  *hl7.Server
+	watcher *asap.Watcher
+
+	engine    *sync.Engine
+	checker   *lineage.Checker
+	responder *remote.Responder
+
+	ctlLn, ingestLn, metricsLn net.Listener
+	servers                    []*http.Server
+	lns                        []net.Listener
+	sd                         notifier
+}
+
 // Run runs the agent until ctx ends, then shuts it down cleanly. It returns
 // nil after a clean shutdown.
 func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hooks) error {
@@ -100,18 +128,46 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 		log = slog.New(slog.DiscardHandler)
 	}
 	ignoreFileSizeLimit()
+	d := &daemon{opts: opts, log: log}
+	if err := d.openQueue(); err != nil {
+		return err
+	}
+	defer d.q.Close()
+
+	if err := d.q.Journal(queue.Event{Action: queue.ActionStart, Actor: queue.ActorAgent, Detail: summary(opts)}); err != nil {
+		return fmt.Errorf("write the start-up record to the journal: %w", err)
+	}
+	prune(d.q, opts, log)
+
+	d.wire()
+	var err error
+	if d.hl7Srv, d.watcher, err = startIntakes(opts, d.q, d.counters, log); err != nil {
+		return err
+	}
+	if len(opts.NATS.Servers) > 0 {
+		d.wireSync()
+		defer d.responder.Close()
+	}
+	if err := d.listen(); err != nil {
+		return err
+	}
+	return d.serve(ctx, hooks)
+}
+
+// openQueue checks for leftovers, compacts and opens the data file.
+func (d *daemon) openQueue() error {
 	// Never start empty over a leftover, nor beside one that may hold
 	// movements: an operator decides (agent data adopt|discard).
-	if err := queue.CheckLeftovers(settings.DataFile(opts.DataDir)); err != nil {
-		log.Error("DATA_FILE_LEFTOVER", "error", err.Error())
+	if err := queue.CheckLeftovers(settings.DataFile(d.opts.DataDir)); err != nil {
+		d.log.Error("DATA_FILE_LEFTOVER", "error", err.Error())
 		return err
 	}
 	// queue.Open creates the data directory, durably.
-	compactAtStart(settings.DataFile(opts.DataDir), log)
+	compactAtStart(settings.DataFile(d.opts.DataDir), d.log)
 	q, err := queue.Open(queue.Options{
-		Path:     settings.DataFile(opts.DataDir),
-		StoreID:  opts.StoreID,
-		MaxAhead: opts.MaxRetryDelay(),
+		Path:     settings.DataFile(d.opts.DataDir),
+		StoreID:  d.opts.StoreID,
+		MaxAhead: d.opts.MaxRetryDelay(),
 		Lineage:  true,
 	})
 	if errors.Is(err, queue.ErrLocked) {
@@ -120,104 +176,129 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 	if err != nil {
 		return err
 	}
-	defer q.Close()
+	d.q = q
+	return nil
+}
 
-	if err := q.Journal(queue.Event{Action: queue.ActionStart, Actor: queue.ActorAgent, Detail: summary(opts)}); err != nil {
-		return fmt.Errorf("write the start-up record to the journal: %w", err)
-	}
-	prune(q, opts, log)
-
-	m := metrics.New(q)
-	counters := new(intake.Counters)
-	m.WatchIntakes(counters.Snapshot)
-	svc := dlq.New(q)
-	var conn func() status.Connection = func() status.Connection {
+// wire builds the metrics, counters, dead-letter service, status builder
+// and control server over the open data file.
+func (d *daemon) wire() {
+	opts := d.opts
+	d.m = metrics.New(d.q)
+	d.counters = new(intake.Counters)
+	d.m.WatchIntakes(d.counters.Snapshot)
+	d.svc = dlq.New(d.q)
+	d.conn = func() status.Connection {
 		return status.Connection{State: status.Idle, Reason: "no central servers configured: set nats.servers"}
 	}
-	connection := func() status.Connection { return conn() }
-	st := builder.New(builder.Sources{Queue: q, Connection: connection, Running: true, Intakes: counters.Snapshot})
-	m.WatchConnection(connection)
-	srv := control.New(control.Options{
-		Queue: q, StoreID: opts.StoreID,
+	connection := func() status.Connection { return d.conn() }
+	d.st = builder.New(builder.Sources{Queue: d.q, Connection: connection, Running: true, Intakes: d.counters.Snapshot})
+	d.m.WatchConnection(connection)
+	d.srv = control.New(control.Options{
+		Queue: d.q, StoreID: opts.StoreID,
 		MaxRequestBytes: opts.MaxRequestBytes, MaxMovementBytes: opts.MaxMovementBytes,
 		IngestToken: opts.IngestToken, MetricsToken: opts.MetricsToken, IngestListen: opts.IngestListen,
 		AllowedHosts: opts.AllowedHosts, AllowedOrigins: opts.AllowedOrigins,
-		Status: st, DLQ: svc, Metrics: m, Logger: log, Counter: &counters.HTTP,
+		Status: d.st, DLQ: d.svc, Metrics: d.m, Logger: d.log, Counter: &d.counters.HTTP,
 	})
-	hl7Srv, watcher, err := startIntakes(opts, q, counters, log)
-	if err != nil {
-		return err
-	}
+}
 
-	var engine *sync.Engine
-	var checker *lineage.Checker
-	if len(opts.NATS.Servers) > 0 {
-		checker = lineage.New(q, opts.StoreID, log, opts.Sync().AttemptTimeout)
-		engine = sync.New(q, opts.Sync(), log, m, st.Status)
-		engine.OnConnect(checker.OnConnect)
-		conn = engine.Connection
-		responder := remote.New(remote.Options{Queue: q, DLQ: svc, StoreID: opts.StoreID, OperatorKeys: opts.OperatorKeys,
-			AllowUnsignedReads: opts.AllowUnsignedReads, Status: st.Status, Logger: log})
-		defer responder.Close()
-		engine.OnConnect(responder.Subscribe)
-		engine.OnHeartbeat(func(ctx context.Context, nc *nats.Conn, st *status.Status) error {
-			// Until the file was checked against central, its summary
-			// would overwrite the record the check reads.
-			if !checker.Done() {
-				return nil
-			}
-			return remote.PublishSummary(ctx, nc, opts.StoreID, st)
-		})
-	}
-
-	ctlLn, err := control.Listen(control.Endpoint(opts.DataDir))
-	if err != nil {
-		if hl7Srv != nil {
-			hl7Srv.Close()
+// wireSync builds the sender, the lineage checker and the remote-command
+// responder, for an agent with central servers configured.
+func (d *daemon) wireSync() {
+	opts, log, q := d.opts, d.log, d.q
+	checker := lineage.New(q, opts.StoreID, log, opts.Sync().AttemptTimeout)
+	engine := sync.New(q, opts.Sync(), log, d.m, d.st.Status)
+	engine.OnConnect(checker.OnConnect)
+	d.conn = engine.Connection
+	responder := remote.New(remote.Options{Queue: q, DLQ: d.svc, StoreID: opts.StoreID, OperatorKeys: opts.OperatorKeys,
+		AllowUnsignedReads: opts.AllowUnsignedReads, Status: d.st.Status, Logger: log})
+	engine.OnConnect(responder.Subscribe)
+	engine.OnHeartbeat(func(ctx context.Context, nc *nats.Conn, st *status.Status) error {
+		// Until the file was checked against central, its summary
+		// would overwrite the record the check reads.
+		if !checker.Done() {
+			return nil
 		}
+		return remote.PublishSummary(ctx, nc, opts.StoreID, st)
+	})
+	d.engine, d.checker, d.responder = engine, checker, responder
+}
+
+// listen opens the control socket and the ingest and metrics listeners;
+// on failure it closes what it opened, and the HL7 listener.
+func (d *daemon) listen() error {
+	opts := d.opts
+	var err error
+	if d.ctlLn, err = control.Listen(control.Endpoint(opts.DataDir)); err != nil {
+		d.closeHL7()
 		return err
 	}
-	var ingestLn, metricsLn net.Listener
 	if opts.IngestListen != "" {
-		if ingestLn, err = net.Listen("tcp", opts.IngestListen); err != nil {
-			if hl7Srv != nil {
-				hl7Srv.Close()
-			}
-			ctlLn.Close()
+		if d.ingestLn, err = net.Listen("tcp", opts.IngestListen); err != nil {
+			d.closeHL7()
+			d.ctlLn.Close()
 			os.Remove(control.Endpoint(opts.DataDir))
 			return fmt.Errorf("ingest.listen %s: %w%s", opts.IngestListen, err, InUseHint(err, "another program (another agent?) listens there: stop it, or give the agent another address with --ingest HOST:PORT (ingest.listen)"))
 		}
 	}
 	if opts.MetricsListen != "" {
-		if metricsLn, err = net.Listen("tcp", opts.MetricsListen); err != nil {
-			if hl7Srv != nil {
-				hl7Srv.Close()
-			}
-			ctlLn.Close()
-			if ingestLn != nil {
-				ingestLn.Close()
+		if d.metricsLn, err = net.Listen("tcp", opts.MetricsListen); err != nil {
+			d.closeHL7()
+			d.ctlLn.Close()
+			if d.ingestLn != nil {
+				d.ingestLn.Close()
 			}
 			os.Remove(control.Endpoint(opts.DataDir))
 			return fmt.Errorf("metrics.listen %s: %w%s", opts.MetricsListen, err, InUseHint(err, "another program listens there: set another metrics.listen"))
 		}
 	}
+	return nil
+}
 
-	// Everything below runs until ctx ends; the first error ends the rest.
+// closeHL7 closes the HL7 listener, when there is one.
+func (d *daemon) closeHL7() {
+	if d.hl7Srv != nil {
+		d.hl7Srv.Close()
+	}
+}
+
+// serve runs every part until ctx ends (the first error ends the rest),
+// announces the agent once started, then shuts it down in order and
+// closes the data file.
+func (d *daemon) serve(ctx context.Context, hooks Hooks) error {
 	g, gctx := errgroup.WithContext(ctx)
+	hl7Addr := d.start(g, gctx)
+	d.announce(hooks, hl7Addr)
+	d.startWatchdog(g, gctx)
+	g.Go(func() error { d.stop(gctx); return nil })
+	err := g.Wait()
+	os.Remove(control.Endpoint(d.opts.DataDir))
+	if cerr := d.q.Close(); err == nil {
+		err = cerr
+	}
+	d.log.Info("STOPPED", "store", d.opts.StoreID)
+	return err
+}
+
+// start runs the HTTP servers, the status builder, the intakes, pruning
+// and the sender in g; it returns the HL7 listener's address ("" when it
+// has none).
+func (d *daemon) start(g *errgroup.Group, gctx context.Context) string {
 	// A request body must arrive within ReadTimeout, so a stalled client
 	// cannot hold a clean stop beyond its deadline.
-	servers := []*http.Server{{Handler: srv.ControlHandler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute}}
-	lns := []net.Listener{ctlLn}
-	if ingestLn != nil {
-		servers = append(servers, &http.Server{Handler: srv.IngestHandler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second})
-		lns = append(lns, ingestLn)
+	d.servers = []*http.Server{{Handler: d.srv.ControlHandler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute}}
+	d.lns = []net.Listener{d.ctlLn}
+	if d.ingestLn != nil {
+		d.servers = append(d.servers, &http.Server{Handler: d.srv.IngestHandler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second})
+		d.lns = append(d.lns, d.ingestLn)
 	}
-	if metricsLn != nil {
-		servers = append(servers, &http.Server{Handler: srv.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second})
-		lns = append(lns, metricsLn)
+	if d.metricsLn != nil {
+		d.servers = append(d.servers, &http.Server{Handler: d.srv.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second})
+		d.lns = append(d.lns, d.metricsLn)
 	}
-	for i, hs := range servers {
-		hs, ln := hs, lns[i]
+	for i, hs := range d.servers {
+		hs, ln := hs, d.lns[i]
 		g.Go(func() error {
 			if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 				return err
@@ -225,32 +306,38 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 			return nil
 		})
 	}
-	g.Go(func() error { st.Run(gctx); return nil })
+	g.Go(func() error { d.st.Run(gctx); return nil })
 	hl7Addr := ""
-	if hl7Srv != nil {
-		hl7Addr = hl7Srv.Addr().String()
+	if d.hl7Srv != nil {
+		hl7Addr = d.hl7Srv.Addr().String()
 		// Serve finishes the messages in hand (stored, then acknowledged)
 		// once gctx ends.
-		g.Go(func() error { return hl7Srv.Serve(gctx) })
+		g.Go(func() error { return d.hl7Srv.Serve(gctx) })
 	}
-	if watcher != nil {
-		g.Go(func() error { return watcher.Run(gctx) })
+	if d.watcher != nil {
+		g.Go(func() error { return d.watcher.Run(gctx) })
 	}
-	g.Go(func() error { prunePeriodically(gctx, q, opts, log); return nil })
-	if engine != nil {
-		g.Go(func() error { checker.Run(gctx); return nil })
-		g.Go(func() error { return engine.Run(gctx) })
+	g.Go(func() error { prunePeriodically(gctx, d.q, d.opts, d.log); return nil })
+	if d.engine != nil {
+		g.Go(func() error { d.checker.Run(gctx); return nil })
+		g.Go(func() error { return d.engine.Run(gctx) })
 	}
+	return hl7Addr
+}
 
+// announce logs STARTED, calls the hooks and tells systemd the agent is
+// ready.
+func (d *daemon) announce(hooks Hooks, hl7Addr string) {
+	opts := d.opts
 	addr := ""
-	if ingestLn != nil {
-		addr = ingestLn.Addr().String()
+	if d.ingestLn != nil {
+		addr = d.ingestLn.Addr().String()
 	}
 	maddr := ""
-	if metricsLn != nil {
-		maddr = metricsLn.Addr().String()
+	if d.metricsLn != nil {
+		maddr = d.metricsLn.Addr().String()
 	}
-	log.Info("STARTED", "store", opts.StoreID, "data_dir", opts.DataDir, "ingest", addr, "metrics", maddr, "hl7", hl7Addr, "asap_dir", opts.Intake.ASAP.Dir, "version", version.Get().Version)
+	d.log.Info("STARTED", "store", opts.StoreID, "data_dir", opts.DataDir, "ingest", addr, "metrics", maddr, "hl7", hl7Addr, "asap_dir", opts.Intake.ASAP.Dir, "version", version.Get().Version)
 	if hooks.Ready != nil {
 		hooks.Ready(addr)
 	}
@@ -263,40 +350,38 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 	// Under systemd (Type=notify) the unit is "active" only from here, when
 	// movements are accepted; the watchdog pings only while the control
 	// socket answers a status request, which needs the data file too.
-	sd := notifierFromEnv(os.Getenv, os.Getpid())
-	if err := sd.send("READY=1\nSTATUS=accepting movements"); err != nil {
-		log.Warn("NOTIFY_READY_FAILED", "error", err.Error())
+	d.sd = notifierFromEnv(os.Getenv, os.Getpid())
+	if err := d.sd.send("READY=1\nSTATUS=accepting movements"); err != nil {
+		d.log.Warn("NOTIFY_READY_FAILED", "error", err.Error())
 	}
+}
+
+// startWatchdog runs, in g, systemd's watchdog pings while the control
+// socket answers a status request.
+func (d *daemon) startWatchdog(g *errgroup.Group, gctx context.Context) {
 	g.Go(func() error {
-		alive := control.Dial(control.Endpoint(opts.DataDir))
+		alive := control.Dial(control.Endpoint(d.opts.DataDir))
 		defer alive.CloseIdleConnections()
-		sd.runWatchdog(gctx, func(ctx context.Context) error {
+		d.sd.runWatchdog(gctx, func(ctx context.Context) error {
 			_, err := alive.Status(ctx)
 			return err
-		}, log)
+		}, d.log)
 		return nil
 	})
+}
 
-	g.Go(func() error {
-		<-gctx.Done()
-		sd.send("STOPPING=1")
-		// Refuse new work, let requests in flight finish (their movements
-		// are committed before they are answered), then stop.
-		srv.Drain()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		for _, hs := range servers {
-			hs.Shutdown(sctx)
-		}
-		return nil
-	})
-	err = g.Wait()
-	os.Remove(control.Endpoint(opts.DataDir))
-	if cerr := q.Close(); err == nil {
-		err = cerr
+// stop waits for gctx to end, then refuses new work, lets requests in
+// flight finish (their movements are committed before they are answered)
+// and stops the HTTP servers.
+func (d *daemon) stop(gctx context.Context) {
+	<-gctx.Done()
+	d.sd.send("STOPPING=1")
+	d.srv.Drain()
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, hs := range d.servers {
+		hs.Shutdown(sctx)
 	}
-	log.Info("STOPPED", "store", opts.StoreID)
-	return err
 }
 
 // prune drops synced keys and journal events past their horizons, in

@@ -202,89 +202,11 @@ func (q *Queue) Confirm(rec CentralRecord) (Confirmation, error) {
 	var lin Lineage
 	err := q.do(&op{apply: func(tx *bolt.Tx) error {
 		out = Confirmation{}
-		b := buckets(tx)
-		cur := readLineage(b.meta)
-		if cur.Fence == 0 {
-			out.Lineage, lin = cur, cur
-			return nil
-		}
-		fence := cur.Fence
-		last := getU64(b.meta, metaNextSeq)
-		now := q.opts.Clock()
-		if rec.Highest >= fence {
-			out.Behind = true
-			shift := rec.Highest - fence + 1
-			n, err := renumber(b, fence, last, shift)
-			if err != nil {
-				return err
-			}
-			out.Renumbered = n
-			if n > 0 {
-				out.From, out.To = fence, last
-			}
-			newLast := max(last+shift, rec.Highest)
-			if last < fence {
-				newLast = rec.Highest
-			}
-			if err := b.meta.Put(metaNextSeq, u64(newLast)); err != nil {
-				return err
-			}
-			origin, id := OriginReplaced, cur.FileID
-			reason := "the data file is new and continues after central's record of the store"
-			if fence > 1 {
-				// The file gave sequences before this start: an older copy.
-				origin = OriginRestored
-				reason = "the data file is older than central's record of the store (restored from a backup or a rolled-back snapshot): it continues after central's record under a new identity"
-				nid, err := newFileID()
-				if err != nil {
-					return err
-				}
-				id = nid
-				if err := b.meta.Put(metaRestored, u64(uint64(now.UnixNano()))); err != nil {
-					return err
-				}
-			}
-			prev := rec.FileID
-			if err := putLineage(b.meta, id, origin, prev, rec.Highest, now); err != nil {
-				return err
-			}
-			detail := map[string]string{
-				"file": id, "origin": origin, "prev": prev,
-				"central_highest":  strconv.FormatUint(rec.Highest, 10),
-				"file_last_before": strconv.FormatUint(fence-1, 10),
-				"renumbered":       strconv.Itoa(n),
-			}
-			if origin == OriginRestored {
-				detail["file_before"] = cur.FileID
-			}
-			if err := appendEvents(tx, Event{At: now, Action: ActionLineage, Actor: ActorAgent, Reason: reason, Detail: detail}); err != nil {
-				return err
-			}
-		}
-		if !out.Behind && rec.FileID != "" && rec.FileID != cur.FileID && rec.FileID != cur.Prev && rec.FileID != string(b.meta.Get(metaAccepted)) {
-			// Central's newest record is another file's, and this file is
-			// not behind it: two files give the store's sequences (a
-			// cloned PC or VM). Keep everything held, say so, and wait
-			// for an operator.
-			if err := b.meta.Put(metaForeign, []byte(rec.FileID)); err != nil {
-				return err
-			}
-			if cur.Foreign == "" {
-				if err := appendEvents(tx, Event{At: now, Action: ActionLineage, Actor: ActorAgent,
-					Reason: "central's record of the store names a data file this file does not know: another data file gives the store's sequences (a cloned PC or VM?); nothing is sent until an operator decides (agent data adopt or discard)",
-					Detail: map[string]string{"file": cur.FileID, "central_file": rec.FileID, "central_highest": strconv.FormatUint(rec.Highest, 10)}}); err != nil {
-					return err
-				}
-			}
-			lin = readLineage(b.meta)
-			out.Lineage = lin
-			return nil
-		}
-		if err := b.meta.Delete(metaFence); err != nil {
+		l, err := q.confirm(tx, rec, &out)
+		if err != nil {
 			return err
 		}
-		lin = readLineage(b.meta)
-		out.Lineage = lin
+		lin = l
 		return nil
 	}, after: func() {
 		q.leaseMu.Lock()
@@ -293,6 +215,116 @@ func (q *Queue) Confirm(rec CentralRecord) (Confirmation, error) {
 		q.notify()
 	}})
 	return out, err
+}
+
+// confirm is Confirm's transaction: it fills out and returns the file's
+// lineage once rec is applied.
+func (q *Queue) confirm(tx *bolt.Tx, rec CentralRecord, out *Confirmation) (Lineage, error) {
+	b := buckets(tx)
+	cur := readLineage(b.meta)
+	if cur.Fence == 0 {
+		out.Lineage = cur
+		return cur, nil
+	}
+	now := q.opts.Clock()
+	if rec.Highest >= cur.Fence {
+		out.Behind = true
+		if err := continueAfter(tx, b, rec, cur, now, out); err != nil {
+			return Lineage{}, err
+		}
+	}
+	if !out.Behind && rec.FileID != "" && rec.FileID != cur.FileID && rec.FileID != cur.Prev && rec.FileID != string(b.meta.Get(metaAccepted)) {
+		// Central's newest record is another file's, and this file is
+		// not behind it: two files give the store's sequences (a
+		// cloned PC or VM). Keep everything held, say so, and wait
+		// for an operator.
+		if err := markForeign(tx, b, rec, cur, now); err != nil {
+			return Lineage{}, err
+		}
+		out.Lineage = readLineage(b.meta)
+		return out.Lineage, nil
+	}
+	if err := b.meta.Delete(metaFence); err != nil {
+		return Lineage{}, err
+	}
+	out.Lineage = readLineage(b.meta)
+	return out.Lineage, nil
+}
+
+// continueAfter gives the movements held back, in a file behind central's
+// record, the sequences after rec.Highest, continues the file after it and
+// records its new lineage; it fills out's renumbering.
+func continueAfter(tx *bolt.Tx, b txBuckets, rec CentralRecord, cur Lineage, now time.Time, out *Confirmation) error {
+	fence := cur.Fence
+	last := getU64(b.meta, metaNextSeq)
+	shift := rec.Highest - fence + 1
+	n, err := renumber(b, fence, last, shift)
+	if err != nil {
+		return err
+	}
+	out.Renumbered = n
+	if n > 0 {
+		out.From, out.To = fence, last
+	}
+	newLast := max(last+shift, rec.Highest)
+	if last < fence {
+		newLast = rec.Highest
+	}
+	if err := b.meta.Put(metaNextSeq, u64(newLast)); err != nil {
+		return err
+	}
+	return recordContinuation(tx, b, rec, cur, n, now)
+}
+
+// recordContinuation writes the lineage of a file that continues after
+// central's record, with rec.FileID as its predecessor, and journals it:
+// a file that gave sequences before this start is an older copy, and
+// continues under a new identity.
+func recordContinuation(tx *bolt.Tx, b txBuckets, rec CentralRecord, cur Lineage, renumbered int, now time.Time) error {
+	fence := cur.Fence
+	origin, id := OriginReplaced, cur.FileID
+	reason := "the data file is new and continues after central's record of the store"
+	if fence > 1 {
+		// The file gave sequences before this start: an older copy.
+		origin = OriginRestored
+		reason = "the data file is older than central's record of the store (restored from a backup or a rolled-back snapshot): it continues after central's record under a new identity"
+		nid, err := newFileID()
+		if err != nil {
+			return err
+		}
+		id = nid
+		if err := b.meta.Put(metaRestored, u64(uint64(now.UnixNano()))); err != nil {
+			return err
+		}
+	}
+	prev := rec.FileID
+	if err := putLineage(b.meta, id, origin, prev, rec.Highest, now); err != nil {
+		return err
+	}
+	detail := map[string]string{
+		"file": id, "origin": origin, "prev": prev,
+		"central_highest":  strconv.FormatUint(rec.Highest, 10),
+		"file_last_before": strconv.FormatUint(fence-1, 10),
+		"renumbered":       strconv.Itoa(renumbered),
+	}
+	if origin == OriginRestored {
+		detail["file_before"] = cur.FileID
+	}
+	return appendEvents(tx, Event{At: now, Action: ActionLineage, Actor: ActorAgent, Reason: reason, Detail: detail})
+}
+
+// markForeign records that central's newest record is another data
+// file's, and journals it the first time.
+func markForeign(tx *bolt.Tx, b txBuckets, rec CentralRecord, cur Lineage, now time.Time) error {
+	if err := b.meta.Put(metaForeign, []byte(rec.FileID)); err != nil {
+		return err
+	}
+	if cur.Foreign != "" {
+		return nil
+	}
+	return appendEvents(tx, Event{At: now, Action: ActionLineage, Actor: ActorAgent,
+		Reason: "central's record of the store names a data file this file does not know: another data file gives the store's sequences (a cloned PC or VM?); nothing is sent until an operator decides (agent data adopt or discard)",
+		Detail: map[string]string{"file": cur.FileID, "central_file": rec.FileID, "central_highest": strconv.FormatUint(rec.Highest, 10)}})
 }
 
 // renumber gives the pending movements with sequences fence..last the

@@ -255,7 +255,18 @@ func (p *ConnProblem) String() string {
 // Render writes the human view of s.
 func Render(w io.Writer, s *Status, maxAge time.Duration) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Store       %s\n", s.StoreID)
+	renderAgent(&b, s)
+	renderCentral(&b, s)
+	renderCounts(&b, s)
+	renderQueue(&b, s)
+	renderIntakes(&b, s)
+	renderAttention(&b, s, maxAge)
+	io.WriteString(w, b.String())
+}
+
+// agentState is the agent's state in words: stopped, or running with its
+// process and uptime when known.
+func agentState(s *Status) string {
 	run := "stopped"
 	if s.Agent.Running {
 		run = "running"
@@ -267,14 +278,25 @@ func Render(w io.Writer, s *Status, maxAge time.Duration) {
 			run += ")"
 		}
 	}
-	fmt.Fprintf(&b, "Agent       %s, version %s\n", run, s.Agent.Version)
+	return run
+}
+
+// renderAgent writes the store, the agent and the service, when known.
+func renderAgent(b *strings.Builder, s *Status) {
+	fmt.Fprintf(b, "Store       %s\n", s.StoreID)
+	fmt.Fprintf(b, "Agent       %s, version %s\n", agentState(s), s.Agent.Version)
 	if s.Service != nil {
 		svc := s.Service.State
 		if s.Service.Detail != "" {
 			svc += " (" + s.Service.Detail + ")"
 		}
-		fmt.Fprintf(&b, "Service     %s\n", svc)
+		fmt.Fprintf(b, "Service     %s\n", svc)
 	}
+}
+
+// connectionState is the connection to central in words: its state with
+// its reason and duration, or its problem and since when.
+func connectionState(s *Status) string {
 	c := s.Connection
 	state := c.State
 	if c.Reason != "" {
@@ -289,21 +311,32 @@ func Render(w io.Writer, s *Status, maxAge time.Duration) {
 			state += ", since " + p.Since.UTC().Format(time.DateTime) + " UTC (" + ago(p.Since, s.GeneratedAt) + ")"
 		}
 	}
-	fmt.Fprintf(&b, "Central     %s\n", state)
+	return state
+}
+
+// renderCentral writes the connection to central, its servers, the last
+// sync and the last error.
+func renderCentral(b *strings.Builder, s *Status) {
+	c := s.Connection
+	fmt.Fprintf(b, "Central     %s\n", connectionState(s))
 	if len(c.Servers) > 0 {
-		fmt.Fprintf(&b, "Servers     %s", strings.Join(c.Servers, ", "))
+		fmt.Fprintf(b, "Servers     %s", strings.Join(c.Servers, ", "))
 		if c.ConnectedURL != "" {
-			fmt.Fprintf(&b, " (connected to %s)", c.ConnectedURL)
+			fmt.Fprintf(b, " (connected to %s)", c.ConnectedURL)
 		}
 		b.WriteString("\n")
 	}
-	fmt.Fprintf(&b, "Last sync   %s\n", ago(c.LastSyncAt, s.GeneratedAt))
+	fmt.Fprintf(b, "Last sync   %s\n", ago(c.LastSyncAt, s.GeneratedAt))
 	if c.LastErrorKind != "" {
-		fmt.Fprintf(&b, "Last error  %s, %s\n", c.LastErrorKind, ago(c.LastErrorAt, s.GeneratedAt))
+		fmt.Fprintf(b, "Last error  %s, %s\n", c.LastErrorKind, ago(c.LastErrorAt, s.GeneratedAt))
 	}
+}
+
+// renderCounts writes the table of movements by state and class.
+func renderCounts(b *strings.Builder, s *Status) {
 	b.WriteString("\n             total  controlled  ordinary\n")
 	row := func(name string, cc ClassCounts) {
-		fmt.Fprintf(&b, "%-11s %7d  %10d  %8d\n", name, cc.Total, cc.Controlled, cc.Ordinary)
+		fmt.Fprintf(b, "%-11s %7d  %10d  %8d\n", name, cc.Total, cc.Controlled, cc.Ordinary)
 	}
 	row("Pending", s.Counts.Pending)
 	row("Synced", s.Counts.Synced)
@@ -312,25 +345,40 @@ func Render(w io.Writer, s *Status, maxAge time.Duration) {
 		row("Purged", s.Counts.Purged)
 	}
 	b.WriteString("\n")
+}
+
+// renderQueue writes the oldest pending movement, the movements in
+// flight, the rates and the data file.
+func renderQueue(b *strings.Builder, s *Status) {
 	if s.OldestPendingAt != nil {
-		fmt.Fprintf(&b, "Oldest pending  %s old\n", round(time.Duration(s.OldestPendingAge*float64(time.Second))))
+		fmt.Fprintf(b, "Oldest pending  %s old\n", round(time.Duration(s.OldestPendingAge*float64(time.Second))))
 	} else {
 		b.WriteString("Oldest pending  none\n")
 	}
-	fmt.Fprintf(&b, "In flight       %d\n", s.Leased)
-	fmt.Fprintf(&b, "Rates           %.1f accepted/min, %.1f synced/min, %.1f quarantined/min\n",
+	fmt.Fprintf(b, "In flight       %d\n", s.Leased)
+	fmt.Fprintf(b, "Rates           %.1f accepted/min, %.1f synced/min, %.1f quarantined/min\n",
 		s.Rates.AcceptedPerMinute, s.Rates.SyncedPerMinute, s.Rates.QuarantinedPerMinute)
-	fmt.Fprintf(&b, "Data file       %s, %s, %s free on disk\n", s.DataFile.Path, Bytes(uint64(max(s.DataFile.SizeBytes, 0))), Bytes(s.DataFile.FreeBytes))
-	if len(s.Intakes) > 0 {
-		b.WriteString("\nIntake      accepted  duplicates  rejected  last received\n")
-		for _, in := range s.Intakes {
-			fmt.Fprintf(&b, "%-11s %8d  %10d  %8d  %s", in.Name, in.Accepted, in.Duplicates, in.Rejected, ago(in.LastReceivedAt, s.GeneratedAt))
-			if in.FilesDone+in.FilesRejected > 0 {
-				fmt.Fprintf(&b, " (files: %d done, %d rejected)", in.FilesDone, in.FilesRejected)
-			}
-			b.WriteString("\n")
-		}
+	fmt.Fprintf(b, "Data file       %s, %s, %s free on disk\n", s.DataFile.Path, Bytes(uint64(max(s.DataFile.SizeBytes, 0))), Bytes(s.DataFile.FreeBytes))
+}
+
+// renderIntakes writes the table of intakes, when there are any.
+func renderIntakes(b *strings.Builder, s *Status) {
+	if len(s.Intakes) == 0 {
+		return
 	}
+	b.WriteString("\nIntake      accepted  duplicates  rejected  last received\n")
+	for _, in := range s.Intakes {
+		fmt.Fprintf(b, "%-11s %8d  %10d  %8d  %s", in.Name, in.Accepted, in.Duplicates, in.Rejected, ago(in.LastReceivedAt, s.GeneratedAt))
+		if in.FilesDone+in.FilesRejected > 0 {
+			fmt.Fprintf(b, " (files: %d done, %d rejected)", in.FilesDone, in.FilesRejected)
+		}
+		b.WriteString("\n")
+	}
+}
+
+// renderAttention writes the problems that need attention: s.Judged, or
+// else s judged against the plain thresholds for maxAge.
+func renderAttention(b *strings.Builder, s *Status, maxAge time.Duration) {
 	p := s.Judged
 	if p == nil {
 		p = s.Judge(PlainThresholds(maxAge))
@@ -341,7 +389,6 @@ func Render(w io.Writer, s *Status, maxAge time.Duration) {
 			b.WriteString("  - " + line.Message + "\n")
 		}
 	}
-	io.WriteString(w, b.String())
 }
 
 func ago(t *time.Time, now time.Time) string {
