@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/rxedge/agent/internal/disk"
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 )
@@ -287,7 +288,7 @@ func compactLocked(path string, opts CompactOptions) (before int64, err error) {
 		return before, fmt.Errorf("replace the data file: %w", err)
 	}
 	opts.hook(phaseRenamed)
-	syncErr := syncDir(filepath.Dir(path))
+	syncErr := disk.SyncDir(filepath.Dir(path))
 	if syncErr == nil {
 		opts.hook(phaseDirSynced)
 	}

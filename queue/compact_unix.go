@@ -24,16 +24,3 @@ func matchOwner(path string, like os.FileInfo) error {
 	}
 	return nil
 }
-
-// syncDir fsyncs a directory, making a rename in it durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}

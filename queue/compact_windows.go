@@ -8,7 +8,3 @@ import "os"
 func matchOwner(path string, like os.FileInfo) error {
 	return os.Chmod(path, like.Mode().Perm())
 }
-
-// syncDir does nothing: Windows cannot fsync a directory; NTFS journals
-// the rename (see Compact).
-func syncDir(string) error { return nil }

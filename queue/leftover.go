@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rxedge/agent/internal/disk"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -184,24 +185,5 @@ func WriteMarker(path, id string) error {
 	if cur, err := os.ReadFile(m); err == nil && string(bytes.TrimSpace(cur)) == id {
 		return nil
 	}
-	tmp := m + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.WriteString(id + "\n"); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, m); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(m))
+	return disk.WriteFile(m, []byte(id+"\n"), 0o600)
 }

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rxedge/agent/internal/disk"
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 )
@@ -282,7 +283,7 @@ func mkdirAll(dir string, perm os.FileMode) error {
 	if err := os.Mkdir(dir, perm); err != nil && !errors.Is(err, os.ErrExist) {
 		return err
 	}
-	return syncDir(parent)
+	return disk.SyncDir(parent)
 }
 
 // syncNewFile makes the name of a file just created durable: it fsyncs the
@@ -291,11 +292,11 @@ func mkdirAll(dir string, perm os.FileMode) error {
 // before without syncing them.
 func syncNewFile(path string) error {
 	dir := filepath.Dir(path)
-	if err := syncDir(dir); err != nil {
+	if err := disk.SyncDir(dir); err != nil {
 		return err
 	}
 	for p := dir; filepath.Dir(p) != p; p = filepath.Dir(p) {
-		syncDir(filepath.Dir(p)) // directories above are not the agent's: no error of theirs stops it
+		disk.SyncDir(filepath.Dir(p)) // directories above are not the agent's: no error of theirs stops it
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rxedge/agent/intake"
+	"github.com/rxedge/agent/internal/disk"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
 )
@@ -248,7 +249,7 @@ func (w *Watcher) finish(path string, rep *Report, rejected bool) error {
 	name := filepath.Base(path)
 	if !rejected {
 		dst := free(filepath.Join(w.Dir, DoneDir), name)
-		if err := rename(path, dst); err != nil {
+		if err := disk.Rename(path, dst); err != nil {
 			return fmt.Errorf("move %s to %s: %w", name, DoneDir, err)
 		}
 		w.Counter.File(false)
@@ -257,10 +258,10 @@ func (w *Watcher) finish(path string, rep *Report, rejected bool) error {
 	}
 	dst := free(filepath.Join(w.Dir, RejectedDir), name)
 	b, _ := json.MarshalIndent(rep, "", "  ")
-	if err := writeDurable(dst+".report.json", append(b, '\n')); err != nil {
+	if err := disk.WriteFile(dst+".report.json", append(b, '\n'), 0o660); err != nil {
 		return fmt.Errorf("write the report of %s: %w", name, err)
 	}
-	if err := rename(path, dst); err != nil {
+	if err := disk.Rename(path, dst); err != nil {
 		return fmt.Errorf("move %s to %s: %w", name, RejectedDir, err)
 	}
 	w.Counter.File(true)
@@ -281,26 +282,6 @@ func free(dir, name string) string {
 	}
 }
 
-func writeDurable(path string, b []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o660)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return rename(tmp, path)
-}
-
 func readFile(path string, max int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -309,8 +290,6 @@ func readFile(path string, max int64) ([]byte, error) {
 	defer f.Close()
 	return io.ReadAll(io.LimitReader(f, max+1))
 }
-
-func dirOf(p string) string { return filepath.Dir(p) }
 
 func (w *Watcher) poll() time.Duration {
 	if w.Poll <= 0 {
