@@ -274,24 +274,60 @@ func (o *Options) defaults() {
 // Run reconciles the archive with the stores.
 func Run(ctx context.Context, o Options) (*Report, error) {
 	o.defaults()
-	js, err := jetstream.New(o.Conn)
-	if o.APIPrefix != "" {
-		js, err = jetstream.NewWithAPIPrefix(o.Conn, o.APIPrefix)
-	}
+	js, err := openJetStream(o)
 	if err != nil {
 		return nil, err
 	}
 	began := time.Now()
+	rep := newReport(began, o)
+	a, err := readArchive(ctx, js, o)
+	if err != nil {
+		return nil, err
+	}
+	rep.noteRead(a, o)
+	entries, err := fleet.ReadWith(ctx, js)
+	if err != nil {
+		return nil, fmt.Errorf("%w: may this identity direct get %s?", err, central.FleetStreamName)
+	}
+	stores, inFleet := storeReports(o, entries, a.tallies)
+	for id, sr := range stores {
+		setChecked(o, a, sr, a.tallies[id], inFleet[id])
+	}
+	rep.FilterBytes = a.filterBytes
+	if err := findDuplicates(ctx, js, o, a, stores, rep); err != nil {
+		return nil, err
+	}
+	asks := findGaps(stores, a.tallies)
+	explainAll(ctx, o, asks, began.Add(-o.Grace))
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rep.collect(stores)
+	return rep, nil
+}
+
+// openJetStream opens JetStream on o.Conn, with o.APIPrefix when set.
+func openJetStream(o Options) (jetstream.JetStream, error) {
+	js, err := jetstream.New(o.Conn)
+	if o.APIPrefix != "" {
+		js, err = jetstream.NewWithAPIPrefix(o.Conn, o.APIPrefix)
+	}
+	return js, err
+}
+
+// newReport starts the report of a reconciliation begun at began.
+func newReport(began time.Time, o Options) *Report {
 	rep := &Report{GeneratedAt: began.UTC()}
 	if !o.Since.IsZero() {
 		s := o.Since.UTC()
 		rep.Since = &s
 	}
-	a, err := readArchive(ctx, js, o)
-	if err != nil {
-		return nil, err
-	}
-	tallies := a.tallies
+	return rep
+}
+
+// noteRead records the first read of the archive: its streams, their
+// records and speed, and the notes on what the read could not see.
+func (rep *Report) noteRead(a *archive, o Options) {
 	rep.Streams = a.streams
 	if a.aged && o.Since.IsZero() {
 		rep.Notes = append(rep.Notes, "the archive has dropped its oldest records (its retention): each store is checked from its lowest archived sequence, and a loss below it is not seen")
@@ -306,12 +342,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if rep.ReadSeconds > 0 {
 		rep.RecordsPerSecond = float64(rep.Records) / rep.ReadSeconds
 	}
-	fleet, err := fleet.ReadWith(ctx, js)
-	if err != nil {
-		return nil, fmt.Errorf("%w: may this identity direct get %s?", err, central.FleetStreamName)
-	}
-	stores := map[string]*StoreReport{}
-	inFleet := map[string]bool{}
+}
+
+// storeReports makes a report for every store to reconcile (those of
+// o.Stores, or every store of the fleet view or the archive) and fills in
+// the highest sequence of its fleet summary; inFleet says which stores the
+// fleet view has.
+func storeReports(o Options, entries []fleet.Entry, tallies map[string]*tally) (stores map[string]*StoreReport, inFleet map[string]bool) {
+	stores = map[string]*StoreReport{}
+	inFleet = map[string]bool{}
 	report := func(id string) *StoreReport {
 		if o.Stores != nil && !slices.Contains(o.Stores, id) {
 			return nil
@@ -321,20 +360,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		return stores[id]
 	}
-	for _, e := range fleet {
+	for _, e := range entries {
 		inFleet[e.Store] = true
-		sr := report(e.Store)
-		if sr == nil {
-			continue
-		}
-		var sum command.Summary
-		switch err := json.Unmarshal(e.Value, &sum); {
-		case err != nil:
-			sr.Notes = append(sr.Notes, "its fleet summary does not read: highest acknowledged unknown")
-		case sum.StoreID != e.Store:
-			sr.Notes = append(sr.Notes, "its fleet summary names another store: highest acknowledged unknown")
-		default:
-			sr.Highest = sum.HighestSeq
+		if sr := report(e.Store); sr != nil {
+			readSummary(sr, e)
 		}
 	}
 	for id := range tallies {
@@ -343,48 +372,67 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	for _, id := range o.Stores {
 		report(id)
 	}
-	for id, sr := range stores {
-		t := tallies[id]
-		if t == nil {
-			t = &tally{}
-			if sr.Highest == 0 && !slices.Contains(o.Stores, id) {
-				continue
-			}
-		}
-		sr.Held, sr.Records, sr.Malformed = t.held.Len(), t.records, t.malformed
-		if !inFleet[id] {
-			sr.Notes = append(sr.Notes, "not in the fleet view: checked up to the highest sequence archived")
-		} else if sr.Highest == 0 && t.held.Len() > 0 && len(sr.Notes) == 0 {
-			sr.Notes = append(sr.Notes, "its fleet summary has no highest sequence (an older agent): checked up to the highest archived")
-		}
-		lo, hi := uint64(1), max(sr.Highest, t.held.Max())
-		switch {
-		case !o.Since.IsZero():
-			lo = t.floor
-			if lo == 0 {
-				if hi > 0 {
-					sr.Notes = append(sr.Notes, "no movement it enqueued since --since (plus the grace) is archived: not checked")
-				}
-				continue
-			}
-		case a.aged:
-			// The sequences below the lowest archived may have aged out.
-			lo = t.held.Min()
-			if lo == 0 {
-				if hi > 0 {
-					sr.Notes = append(sr.Notes, "nothing of it is left in the archive, which has dropped its oldest records: not checked")
-				}
-				continue
-			}
-		}
-		if hi >= lo && hi > 0 {
-			sr.Checked = &Range{lo, hi}
+	return stores, inFleet
+}
+
+// readSummary sets the store's highest acknowledged sequence from its
+// fleet summary, or notes why it cannot.
+func readSummary(sr *StoreReport, e fleet.Entry) {
+	var sum command.Summary
+	switch err := json.Unmarshal(e.Value, &sum); {
+	case err != nil:
+		sr.Notes = append(sr.Notes, "its fleet summary does not read: highest acknowledged unknown")
+	case sum.StoreID != e.Store:
+		sr.Notes = append(sr.Notes, "its fleet summary names another store: highest acknowledged unknown")
+	default:
+		sr.Highest = sum.HighestSeq
+	}
+}
+
+// setChecked fills in what the archive holds of a store (t, nil when it
+// holds nothing) and the range of its sequences to check, if any.
+func setChecked(o Options, a *archive, sr *StoreReport, t *tally, inFleet bool) {
+	if t == nil {
+		t = &tally{}
+		if sr.Highest == 0 && !slices.Contains(o.Stores, sr.Store) {
+			return
 		}
 	}
-	rep.FilterBytes = a.filterBytes
-	if err := findDuplicates(ctx, js, o, a, stores, rep); err != nil {
-		return nil, err
+	sr.Held, sr.Records, sr.Malformed = t.held.Len(), t.records, t.malformed
+	if !inFleet {
+		sr.Notes = append(sr.Notes, "not in the fleet view: checked up to the highest sequence archived")
+	} else if sr.Highest == 0 && t.held.Len() > 0 && len(sr.Notes) == 0 {
+		sr.Notes = append(sr.Notes, "its fleet summary has no highest sequence (an older agent): checked up to the highest archived")
 	}
+	lo, hi := uint64(1), max(sr.Highest, t.held.Max())
+	switch {
+	case !o.Since.IsZero():
+		lo = t.floor
+		if lo == 0 {
+			if hi > 0 {
+				sr.Notes = append(sr.Notes, "no movement it enqueued since --since (plus the grace) is archived: not checked")
+			}
+			return
+		}
+	case a.aged:
+		// The sequences below the lowest archived may have aged out.
+		lo = t.held.Min()
+		if lo == 0 {
+			if hi > 0 {
+				sr.Notes = append(sr.Notes, "nothing of it is left in the archive, which has dropped its oldest records: not checked")
+			}
+			return
+		}
+	}
+	if hi >= lo && hi > 0 {
+		sr.Checked = &Range{lo, hi}
+	}
+}
+
+// findGaps counts the missing sequences of every checked store, sets
+// aside those a change of data file explains, and returns the stores with
+// gaps left to ask about (their pending gaps set).
+func findGaps(stores map[string]*StoreReport, tallies map[string]*tally) []*StoreReport {
 	var asks []*StoreReport
 	for id, sr := range stores {
 		if sr.Checked == nil {
@@ -406,7 +454,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		asks = append(asks, sr)
 		sr.pending = gaps
 	}
-	syncedAfter := began.Add(-o.Grace)
+	return asks
+}
+
+// explainAll asks the stores about their pending gaps, o.Concurrency at
+// a time; a movement synced after syncedAfter is in transit.
+func explainAll(ctx context.Context, o Options, asks []*StoreReport, syncedAfter time.Time) {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(o.Concurrency)
 	for _, sr := range asks {
@@ -416,16 +469,16 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		})
 	}
 	g.Wait()
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
+}
+
+// collect puts the stores in the report, sorted, and their total.
+func (rep *Report) collect(stores map[string]*StoreReport) {
 	for _, sr := range stores {
 		sr.pending = nil
 		rep.Stores = append(rep.Stores, *sr)
 	}
 	slices.SortFunc(rep.Stores, func(a, b StoreReport) int { return cmp.Compare(a.Store, b.Store) })
 	rep.Total = total(rep.Stores)
-	return rep, nil
 }
 
 // satAdd is a+b, or the largest uint64 when that overflows: a store's
@@ -606,6 +659,29 @@ const maxFilterSubjects = 256
 // digest is a repeat, with two a conflict; a sequence archived with two
 // keys is reused. Nothing is read again when there is no such store.
 func findDuplicates(ctx context.Context, js jetstream.JetStream, o Options, a *archive, stores map[string]*StoreReport, rep *Report) error {
+	involved, subjects := involvedStores(a, stores)
+	if len(subjects) == 0 {
+		return nil
+	}
+	rep.RereadStores = len(subjects)
+	d := &duplicates{
+		a:        a,
+		stores:   stores,
+		involved: involved,
+		bySeq:    map[string]map[uint64]*firstKey{},
+		byKey:    map[storeKey][][32]byte{},
+	}
+	if err := d.reread(ctx, js, o, subjects, rep); err != nil {
+		return err
+	}
+	d.count(o)
+	return nil
+}
+
+// involvedStores returns the stores with a sequence archived more than
+// once or a candidate key, and the sorted archive subjects of those among
+// stores.
+func involvedStores(a *archive, stores map[string]*StoreReport) (map[string]bool, []string) {
 	involved := map[string]bool{}
 	for id, t := range a.tallies {
 		if t.dupSeqs.Len() > 0 {
@@ -621,20 +697,31 @@ func findDuplicates(ctx context.Context, js jetstream.JetStream, o Options, a *a
 			subjects = append(subjects, central.ArchiveSubject(id))
 		}
 	}
-	if len(subjects) == 0 {
-		return nil
-	}
 	slices.Sort(subjects)
-	rep.RereadStores = len(subjects)
+	return involved, subjects
+}
+
+// firstKey is the first key of a sequence archived more than once, and
+// whether another key came with it.
+type firstKey struct {
+	key    [16]byte
+	reused bool
+}
+
+// duplicates is what the second read gathers of the involved stores.
+type duplicates struct {
+	a        *archive
+	stores   map[string]*StoreReport
+	involved map[string]bool
 	// bySeq keeps, per sequence archived more than once, its first key
 	// and whether another key came with it: a store choosing its Rx-Seq
 	// could archive millions of records under one sequence.
-	type firstKey struct {
-		key    [16]byte
-		reused bool
-	}
-	bySeq := map[string]map[uint64]*firstKey{}
-	byKey := map[storeKey][][32]byte{}
+	bySeq map[string]map[uint64]*firstKey
+	byKey map[storeKey][][32]byte // the digests of each candidate key
+}
+
+// reread reads the archive again for the involved stores' subjects.
+func (d *duplicates) reread(ctx context.Context, js jetstream.JetStream, o Options, subjects []string, rep *Report) error {
 	names, err := archiveStreams(ctx, js, o.Archives)
 	if err != nil {
 		return err
@@ -649,55 +736,66 @@ func findDuplicates(ctx context.Context, js jetstream.JetStream, o Options, a *a
 			filter.subjects = append(filter.subjects, central.ArchiveSubject(s))
 		}
 	}
-	progress := progressOf(o, ReadAgain, a.total)
+	progress := progressOf(o, ReadAgain, d.a.total)
 	for i, n := range names {
 		filter.skip = nil
 		if skipMigrated(names, n) {
-			filter.skip = a.isCopy
+			filter.skip = d.a.isCopy
 		}
-		sr, err := readStream(ctx, js, n, filter, func(store string, h map[string][]string) {
-			t := a.tallies[store]
-			if t == nil || !involved[store] || stores[store] == nil {
-				return
-			}
-			r, ok := parseRecord(store, h)
-			if !ok || !r.whole {
-				return
-			}
-			if t.dupSeqs.Contains(r.seq) {
-				if bySeq[store] == nil {
-					bySeq[store] = map[uint64]*firstKey{}
-				}
-				if f := bySeq[store][r.seq]; f == nil {
-					bySeq[store][r.seq] = &firstKey{key: r.key}
-				} else if f.key != r.key {
-					f.reused = true
-				}
-			}
-			sk := storeKey{store, r.key}
-			if _, ok := a.candidates[sk]; ok {
-				byKey[sk] = append(byKey[sk], r.digest)
-			}
-		}, progress(i))
+		sr, err := readStream(ctx, js, n, filter, d.see, progress(i))
 		if err != nil {
 			return err
 		}
 		rep.RereadRecords += sr.Records
 		rep.RereadSeconds += sr.Seconds
 	}
-	for store, seqs := range bySeq {
+	return nil
+}
+
+// see notes the key of a record of an involved store under its sequence
+// when that is archived more than once, and its digest under its key when
+// that is a candidate.
+func (d *duplicates) see(store string, h map[string][]string) {
+	t := d.a.tallies[store]
+	if t == nil || !d.involved[store] || d.stores[store] == nil {
+		return
+	}
+	r, ok := parseRecord(store, h)
+	if !ok || !r.whole {
+		return
+	}
+	if t.dupSeqs.Contains(r.seq) {
+		if d.bySeq[store] == nil {
+			d.bySeq[store] = map[uint64]*firstKey{}
+		}
+		if f := d.bySeq[store][r.seq]; f == nil {
+			d.bySeq[store][r.seq] = &firstKey{key: r.key}
+		} else if f.key != r.key {
+			f.reused = true
+		}
+	}
+	sk := storeKey{store, r.key}
+	if _, ok := d.a.candidates[sk]; ok {
+		d.byKey[sk] = append(d.byKey[sk], r.digest)
+	}
+}
+
+// count adds the reused sequences, conflicts and repeats found to the
+// stores' reports.
+func (d *duplicates) count(o Options) {
+	for store, seqs := range d.bySeq {
 		for _, f := range seqs {
 			if f.reused {
-				stores[store].SeqReused++
+				d.stores[store].SeqReused++
 			}
 		}
 	}
-	for sk, digests := range byKey {
+	for sk, digests := range d.byKey {
 		if len(digests) < 2 {
 			continue // the filter's false positive
 		}
-		sr := stores[sk.store]
-		if slices.ContainsFunc(digests[1:], func(d [32]byte) bool { return d != digests[0] }) {
+		sr := d.stores[sk.store]
+		if slices.ContainsFunc(digests[1:], func(dg [32]byte) bool { return dg != digests[0] }) {
 			sr.Conflicts++
 			if len(sr.ConflictKeys) < o.MaxListed {
 				sr.ConflictKeys = append(sr.ConflictKeys, hex.EncodeToString(sk.key[:]))
@@ -706,5 +804,4 @@ func findDuplicates(ctx context.Context, js jetstream.JetStream, o Options, a *a
 		}
 		sr.Repeats += uint64(len(digests) - 1)
 	}
-	return nil
 }

@@ -41,68 +41,52 @@ type Table struct {
 
 // Report runs q against the views.
 func Report(ctx context.Context, conn *pgx.Conn, q ReportQuery) (*Table, error) {
-	var (
-		sql   string
-		where []string
-		args  []any
-	)
-	arg := func(cond string, v any) {
-		args = append(args, v)
-		where = append(where, fmt.Sprintf(cond, len(args)))
+	sql, args, err := reportSQL(q)
+	if err != nil {
+		return nil, err
 	}
-	switch q.Kind {
-	case ReportBalances:
-		sql = `SELECT store_id, ndc, unit, schedule, balance, received, dispensed, returned, wasted, adjusted,
-			transferred_in, transferred_out, movements, last_movement_at FROM controlled_balances`
-		if q.Store != "" {
-			arg("store_id = $%d", q.Store)
-		}
-		if q.NDC != "" {
-			arg("ndc = $%d", q.NDC)
-		}
-		if !q.From.IsZero() || !q.To.IsZero() {
-			return nil, fmt.Errorf("sink: report balances: the balance is as of now; use the inventory report for a period")
-		}
-	case ReportInventory:
-		sql = `SELECT store_id, ndc, unit, schedule, occurred_at, seq, key, type, quantity, change, balance, dea_form_222
-			FROM perpetual_inventory`
-		if q.Store == "" {
-			return nil, fmt.Errorf("sink: report inventory: a store is required")
-		}
-		arg("store_id = $%d", q.Store)
-		if q.NDC != "" {
-			arg("ndc = $%d", q.NDC)
-		}
-	case ReportScheduleII:
-		sql = `SELECT store_id, occurred_at, seq, key, type, ndc, quantity, unit, schedule, dea_form_222, lot
-			FROM schedule_ii_movements`
-		if q.Store == "" {
-			return nil, fmt.Errorf("sink: report schedule-ii: a store is required")
-		}
-		arg("store_id = $%d", q.Store)
-	case ReportRx:
-		sql = `SELECT rx_ref, store_id, occurred_at, seq, key, type, ndc, quantity, unit, schedule, dea_form_222
-			FROM prescription_movements`
-		if q.RxRef == "" {
-			return nil, fmt.Errorf("sink: report rx: a prescription reference is required")
-		}
-		arg("rx_ref = $%d", q.RxRef)
-		if q.Store != "" {
-			arg("store_id = $%d", q.Store)
-		}
-	default:
-		return nil, fmt.Errorf("sink: unknown report %q (balances, inventory, schedule-ii, rx)", q.Kind)
+	rows, err := conn.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sink: report %s: %w", q.Kind, err)
+	}
+	defer rows.Close()
+	t, err := readTable(rows)
+	if err != nil {
+		return nil, fmt.Errorf("sink: report %s: %w", q.Kind, err)
+	}
+	return t, nil
+}
+
+// conditions are a report's WHERE conditions and their arguments.
+type conditions struct {
+	where []string
+	args  []any
+}
+
+// add adds the condition cond, whose %d is its placeholder's number, with
+// its argument v.
+func (c *conditions) add(cond string, v any) {
+	c.args = append(c.args, v)
+	c.where = append(c.where, fmt.Sprintf(cond, len(c.args)))
+}
+
+// reportSQL is the query of q and its arguments.
+func reportSQL(q ReportQuery) (string, []any, error) {
+	var c conditions
+	sql, err := reportView(q, &c)
+	if err != nil {
+		return "", nil, err
 	}
 	if q.Kind != ReportBalances {
 		if !q.From.IsZero() {
-			arg("occurred_at >= $%d", q.From)
+			c.add("occurred_at >= $%d", q.From)
 		}
 		if !q.To.IsZero() {
-			arg("occurred_at < $%d", q.To)
+			c.add("occurred_at < $%d", q.To)
 		}
 	}
-	if len(where) > 0 {
-		sql = "SELECT * FROM (" + sql + ") v WHERE " + strings.Join(where, " AND ")
+	if len(c.where) > 0 {
+		sql = "SELECT * FROM (" + sql + ") v WHERE " + strings.Join(c.where, " AND ")
 	}
 	// The inventory's running balance is over the whole history: the
 	// period filter applies after the window, outside the view.
@@ -117,11 +101,60 @@ func Report(ctx context.Context, conn *pgx.Conn, q ReportQuery) (*Table, error) 
 	if q.Limit > 0 {
 		sql += fmt.Sprintf(" LIMIT %d", q.Limit)
 	}
-	rows, err := conn.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, fmt.Errorf("sink: report %s: %w", q.Kind, err)
+	return sql, c.args, nil
+}
+
+// reportView is the select of q's view, its conditions but the period's
+// added to c; it refuses a query the report cannot answer.
+func reportView(q ReportQuery, c *conditions) (string, error) {
+	switch q.Kind {
+	case ReportBalances:
+		if q.Store != "" {
+			c.add("store_id = $%d", q.Store)
+		}
+		if q.NDC != "" {
+			c.add("ndc = $%d", q.NDC)
+		}
+		if !q.From.IsZero() || !q.To.IsZero() {
+			return "", fmt.Errorf("sink: report balances: the balance is as of now; use the inventory report for a period")
+		}
+		return `SELECT store_id, ndc, unit, schedule, balance, received, dispensed, returned, wasted, adjusted,
+			transferred_in, transferred_out, movements, last_movement_at FROM controlled_balances`, nil
+	case ReportInventory:
+		if q.Store == "" {
+			return "", fmt.Errorf("sink: report inventory: a store is required")
+		}
+		c.add("store_id = $%d", q.Store)
+		if q.NDC != "" {
+			c.add("ndc = $%d", q.NDC)
+		}
+		return `SELECT store_id, ndc, unit, schedule, occurred_at, seq, key, type, quantity, change, balance, dea_form_222
+			FROM perpetual_inventory`, nil
+	case ReportScheduleII:
+		if q.Store == "" {
+			return "", fmt.Errorf("sink: report schedule-ii: a store is required")
+		}
+		c.add("store_id = $%d", q.Store)
+		return `SELECT store_id, occurred_at, seq, key, type, ndc, quantity, unit, schedule, dea_form_222, lot
+			FROM schedule_ii_movements`, nil
+	case ReportRx:
+		if q.RxRef == "" {
+			return "", fmt.Errorf("sink: report rx: a prescription reference is required")
+		}
+		c.add("rx_ref = $%d", q.RxRef)
+		if q.Store != "" {
+			c.add("store_id = $%d", q.Store)
+		}
+		return `SELECT rx_ref, store_id, occurred_at, seq, key, type, ndc, quantity, unit, schedule, dea_form_222
+			FROM prescription_movements`, nil
+	default:
+		return "", fmt.Errorf("sink: unknown report %q (balances, inventory, schedule-ii, rx)", q.Kind)
 	}
-	defer rows.Close()
+}
+
+// readTable reads rows into a table of text, its columns named after
+// the rows' fields.
+func readTable(rows pgx.Rows) (*Table, error) {
 	t := &Table{}
 	for _, f := range rows.FieldDescriptions() {
 		t.Columns = append(t.Columns, f.Name)
@@ -129,7 +162,7 @@ func Report(ctx context.Context, conn *pgx.Conn, q ReportQuery) (*Table, error) 
 	for rows.Next() {
 		vals, err := rows.Values()
 		if err != nil {
-			return nil, fmt.Errorf("sink: report %s: %w", q.Kind, err)
+			return nil, err
 		}
 		row := make([]string, len(vals))
 		for i, v := range vals {
@@ -138,7 +171,7 @@ func Report(ctx context.Context, conn *pgx.Conn, q ReportQuery) (*Table, error) 
 		t.Rows = append(t.Rows, row)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sink: report %s: %w", q.Kind, err)
+		return nil, err
 	}
 	return t, nil
 }

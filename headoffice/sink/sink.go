@@ -226,30 +226,10 @@ func (f *follower) run(ctx context.Context) error {
 // session reads the position and follows the archive from it.
 func (f *follower) session(ctx context.Context) error {
 	log := f.o.Logger.With("archive", f.name)
-	if err := retryDB(ctx, f.o, "read the position of "+f.name, func() error {
-		return f.pool.AcquireFunc(ctx, func(c *pgxpool.Conn) error {
-			p, err := ensurePosition(ctx, c.Conn(), f.name)
-			f.pos = p
-			return err
-		})
-	}); err != nil {
+	target, done, err := f.start(ctx, log)
+	if err != nil || done {
 		return err
 	}
-	f.out.Position = f.pos
-	m := f.o.Metrics
-	m.position(f.name, f.pos)
-	var target uint64
-	st, err := f.streamInfo(ctx)
-	if err != nil {
-		return err
-	}
-	target = st.LastSeq
-	m.archiveLast(f.name, st.LastSeq)
-	if f.o.UntilCaughtUp && f.pos >= target {
-		log.Info("caught up", "position", f.pos)
-		return nil
-	}
-	log.Info("following", "position", f.pos, "archive_last", st.LastSeq)
 
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -267,18 +247,45 @@ func (f *follower) session(ctx context.Context) error {
 	}()
 	defer wg.Wait()
 	defer cancel()
+	return f.follow(ctx, log, target, msgs, readErr)
+}
 
+// start reads the stored position and the archive's last sequence, the
+// target of a sink that stops when caught up; done says it already is.
+func (f *follower) start(ctx context.Context, log *slog.Logger) (target uint64, done bool, err error) {
+	if err := retryDB(ctx, f.o, "read the position of "+f.name, func() error {
+		return f.pool.AcquireFunc(ctx, func(c *pgxpool.Conn) error {
+			p, err := ensurePosition(ctx, c.Conn(), f.name)
+			f.pos = p
+			return err
+		})
+	}); err != nil {
+		return 0, false, err
+	}
+	f.out.Position = f.pos
+	m := f.o.Metrics
+	m.position(f.name, f.pos)
+	st, err := f.streamInfo(ctx)
+	if err != nil {
+		return 0, false, err
+	}
+	target = st.LastSeq
+	m.archiveLast(f.name, st.LastSeq)
+	if f.o.UntilCaughtUp && f.pos >= target {
+		log.Info("caught up", "position", f.pos)
+		return target, true, nil
+	}
+	log.Info("following", "position", f.pos, "archive_last", st.LastSeq)
+	return target, false, nil
+}
+
+// follow gathers the rows read after the position into batches and writes
+// each when full, when FlushInterval has passed since its first row, or
+// when it reaches target and the sink stops once caught up.
+func (f *follower) follow(ctx context.Context, log *slog.Logger, target uint64, msgs <-chan Row, readErr <-chan error) error {
 	batch := make([]Row, 0, f.o.Batch)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		err := f.write(ctx, batch)
-		batch = batch[:0]
-		return err
-	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -302,8 +309,12 @@ func (f *follower) session(ctx context.Context) error {
 			timer.Stop()
 		case <-timer.C:
 		}
-		if err := flush(); err != nil {
-			return err
+		if len(batch) > 0 {
+			err := f.write(ctx, batch)
+			batch = batch[:0]
+			if err != nil {
+				return err
+			}
 		}
 		if f.o.UntilCaughtUp && f.pos >= target {
 			log.Info("caught up", "position", f.pos)

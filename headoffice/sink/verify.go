@@ -173,6 +173,8 @@ func Verify(ctx context.Context, conn *pgx.Conn, o VerifyOptions) (*Verification
 	return v, nil
 }
 
+// verifyStream compares one archive stream with the database's rows of
+// it, counting each archive message for its store.
 func verifyStream(ctx context.Context, conn *pgx.Conn, js jetstream.JetStream, name string, store func(string) *StoreCheck, progress func(string, uint64, uint64)) (StreamCheck, error) {
 	sc := StreamCheck{Name: name}
 	st, err := js.Stream(ctx, name)
@@ -180,18 +182,8 @@ func verifyStream(ctx context.Context, conn *pgx.Conn, js jetstream.JetStream, n
 		return sc, fmt.Errorf("sink: verify: stream %s: %w", name, err)
 	}
 	state := st.CachedInfo().State
-	sc.FirstSeq, sc.LastSeq = state.FirstSeq, state.LastSeq
-	var pos int64
-	err = conn.QueryRow(ctx, `SELECT last_seq FROM sink_positions WHERE archive_stream = $1`, name).Scan(&pos)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return sc, fmt.Errorf("sink: verify: position of %s: %w", name, err)
-	}
-	sc.Position = uint64(pos)
-	if sc.LastSeq > sc.Position {
-		sc.Lag = sc.LastSeq - max(sc.Position, sc.FirstSeq-1)
-		if state.Msgs == 0 {
-			sc.Lag = 0
-		}
+	if err := sc.readPosition(ctx, conn, state); err != nil {
+		return sc, err
 	}
 
 	// The database's rows of the stream, in archive order, walked beside
@@ -201,106 +193,151 @@ func verifyStream(ctx context.Context, conn *pgx.Conn, js jetstream.JetStream, n
 		return sc, fmt.Errorf("sink: verify %s: %w", name, err)
 	}
 	defer rows.Close()
-	var (
-		cur     dbRow
-		have    bool
-		rowsErr error
-	)
-	next := func() {
-		have = false
-		if !rows.Next() {
-			rowsErr = rows.Err()
-			return
-		}
-		var as, seq int64
-		if err := rows.Scan(&as, &cur.kind, &cur.store, &cur.key, &cur.digest, &seq); err != nil {
-			rowsErr = err
-			return
-		}
-		cur.archiveSeq, cur.seq, have = uint64(as), uint64(seq), true
-	}
-	next()
-	for have && cur.archiveSeq < sc.FirstSeq {
+	w := &rowWalk{rows: rows}
+	w.next()
+	for w.have && w.cur.archiveSeq < sc.FirstSeq {
 		sc.Aged++
-		next()
+		w.next()
 	}
 	if state.Msgs > 0 && sc.Position >= sc.FirstSeq {
-		cfg := jetstream.OrderedConsumerConfig{HeadersOnly: true, InactiveThreshold: time.Minute}
-		cons, err := st.OrderedConsumer(ctx, cfg)
-		if err != nil {
-			return sc, fmt.Errorf("sink: verify: read %s: %w", name, err)
-		}
-		it, err := cons.Messages(jetstream.PullMaxMessages(4096))
-		if err != nil {
-			return sc, fmt.Errorf("sink: verify: read %s: %w", name, err)
-		}
-		defer it.Stop()
-		end := min(sc.Position, sc.LastSeq)
-		for {
-			m, err := it.Next(jetstream.NextContext(ctx))
-			if err != nil {
-				return sc, fmt.Errorf("sink: verify: read %s after %d messages: %w", name, sc.Checked, err)
-			}
-			meta, err := m.Metadata()
-			if err != nil {
-				return sc, err
-			}
-			s := meta.Sequence.Stream
-			if s > end {
-				break
-			}
-			sc.Checked++
-			if progress != nil && sc.Checked%8192 == 0 {
-				progress(name, sc.Checked, end-sc.FirstSeq+1)
-			}
-			for have && cur.archiveSeq < s {
-				sc.Extra++
-				next()
-			}
-			h := m.Headers()
-			id, _ := strings.CutPrefix(m.Subject(), central.ArchivePrefix)
-			seq, _ := strconv.ParseUint(h.Get(central.HeaderSeq), 10, 64)
-			key, digest := central.KeyOfMsgID(h.Get(central.HeaderMsgID)), h.Get(central.HeaderDigest)
-			if !storeID.MatchString(id) {
-				id = ""
-			}
-			sk := store(id)
-			sk.Archived++
-			if !have || cur.archiveSeq != s {
-				sc.Missing++
-				sk.Differences++
-				continue
-			}
-			r := cur
-			next()
-			sk.InDatabase++
-			ok := r.store == id
-			if r.kind != "reject" {
-				ok = ok && r.key == key && r.digest == digest && r.seq == seq
-				if seq > sk.HighestArchived {
-					sk.HighestArchived = seq
-				}
-			}
-			if !ok {
-				sc.Different++
-				sk.Differences++
-			}
-			if s == end {
-				break
-			}
-		}
-		if progress != nil {
-			progress(name, sc.Checked, sc.Checked)
+		if err := sc.walkArchive(ctx, st, w, store, progress); err != nil {
+			return sc, err
 		}
 	}
-	for have {
+	for w.have {
 		sc.Extra++
-		next()
+		w.next()
 	}
-	if rowsErr != nil {
-		return sc, fmt.Errorf("sink: verify %s: %w", name, rowsErr)
+	if w.err != nil {
+		return sc, fmt.Errorf("sink: verify %s: %w", name, w.err)
 	}
 	return sc, nil
+}
+
+// readPosition sets the stream's bounds from state, its stored position
+// and the archive messages after it.
+func (sc *StreamCheck) readPosition(ctx context.Context, conn *pgx.Conn, state jetstream.StreamState) error {
+	sc.FirstSeq, sc.LastSeq = state.FirstSeq, state.LastSeq
+	var pos int64
+	err := conn.QueryRow(ctx, `SELECT last_seq FROM sink_positions WHERE archive_stream = $1`, sc.Name).Scan(&pos)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("sink: verify: position of %s: %w", sc.Name, err)
+	}
+	sc.Position = uint64(pos)
+	if sc.LastSeq > sc.Position {
+		sc.Lag = sc.LastSeq - max(sc.Position, sc.FirstSeq-1)
+		if state.Msgs == 0 {
+			sc.Lag = 0
+		}
+	}
+	return nil
+}
+
+// rowWalk walks the database's rows of a stream: cur is the current row
+// when have is set; err is the first error of the rows.
+type rowWalk struct {
+	rows pgx.Rows
+	cur  dbRow
+	have bool
+	err  error
+}
+
+// next moves to the next row, if any.
+func (w *rowWalk) next() {
+	w.have = false
+	if !w.rows.Next() {
+		w.err = w.rows.Err()
+		return
+	}
+	var as, seq int64
+	if err := w.rows.Scan(&as, &w.cur.kind, &w.cur.store, &w.cur.key, &w.cur.digest, &seq); err != nil {
+		w.err = err
+		return
+	}
+	w.cur.archiveSeq, w.cur.seq, w.have = uint64(as), uint64(seq), true
+}
+
+// walkArchive reads the stream's messages up to the stored position and
+// compares each with its row.
+func (sc *StreamCheck) walkArchive(ctx context.Context, st jetstream.Stream, w *rowWalk, store func(string) *StoreCheck, progress func(string, uint64, uint64)) error {
+	cfg := jetstream.OrderedConsumerConfig{HeadersOnly: true, InactiveThreshold: time.Minute}
+	cons, err := st.OrderedConsumer(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("sink: verify: read %s: %w", sc.Name, err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(4096))
+	if err != nil {
+		return fmt.Errorf("sink: verify: read %s: %w", sc.Name, err)
+	}
+	defer it.Stop()
+	end := min(sc.Position, sc.LastSeq)
+	for {
+		m, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			return fmt.Errorf("sink: verify: read %s after %d messages: %w", sc.Name, sc.Checked, err)
+		}
+		meta, err := m.Metadata()
+		if err != nil {
+			return err
+		}
+		s := meta.Sequence.Stream
+		if s > end {
+			break
+		}
+		sc.Checked++
+		if progress != nil && sc.Checked%8192 == 0 {
+			progress(sc.Name, sc.Checked, end-sc.FirstSeq+1)
+		}
+		if !sc.compare(m, s, w, store) {
+			continue
+		}
+		if s == end {
+			break
+		}
+	}
+	if progress != nil {
+		progress(sc.Name, sc.Checked, sc.Checked)
+	}
+	return nil
+}
+
+// compare checks the archive message m, at stream sequence s, against its
+// row, counting the rows before it as extra; it reports false when the
+// message has no row.
+func (sc *StreamCheck) compare(m jetstream.Msg, s uint64, w *rowWalk, store func(string) *StoreCheck) bool {
+	for w.have && w.cur.archiveSeq < s {
+		sc.Extra++
+		w.next()
+	}
+	h := m.Headers()
+	id, _ := strings.CutPrefix(m.Subject(), central.ArchivePrefix)
+	seq, _ := strconv.ParseUint(h.Get(central.HeaderSeq), 10, 64)
+	key, digest := central.KeyOfMsgID(h.Get(central.HeaderMsgID)), h.Get(central.HeaderDigest)
+	if !storeID.MatchString(id) {
+		id = ""
+	}
+	sk := store(id)
+	sk.Archived++
+	if !w.have || w.cur.archiveSeq != s {
+		sc.Missing++
+		sk.Differences++
+		return false
+	}
+	r := w.cur
+	w.next()
+	sk.InDatabase++
+	ok := r.store == id
+	if r.kind != "reject" {
+		ok = ok && r.key == key && r.digest == digest && r.seq == seq
+		if seq > sk.HighestArchived {
+			sk.HighestArchived = seq
+		}
+	}
+	if !ok {
+		sc.Different++
+		sk.Differences++
+	}
+	return true
 }
 
 // WriteText prints v for a person: a line per archive stream, the stores

@@ -81,82 +81,19 @@ func writeBatch(ctx context.Context, conn *pgx.Conn, stream string, from uint64,
 	to := rows[len(rows)-1].StreamSeq
 	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		c = Counts{}
-		var good, bad []Row
-		for _, r := range rows {
-			if r.Reject != "" {
-				bad = append(bad, r)
-			} else {
-				good = append(good, r)
-			}
-		}
+		good, bad := splitRejects(rows)
 		if len(good) > 0 {
-			n, err := tx.CopyFrom(ctx, pgx.Identifier{"sink_stage"}, stageColumns, pgx.CopyFromSlice(len(good), func(i int) ([]any, error) {
-				r := &good[i]
-				var enq any
-				if !r.EnqueuedAt.IsZero() {
-					enq = r.EnqueuedAt
-				}
-				return []any{r.Store, r.Key, int64(r.Seq), r.Digest, r.M.MovementID, r.M.Type,
-					r.M.NDC, r.M.Quantity, r.M.Unit, r.OccurredAt, text(r.M.Schedule), text(r.M.Lot),
-					text(r.M.Expires), text(r.M.RxRef), text(r.M.DEAForm222), text(r.M.Note), string(r.Payload),
-					r.Stream, int64(r.StreamSeq), enq, r.ArchivedAt}, nil
-			}))
-			if err != nil {
-				return fmt.Errorf("stage: %w", err)
-			}
-			if n != int64(len(good)) {
-				return fmt.Errorf("stage: copied %d rows of %d", n, len(good))
-			}
-			tag, err := tx.Exec(ctx, insertMovements)
-			if err != nil {
-				return fmt.Errorf("insert: %w", err)
-			}
-			c.Rows = uint64(tag.RowsAffected())
-			if c.Rows < uint64(len(good)) {
-				kept := make(map[int64]string, len(good)-int(c.Rows))
-				q, err := tx.Query(ctx, notInserted)
-				if err != nil {
-					return fmt.Errorf("find repeats: %w", err)
-				}
-				for q.Next() {
-					var seq int64
-					var d string
-					if err := q.Scan(&seq, &d); err != nil {
-						q.Close()
-						return fmt.Errorf("find repeats: %w", err)
-					}
-					kept[seq] = d
-				}
-				q.Close()
-				if err := q.Err(); err != nil {
-					return fmt.Errorf("find repeats: %w", err)
-				}
-				if err := writeOthers(ctx, tx, good, kept, &c); err != nil {
-					return err
-				}
+			if err := writeMovements(ctx, tx, good, &c); err != nil {
+				return err
 			}
 		}
 		if len(bad) > 0 {
-			_, err := tx.CopyFrom(ctx, pgx.Identifier{"sink_rejects"},
-				[]string{"archive_stream", "archive_seq", "store_id", "reason", "archived_at"},
-				pgx.CopyFromSlice(len(bad), func(i int) ([]any, error) {
-					r := &bad[i]
-					return []any{r.Stream, int64(r.StreamSeq), r.Store, r.Reject, r.ArchivedAt}, nil
-				}))
-			if err != nil {
-				return fmt.Errorf("rejects: %w", err)
+			if err := writeRejects(ctx, tx, bad, &c); err != nil {
+				return err
 			}
-			c.Rejects = uint64(len(bad))
 		}
-		tag, err := tx.Exec(ctx, `UPDATE sink_positions
-			SET last_seq = $3, rows = rows + $4, repeats = repeats + $5, conflicts = conflicts + $6, rejects = rejects + $7, updated_at = now()
-			WHERE archive_stream = $1 AND last_seq = $2`,
-			stream, int64(from), int64(to), int64(c.Rows), int64(c.Repeats), int64(c.Conflicts), int64(c.Rejects))
-		if err != nil {
-			return fmt.Errorf("position: %w", err)
-		}
-		if tag.RowsAffected() != 1 {
-			return ErrPositionMoved
+		if err := movePosition(ctx, tx, stream, from, to, c); err != nil {
+			return err
 		}
 		if c.Total() != uint64(len(rows)) {
 			return fmt.Errorf("sink: batch of %d messages counted %d", len(rows), c.Total())
@@ -167,6 +104,116 @@ func writeBatch(ctx context.Context, conn *pgx.Conn, stream string, from uint64,
 		return Counts{}, err
 	}
 	return c, nil
+}
+
+// splitRejects splits rows into the movements and the rejects, in order.
+func splitRejects(rows []Row) (good, bad []Row) {
+	for _, r := range rows {
+		if r.Reject != "" {
+			bad = append(bad, r)
+		} else {
+			good = append(good, r)
+		}
+	}
+	return good, bad
+}
+
+// writeMovements stages good and inserts it into movements, then records
+// the rows movements did not take as repeats or conflicts.
+func writeMovements(ctx context.Context, tx pgx.Tx, good []Row, c *Counts) error {
+	if err := stage(ctx, tx, good); err != nil {
+		return err
+	}
+	tag, err := tx.Exec(ctx, insertMovements)
+	if err != nil {
+		return fmt.Errorf("insert: %w", err)
+	}
+	c.Rows = uint64(tag.RowsAffected())
+	if c.Rows >= uint64(len(good)) {
+		return nil
+	}
+	kept, err := findKept(ctx, tx, len(good)-int(c.Rows))
+	if err != nil {
+		return err
+	}
+	return writeOthers(ctx, tx, good, kept, c)
+}
+
+// stage copies good into the staging table.
+func stage(ctx context.Context, tx pgx.Tx, good []Row) error {
+	n, err := tx.CopyFrom(ctx, pgx.Identifier{"sink_stage"}, stageColumns, pgx.CopyFromSlice(len(good), func(i int) ([]any, error) {
+		r := &good[i]
+		var enq any
+		if !r.EnqueuedAt.IsZero() {
+			enq = r.EnqueuedAt
+		}
+		return []any{r.Store, r.Key, int64(r.Seq), r.Digest, r.M.MovementID, r.M.Type,
+			r.M.NDC, r.M.Quantity, r.M.Unit, r.OccurredAt, text(r.M.Schedule), text(r.M.Lot),
+			text(r.M.Expires), text(r.M.RxRef), text(r.M.DEAForm222), text(r.M.Note), string(r.Payload),
+			r.Stream, int64(r.StreamSeq), enq, r.ArchivedAt}, nil
+	}))
+	if err != nil {
+		return fmt.Errorf("stage: %w", err)
+	}
+	if n != int64(len(good)) {
+		return fmt.Errorf("stage: copied %d rows of %d", n, len(good))
+	}
+	return nil
+}
+
+// findKept returns, by archive sequence, the digest movements kept for
+// each staged row it did not take; n is how many there are.
+func findKept(ctx context.Context, tx pgx.Tx, n int) (map[int64]string, error) {
+	kept := make(map[int64]string, n)
+	q, err := tx.Query(ctx, notInserted)
+	if err != nil {
+		return nil, fmt.Errorf("find repeats: %w", err)
+	}
+	for q.Next() {
+		var seq int64
+		var d string
+		if err := q.Scan(&seq, &d); err != nil {
+			q.Close()
+			return nil, fmt.Errorf("find repeats: %w", err)
+		}
+		kept[seq] = d
+	}
+	q.Close()
+	if err := q.Err(); err != nil {
+		return nil, fmt.Errorf("find repeats: %w", err)
+	}
+	return kept, nil
+}
+
+// writeRejects copies bad into sink_rejects.
+func writeRejects(ctx context.Context, tx pgx.Tx, bad []Row, c *Counts) error {
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{"sink_rejects"},
+		[]string{"archive_stream", "archive_seq", "store_id", "reason", "archived_at"},
+		pgx.CopyFromSlice(len(bad), func(i int) ([]any, error) {
+			r := &bad[i]
+			return []any{r.Stream, int64(r.StreamSeq), r.Store, r.Reject, r.ArchivedAt}, nil
+		}))
+	if err != nil {
+		return fmt.Errorf("rejects: %w", err)
+	}
+	c.Rejects = uint64(len(bad))
+	return nil
+}
+
+// movePosition moves the stream's position from from to to and adds c to
+// its counts; ErrPositionMoved when the position is no longer from.
+func movePosition(ctx context.Context, tx pgx.Tx, stream string, from, to uint64, c Counts) error {
+	tag, err := tx.Exec(ctx, `UPDATE sink_positions
+			SET last_seq = $3, rows = rows + $4, repeats = repeats + $5, conflicts = conflicts + $6, rejects = rejects + $7, updated_at = now()
+			WHERE archive_stream = $1 AND last_seq = $2`,
+		stream, int64(from), int64(to), int64(c.Rows), int64(c.Repeats), int64(c.Conflicts), int64(c.Rejects))
+	if err != nil {
+		return fmt.Errorf("position: %w", err)
+	}
+	if tag.RowsAffected() != 1 {
+		return ErrPositionMoved
+	}
+	return nil
 }
 
 // writeOthers records the staged rows movements did not take: a repeat
