@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"context"
 	"crypto/sha256"
 	"fmt"
 	"testing"
@@ -114,6 +115,21 @@ func TestSinkOutcomes(t *testing.T) {
 	}
 	if v.OK() || v.Streams[0].Different != 1 || v.PayloadMismatches != 1 {
 		t.Fatalf("verify after a changed digest: %+v, want one difference and one payload mismatch", v)
+	}
+
+	// The row of the archive's last message gone: verification reports it
+	// missing and returns, though no message follows the one without a row.
+	if _, err := db.conn(t).Exec(testContext(t), `DELETE FROM sink_rejects WHERE archive_seq = 8`); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	v, err = Verify(ctx, db.conn(t), VerifyOptions{Conn: nc})
+	if err != nil {
+		t.Fatalf("verify without the last message's row: %v", err)
+	}
+	if v.OK() || v.Streams[0].Missing != 1 {
+		t.Fatalf("verify without the last message's row: %+v, want one missing", v)
 	}
 }
 

@@ -288,9 +288,7 @@ func (sc *StreamCheck) walkArchive(ctx context.Context, st jetstream.Stream, w *
 		if progress != nil && sc.Checked%8192 == 0 {
 			progress(sc.Name, sc.Checked, end-sc.FirstSeq+1)
 		}
-		if !sc.compare(m, s, w, store) {
-			continue
-		}
+		sc.compare(m, s, w, store)
 		if s == end {
 			break
 		}
@@ -302,9 +300,9 @@ func (sc *StreamCheck) walkArchive(ctx context.Context, st jetstream.Stream, w *
 }
 
 // compare checks the archive message m, at stream sequence s, against its
-// row, counting the rows before it as extra; it reports false when the
-// message has no row.
-func (sc *StreamCheck) compare(m jetstream.Msg, s uint64, w *rowWalk, store func(string) *StoreCheck) bool {
+// row, counting the rows before it as extra and the message as missing
+// when it has no row.
+func (sc *StreamCheck) compare(m jetstream.Msg, s uint64, w *rowWalk, store func(string) *StoreCheck) {
 	for w.have && w.cur.archiveSeq < s {
 		sc.Extra++
 		w.next()
@@ -321,7 +319,7 @@ func (sc *StreamCheck) compare(m jetstream.Msg, s uint64, w *rowWalk, store func
 	if !w.have || w.cur.archiveSeq != s {
 		sc.Missing++
 		sk.Differences++
-		return false
+		return
 	}
 	r := w.cur
 	w.next()
@@ -337,7 +335,6 @@ func (sc *StreamCheck) compare(m jetstream.Msg, s uint64, w *rowWalk, store func
 		sc.Different++
 		sk.Differences++
 	}
-	return true
 }
 
 // WriteText prints v for a person: a line per archive stream, the stores
