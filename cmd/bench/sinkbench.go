@@ -20,6 +20,7 @@ import (
 	"github.com/rxedge/agent/headoffice/sink"
 	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/movement"
+	"github.com/rxedge/agent/testkit/pgtest"
 )
 
 // backfillRecords is the size of a chain's archive the backfill figure
@@ -35,17 +36,17 @@ const backfillRecords = 1_600_000_000
 func benchSink(ctx context.Context, b *bench) error {
 	const sc = "6 sink"
 	n := b.size.sinkN
-	pg, err := startPostgres()
+	pg, err := pgtest.New()
 	if err != nil {
 		why := "PostgreSQL could not be started: " + err.Error()
-		if errors.Is(err, errNoPostgres) {
+		if errors.Is(err, pgtest.ErrNoBinaries) {
 			why = err.Error()
 		}
 		b.rep.missing(sc, "sink_vs_raw_copy", "sink rows/s against a raw COPY of the same rows", atLeast(0.5), why)
 		b.rep.missing(sc, "sink_backfill_1_6b_hours", "backfill of 1.6 billion records, extrapolated", nil, why)
 		return nil
 	}
-	defer pg.close()
+	defer pg.Close()
 	dir, err := b.dir("sink")
 	if err != nil {
 		return err
@@ -110,7 +111,7 @@ func benchSink(ctx context.Context, b *bench) error {
 	if err != nil {
 		return err
 	}
-	c, err := pgx.Connect(ctx, pg.superURL(rawDB))
+	c, err := pgx.Connect(ctx, pg.SuperURL(rawDB))
 	if err != nil {
 		return err
 	}
@@ -132,7 +133,7 @@ func benchSink(ctx context.Context, b *bench) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := pgxpool.ParseConfig(pg.superURL(sinkDB))
+	cfg, err := pgxpool.ParseConfig(pg.SuperURL(sinkDB))
 	if err != nil {
 		return err
 	}
@@ -160,8 +161,8 @@ func benchSink(ctx context.Context, b *bench) error {
 }
 
 // benchDB creates a database with the sink's schema.
-func benchDB(ctx context.Context, pg *pgServer, name string) (string, error) {
-	c, err := pgx.Connect(ctx, pg.superURL("postgres"))
+func benchDB(ctx context.Context, pg *pgtest.Server, name string) (string, error) {
+	c, err := pgx.Connect(ctx, pg.SuperURL("postgres"))
 	if err != nil {
 		return "", err
 	}
@@ -169,7 +170,7 @@ func benchDB(ctx context.Context, pg *pgServer, name string) (string, error) {
 	if _, err := c.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		return "", err
 	}
-	d, err := pgx.Connect(ctx, pg.superURL(name))
+	d, err := pgx.Connect(ctx, pg.SuperURL(name))
 	if err != nil {
 		return "", err
 	}

@@ -7,6 +7,7 @@ package pgtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -55,8 +56,8 @@ func Bin() string {
 // skips the test when the binaries are absent.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
-	s, err := start()
-	if err == errNoBinaries {
+	s, err := New()
+	if err == ErrNoBinaries {
 		tb.Skip("pgtest: PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin (apt-get install postgresql)")
 	}
 	if err != nil {
@@ -66,12 +67,15 @@ func Start(tb testing.TB) *Server {
 	return s
 }
 
-var errNoBinaries = fmt.Errorf("no server binaries")
+// ErrNoBinaries: PostgreSQL's server binaries are not installed.
+var ErrNoBinaries = errors.New("PostgreSQL server binaries not installed (apt-get install postgresql)")
 
-func start() (*Server, error) {
+// New starts a server, as Start does, for a program that is not a test
+// (the bench); the caller closes it.
+func New() (*Server, error) {
 	bin := Bin()
 	if bin == "" {
-		return nil, errNoBinaries
+		return nil, ErrNoBinaries
 	}
 	s := &Server{bin: bin}
 	if os.Geteuid() == 0 {
