@@ -215,7 +215,18 @@ log "central holds all $total movements once each (sequences 1..$total, none mis
 # missing SERVICE_CONFIG_SERVICE_SID_INFO and the install rolls back. The
 # GitHub Actions Windows job installs, upgrades and uninstalls it for real.
 msi_result="not tried (wixl or msibuild missing)"
-if command -v wixl >/dev/null && command -v msibuild >/dev/null; then
+# Wine's service manager must keep a service it created, or msiexec's
+# InstallServices does nothing and the install cannot get further: probe
+# it with sc.exe first, and say so when it does not (seen on some
+# machines: sc create succeeds, sc query then answers 1060).
+scm_ok=1
+if "$wine" sc create rxedge-probe binPath= 'C:\probe.exe' >/dev/null 2>&1 && "$wine" sc query rxedge-probe >/dev/null 2>&1; then
+	"$wine" sc delete rxedge-probe >/dev/null 2>&1 || true
+else
+	scm_ok=0
+	msi_result="not tried: Wine's service manager does not keep a created service here (sc create, then sc query fails)"
+fi
+if ((scm_ok)) && command -v wixl >/dev/null && command -v msibuild >/dev/null; then
 	log "the MSI under Wine's msiexec"
 	DIST=$work/dist VERSION=0.0.1 PLATFORMS=windows/amd64 bash scripts/package.sh >"$work/package.log" 2>&1 ||
 		{ cat "$work/package.log"; die "package.sh (MSI)"; }
@@ -234,8 +245,8 @@ if command -v wixl >/dev/null && command -v msibuild >/dev/null; then
 		[[ ! -e $WINEPREFIX/drive_c/RxEdge/rxedge-agent.exe ]] || die "the failed install was not rolled back"
 		msi_result="ran to ConfigureAgent (config and token written), stopped at Wine's missing service SID type, rolled back"
 	fi
-	log "MSI under Wine: $msi_result"
 fi
+log "MSI under Wine: $msi_result"
 
 printf 'wine-smoke: PASS: %d movements acknowledged, all in central once; agent runs and CLI %ds, whole smoke %ds; installed size %d bytes (%.1f MiB, rxedge-agent.exe)\n' \
 	"$total" "$run_time" "$SECONDS" "$install_size" "$(awk -v b="$install_size" 'BEGIN { print b / 1048576 }')"
