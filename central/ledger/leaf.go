@@ -1,0 +1,44 @@
+package ledger
+
+import (
+	"encoding/binary"
+	"errors"
+
+	"golang.org/x/mod/sumdb/tlog"
+)
+
+// Hash is a node or leaf hash of a store's tree.
+type Hash = tlog.Hash
+
+// LeafSize is the length of an encoded Leaf.
+const LeafSize = 8 + 16 + 32
+
+// Leaf is one acknowledged movement in its store's log.
+type Leaf struct {
+	Seq    uint64   // the store sequence
+	Key    [16]byte // the movement's key
+	Digest [32]byte // SHA-256 of the canonical payload
+}
+
+// Bytes encodes the leaf: the sequence big-endian, the key, the digest.
+func (l Leaf) Bytes() []byte {
+	b := make([]byte, 0, LeafSize)
+	b = binary.BigEndian.AppendUint64(b, l.Seq)
+	b = append(b, l.Key[:]...)
+	return append(b, l.Digest[:]...)
+}
+
+// Hash is the leaf's hash in the tree: SHA-256(0x00 || Bytes()).
+func (l Leaf) Hash() Hash { return tlog.RecordHash(l.Bytes()) }
+
+// ParseLeaf decodes Bytes' encoding.
+func ParseLeaf(b []byte) (Leaf, error) {
+	var l Leaf
+	if len(b) != LeafSize {
+		return l, errors.New("ledger: a leaf is 56 bytes")
+	}
+	l.Seq = binary.BigEndian.Uint64(b)
+	copy(l.Key[:], b[8:24])
+	copy(l.Digest[:], b[24:])
+	return l, nil
+}

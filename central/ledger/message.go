@@ -1,0 +1,70 @@
+package ledger
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"golang.org/x/mod/sumdb/tlog"
+)
+
+// CheckpointPrefix starts the subject token under which a store publishes
+// a checkpoint on its own movement subjects: "cp-<log>-<size>". A movement
+// key is 32 hex digits, so the two never meet; every archive reader tells
+// them apart with IsCheckpointToken.
+const CheckpointPrefix = "cp-"
+
+// CheckpointToken is the last subject token of a checkpoint's message.
+func CheckpointToken(log string, size int64) string {
+	return CheckpointPrefix + log + "-" + strconv.FormatInt(size, 10)
+}
+
+// IsCheckpointToken reports whether a movement subject's last token names
+// a checkpoint rather than a movement.
+func IsCheckpointToken(token string) bool { return strings.HasPrefix(token, CheckpointPrefix) }
+
+// ParseCheckpointToken splits CheckpointToken's form.
+func ParseCheckpointToken(token string) (log string, size int64, err error) {
+	rest, ok := strings.CutPrefix(token, CheckpointPrefix)
+	log, n, ok2 := strings.Cut(rest, "-")
+	size, err = strconv.ParseInt(n, 10, 64)
+	if !ok || !ok2 || !ValidLogID(log) || err != nil || size < 0 || strconv.FormatInt(size, 10) != n {
+		return "", 0, errors.New("ledger: not a checkpoint token")
+	}
+	return log, size, nil
+}
+
+// MaxMessage bounds a checkpoint message's body.
+const MaxMessage = 8 << 10
+
+// Message is the body of a published checkpoint: the signed note, and the
+// proof that its tree extends the log's previous published checkpoint of
+// PrevSize leaves (0 and no proof for a log's first checkpoint).
+type Message struct {
+	Note     string         `json:"note"`
+	PrevSize int64          `json:"prev_size"`
+	Proof    tlog.TreeProof `json:"proof,omitempty"`
+}
+
+// Marshal encodes the message as JSON.
+func (m Message) Marshal() ([]byte, error) { return json.Marshal(m) }
+
+// ParseMessage decodes a message, refusing a body too large, unknown
+// fields, a negative size or a proof longer than any tree needs.
+func ParseMessage(b []byte) (Message, error) {
+	var m Message
+	if len(b) > MaxMessage {
+		return m, fmt.Errorf("ledger: checkpoint message over %d bytes", MaxMessage)
+	}
+	d := json.NewDecoder(strings.NewReader(string(b)))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&m); err != nil {
+		return Message{}, errors.New("ledger: checkpoint message is not valid JSON of its form")
+	}
+	if d.More() || m.Note == "" || m.PrevSize < 0 || len(m.Proof) > 2*64 {
+		return Message{}, errors.New("ledger: checkpoint message is not of its form")
+	}
+	return m, nil
+}
