@@ -2,6 +2,7 @@ package control
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -78,12 +79,9 @@ const (
 // readItems reads a request body and splits it into movements (see
 // splitBody), with the size limits applied.
 func readItems(w http.ResponseWriter, r *http.Request, maxReq int64, maxItems int) (items [][]byte, lines []int, herr *httpError) {
-	ct, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if err != nil || (ct != typeJSON && ct != typeNDJSON && ct != typeJSONL) {
-		return nil, nil, refuse(http.StatusUnsupportedMediaType, "Content-Type must be %s (one movement or an array of them), %s or %s (one movement per line)", typeJSON, typeNDJSON, typeJSONL)
-	}
-	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
-		return nil, nil, refuse(http.StatusUnsupportedMediaType, "the body must be UTF-8 (charset=utf-8 or none)")
+	ct, herr := mediaType(r.Header.Get("Content-Type"))
+	if herr != nil {
+		return nil, nil, herr
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxReq))
 	var mbe *http.MaxBytesError
@@ -94,6 +92,23 @@ func readItems(w http.ResponseWriter, r *http.Request, maxReq int64, maxItems in
 		return nil, nil, refuse(http.StatusBadRequest, "reading the request body: %v", err)
 	}
 	return splitBody(body, ct, maxItems)
+}
+
+// mediaType is the media type of a submission's Content-Type header, or
+// the refusal of one the intake does not take.
+func mediaType(header string) (string, *httpError) {
+	switch header {
+	case typeJSON, typeNDJSON, typeJSONL:
+		return header, nil // what clients send; nothing to parse
+	}
+	ct, params, err := mime.ParseMediaType(header)
+	if err != nil || (ct != typeJSON && ct != typeNDJSON && ct != typeJSONL) {
+		return "", refuse(http.StatusUnsupportedMediaType, "Content-Type must be %s (one movement or an array of them), %s or %s (one movement per line)", typeJSON, typeNDJSON, typeJSONL)
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return "", refuse(http.StatusUnsupportedMediaType, "the body must be UTF-8 (charset=utf-8 or none)")
+	}
+	return ct, nil
 }
 
 // splitBody splits a body of media type ct into movements: one JSON
@@ -361,7 +376,7 @@ func conflictWith(ce *queue.ConflictError, other int) string {
 	return ce.State.String() + " movement"
 }
 
-func hexKey(k [16]byte) string { return fmt.Sprintf("%x", k[:]) }
+func hexKey(k [16]byte) string { return hex.EncodeToString(k[:]) }
 
 // bearer extracts a bearer token.
 func bearer(r *http.Request) string {

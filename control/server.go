@@ -262,7 +262,7 @@ func (s *Server) postMovements(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := s.opts.Clock()
-	if each, _ := strconv.ParseBool(r.URL.Query().Get("each")); each {
+	if eachItem(r) {
 		res, err := submitEach(s.opts.Queue, items, lines, s.opts.MaxMovementBytes, s.opts.StoreID, now)
 		if err != nil {
 			s.refused(w, enqueueError(err, lines), start, len(items))
@@ -320,6 +320,16 @@ func (s *Server) postMovements(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, code, out)
 }
 
+// eachItem reports whether a submission asks for an answer per movement
+// (?each=1).
+func eachItem(r *http.Request) bool {
+	if r.URL.RawQuery == "" {
+		return false // the usual submission: no query to parse
+	}
+	each, _ := strconv.ParseBool(r.URL.Query().Get("each"))
+	return each
+}
+
 func (s *Server) refused(w http.ResponseWriter, e *httpError, start time.Time, n int) {
 	s.opts.Metrics.Ingest(time.Since(start), 0, 0, n)
 	s.opts.Counter.Add(0, 0, n, s.opts.Clock())
@@ -342,9 +352,14 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
 // Status is the status document the server answers GET /v1/status with.
 func (s *Server) Status() (*status.Status, error) { return s.opts.Status.Status() }
 
+// writeJSON answers with v in JSON and a newline, as json.Encoder writes
+// it, in one write.
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	enc := json.NewEncoder(w)
-	enc.Encode(v)
+	b, err := json.Marshal(v)
+	if err != nil {
+		return // every answer is a plain struct, map or slice: it marshals
+	}
+	w.Write(append(b, '\n'))
 }

@@ -28,6 +28,9 @@ type Metrics struct {
 
 	ingestDuration  prometheus.Histogram
 	ingestMovements *prometheus.CounterVec
+	// ingestResults are ingestMovements' accepted, duplicate and rejected
+	// series, looked up once rather than on every submission.
+	ingestResults   [3]prometheus.Counter
 	outcomes        *prometheus.CounterVec
 	attempts        *prometheus.CounterVec
 	publishDuration *prometheus.HistogramVec
@@ -142,8 +145,8 @@ func New(q *queue.Queue) *Metrics {
 	if q != nil {
 		m.reg.MustRegister(&queueCollector{q: q})
 	}
-	for _, r := range []string{"accepted", "duplicate", "rejected"} {
-		m.ingestMovements.WithLabelValues(r)
+	for i, r := range []string{"accepted", "duplicate", "rejected"} {
+		m.ingestResults[i] = m.ingestMovements.WithLabelValues(r)
 	}
 	for _, k := range OutcomeKinds {
 		m.outcomes.WithLabelValues(k)
@@ -216,9 +219,11 @@ func (m *Metrics) Ingest(d time.Duration, accepted, duplicates, rejected int) {
 		return
 	}
 	m.ingestDuration.Observe(d.Seconds())
-	m.ingestMovements.WithLabelValues("accepted").Add(float64(accepted))
-	m.ingestMovements.WithLabelValues("duplicate").Add(float64(duplicates))
-	m.ingestMovements.WithLabelValues("rejected").Add(float64(rejected))
+	for i, n := range [...]int{accepted, duplicates, rejected} {
+		if n != 0 {
+			m.ingestResults[i].Add(float64(n))
+		}
+	}
 }
 
 // Outcome counts n delivery outcomes of a kind.

@@ -65,7 +65,22 @@ var fields = map[string]field{
 // fields, repeated fields, values of the wrong JSON type and trailing data
 // are errors. Every problem is reported at once. Decode does not validate
 // the values; see Validate.
+//
+// A well-formed movement is read in one pass (decodeFast); anything else
+// is read again token by token (decodeTokens), which finds and words every
+// problem. The two agree on every input they both accept: the
+// differential fuzz test holds them to it.
 func Decode(data []byte) (*Movement, Errors) {
+	if m := decodeFast(data); m != nil {
+		return m, nil
+	}
+	return decodeTokens(data)
+}
+
+// decodeTokens is Decode for any input: the standard library's tokenizer
+// finds syntax errors and their position, and each member is checked in
+// turn so that every problem is reported.
+func decodeTokens(data []byte) (*Movement, Errors) {
 	var es Errors
 	m := new(Movement)
 	dec := json.NewDecoder(bytes.NewReader(data))

@@ -78,13 +78,12 @@ func (m *Movement) Class() Class {
 // Key is the movement's key for a store: the first 128 bits of
 // SHA-256(store_id 0x00 movement_id).
 func Key(storeID, movementID string) [16]byte {
-	h := sha256.New()
-	h.Write([]byte(storeID))
-	h.Write([]byte{0})
-	h.Write([]byte(movementID))
-	var k [16]byte
-	copy(k[:], h.Sum(nil))
-	return k
+	var buf [256]byte
+	b := append(buf[:0], storeID...)
+	b = append(b, 0)
+	b = append(b, movementID...)
+	sum := sha256.Sum256(b)
+	return [16]byte(sum[:16])
 }
 
 // KeyString is Key as 32 lower-case hex characters.

@@ -202,3 +202,26 @@ func FuzzPrepare(f *testing.F) {
 		}
 	})
 }
+
+func TestValidNDC(t *testing.T) {
+	for s, want := range map[string]bool{
+		"1234-5678-90": true, "12345-678-90": true, "12345-6789-0": true, "12345-6789-01": true, "12345678901": true,
+		"": false, "1234567890": false, "123456789012": false, "1-2-3-4": false, "12345--6789": false,
+		"12345-6789-01-": false, "-12345-6789-0": false, "12345-6789": false, "1234-5678-9O": false, "12345-6789-01-1": false,
+	} {
+		if got := validNDC(s); got != want {
+			t.Errorf("validNDC(%q) = %v, want %v", s, got, want)
+		}
+	}
+}
+
+func TestValidExpiry(t *testing.T) {
+	for s, want := range map[string]bool{
+		"2028-06": true, "2028-06-30": true, "": false, "2028": false, "2028-6": false, "2028-06-3": false,
+		"2028-13": false, "2028-02-30": false, "12/2027": false, "2028-06-30T00:00:00Z": false, "2028-06 ": false,
+	} {
+		if got := validExpiry(s); got != want {
+			t.Errorf("validExpiry(%q) = %v, want %v", s, got, want)
+		}
+	}
+}

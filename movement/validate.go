@@ -153,14 +153,23 @@ func alnum(s string) bool {
 }
 
 func validNDC(s string) bool {
-	groups := strings.Split(s, "-")
+	var groups [3]string
+	n := strings.Count(s, "-") + 1
+	if n > len(groups) {
+		return false
+	}
+	rest := s
+	for i := range n - 1 {
+		groups[i], rest, _ = strings.Cut(rest, "-")
+	}
+	groups[n-1] = rest
 	for _, form := range ndcForms {
-		if len(form) != len(groups) {
+		if len(form) != n {
 			continue
 		}
 		ok := true
-		for i, n := range form {
-			if len(groups[i]) != n || !digits(groups[i]) {
+		for i, l := range form {
+			if len(groups[i]) != l || !digits(groups[i]) {
 				ok = false
 				break
 			}
@@ -206,10 +215,14 @@ func normalizeQuantity(s string) (string, bool) {
 	return intPart + "." + frac, true
 }
 
+// validExpiry reports whether s is a date as YYYY-MM-DD or YYYY-MM. Each
+// layout matches only strings of its own length, so the length picks the
+// one to try.
 func validExpiry(s string) bool {
-	if _, err := time.Parse("2006-01-02", s); err == nil {
-		return true
+	layout := "2006-01-02"
+	if len(s) == len("2006-01") {
+		layout = "2006-01"
 	}
-	_, err := time.Parse("2006-01", s)
+	_, err := time.Parse(layout, s)
 	return err == nil
 }
