@@ -477,6 +477,9 @@ func (f *follower) write(ctx context.Context, batch []Row) error {
 		case err != nil:
 			log.Warn("read the position failed", "error", safeErr(err))
 		case p < f.pos:
+			log.Warn("the stored position is behind the last commit (a failover to a standby that missed commits)",
+				"committed", f.pos, "stored", p)
+			f.o.Metrics.rewound(f.name, p)
 			f.pos = p
 			return errRewind
 		default:
