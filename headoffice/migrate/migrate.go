@@ -205,6 +205,7 @@ type item struct {
 	fut        jetstream.PubAckFuture
 	err        error // the publish failed before it was sent
 	tries      int
+	sent       time.Time // when it was last published
 }
 
 // Run migrates every movement the old stream holds up to its last sequence
@@ -235,7 +236,7 @@ func Run(ctx context.Context, nc *nats.Conn, o Options) (*Summary, error) {
 	if info.State.Msgs == 0 {
 		return sum, nil
 	}
-	m := &migration{nc: nc, js: js, o: o, sum: sum, verify: make(chan struct{}, o.Verifiers)}
+	m := &migration{nc: nc, js: js, o: o, sum: sum, verify: make(chan struct{}, o.Verifiers), wait: wait}
 
 	// The reader publishes; the settler takes the acknowledgements in
 	// order. The channel bounds what is in the air.
@@ -286,6 +287,20 @@ type migration struct {
 	mu       stdsync.Mutex // guards sum's lists and counters below
 	done     atomic.Uint64
 	progress stdsync.Mutex
+
+	// wait sleeps d or until ctx ends (a test records the waits).
+	wait func(ctx context.Context, d time.Duration) error
+}
+
+func wait(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // read walks the old stream with an ordered consumer up to sequence last
@@ -305,8 +320,15 @@ func (m *migration) read(ctx context.Context, last uint64, out chan<- *item) err
 	}
 	defer it.Stop()
 	var seen uint64
+	// The ordered consumer recreates itself after a leader change; a
+	// stream that still holds unread movements but delivers none for
+	// readIdle (six request timeouts) ends the run instead of waiting
+	// for ever.
+	const poll = 2 * time.Second
+	readIdle := 6 * m.o.Timeout
+	var idle time.Duration
 	for {
-		msg, err := it.Next(jetstream.NextMaxWait(2 * time.Second))
+		msg, err := it.Next(jetstream.NextMaxWait(poll))
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -321,10 +343,14 @@ func (m *migration) read(ctx context.Context, last uint64, out chan<- *item) err
 				if info.State.Msgs == 0 || info.State.FirstSeq > last || info.State.LastSeq <= seen {
 					return nil
 				}
+				if idle += poll; idle >= readIdle {
+					return fmt.Errorf("migrate: read %s: nothing delivered for %s after sequence %d, up to %d remain", m.o.From, idle, seen, last)
+				}
 				continue
 			}
 			return fmt.Errorf("migrate: read %s: %w", m.o.From, err)
 		}
+		idle = 0
 		md, err := msg.Metadata()
 		if err != nil {
 			return fmt.Errorf("migrate: read %s: %w", m.o.From, err)
@@ -388,6 +414,7 @@ func (m *migration) prepare(msg jetstream.Msg, seq uint64) *item {
 
 func (m *migration) publish(it *item) {
 	it.tries++
+	it.sent = time.Now()
 	it.fut, it.err = m.js.PublishMsgAsync(it.msg, jetstream.WithRetryAttempts(0), jetstream.WithStallWait(m.o.Timeout))
 }
 
@@ -424,12 +451,16 @@ func (m *migration) judge(ctx context.Context, it *item) error {
 			return nil
 		case transient:
 			if it.tries <= retries {
-				t := time.NewTimer(time.Duration(it.tries) * 200 * time.Millisecond)
-				select {
-				case <-t.C:
-				case <-ctx.Done():
-					t.Stop()
-					return ctx.Err()
+				// The backoff counts from when the movement was sent, not
+				// from when the settler reached it: the movements a
+				// leader change failed together wait out one backoff
+				// together, instead of one after another (which, with
+				// thousands in flight, took minutes), and a publish
+				// that timed out has waited already.
+				if d := time.Until(it.sent.Add(backoff(it.tries))); d > 0 {
+					if err := m.wait(ctx, d); err != nil {
+						return err
+					}
 				}
 				m.publish(it)
 				continue
@@ -441,6 +472,9 @@ func (m *migration) judge(ctx context.Context, it *item) error {
 		}
 	}
 }
+
+// backoff is the pause before a movement's try number tries+1.
+func backoff(tries int) time.Duration { return time.Duration(tries) * 200 * time.Millisecond }
 
 // Kinds of answer to a republished movement.
 const (

@@ -391,15 +391,15 @@ func TestMigrateOnACluster(t *testing.T) {
 	publish(t, js, []*nats.Msg{toPartition(mv("S0011", 7, ""))})
 
 	// A loaded machine can take a partition's leader away for a while:
-	// the migration then waits out its request timeout (10 s) and tries
-	// again, up to its retries, so a run may take far longer than its
-	// usual seconds.
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	// the migration then waits out its request timeout and tries again,
+	// so a run may take far longer than its usual seconds. It fails only
+	// when it stops settling movements.
 	for run, want := range []struct{ migrated, already uint64 }{{399, 1}, {0, 400}} {
-		sum, err := migrate.Run(ctx, nc, migrate.Options{Partitions: partitions})
+		w := watchProgress(t, fmt.Sprintf("run %d", run+1))
+		sum, err := migrate.Run(w.ctx, nc, migrate.Options{Partitions: partitions, Progress: w.progress})
+		w.stop()
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("run %d: %v (%v)", run+1, err, context.Cause(w.ctx))
 		}
 		if !sum.OK() || sum.Migrated != want.migrated || sum.Already != want.already {
 			t.Fatalf("run %d: %+v, want %d migrated and %d already", run, sum, want.migrated, want.already)
@@ -423,4 +423,50 @@ func TestMigrateOnACluster(t *testing.T) {
 			}
 		}
 	}
+}
+
+// stallLimit is how long a migration may settle no movement before the
+// test calls it stuck: above the longest a movement may legitimately
+// take (six attempts, each up to migrate.DefaultTimeout, then a direct
+// get of its copy), so only a migration that stopped moving fails.
+const stallLimit = 6*migrate.DefaultTimeout + time.Minute
+
+// progressWatch is a context that ends when a migration has settled no
+// movement for stallLimit, with a cause naming the run and how far it got.
+type progressWatch struct {
+	ctx      context.Context
+	progress func(done, total uint64)
+	stop     func()
+}
+
+func watchProgress(t *testing.T, what string) progressWatch {
+	t.Helper()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	t.Cleanup(func() { cancel(nil) })
+	type tick struct{ done, total uint64 }
+	ticks := make(chan tick, 1)
+	stopped := make(chan struct{})
+	go func() {
+		var last tick
+		timer := time.NewTimer(stallLimit)
+		defer timer.Stop()
+		for {
+			select {
+			case last = <-ticks:
+				timer.Reset(stallLimit)
+			case <-timer.C:
+				cancel(fmt.Errorf("%s: no movement settled for %s, %d of %d settled", what, stallLimit, last.done, last.total))
+				return
+			case <-stopped:
+				return
+			}
+		}
+	}()
+	return progressWatch{ctx: ctx, stop: func() { close(stopped) }, progress: func(done, total uint64) {
+		select {
+		case <-ticks: // keep only the latest
+		default:
+		}
+		ticks <- tick{done, total}
+	}}
 }

@@ -20,6 +20,8 @@ type Metrics struct {
 	messages  *prometheus.CounterVec
 	commits   *prometheus.CounterVec
 	failures  *prometheus.CounterVec
+	rewinds   *prometheus.CounterVec
+	staged    *prometheus.CounterVec
 	commitAt  *prometheus.GaugeVec
 	commitDur prometheus.Histogram
 	rate      prometheus.GaugeFunc
@@ -59,6 +61,10 @@ func NewMetrics() *Metrics {
 			Help: "Transactions committed."}, []string{"archive"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rxedge_sink_write_failures_total",
 			Help: "Batches whose transaction failed and was retried."}, []string{"archive"}),
+		rewinds: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rxedge_sink_rewinds_total",
+			Help: "Times the stored position was found behind the last commit (a failover to a standby that had not received it): the archive is read again from the stored position."}, []string{"archive"}),
+		staged: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rxedge_sink_staged_batches_total",
+			Help: "Batches written through the staging table (INSERT ... ON CONFLICT) instead of a COPY straight into movements: the batch held a key already written (a repeat or a conflict), or the batch before it did."}, []string{"archive"}),
 		commitAt: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "rxedge_sink_last_commit_timestamp_seconds",
 			Help: "When the last transaction of the archive stream committed (Unix time)."}, []string{"archive"}),
 		commitDur: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "rxedge_sink_commit_seconds",
@@ -68,7 +74,7 @@ func NewMetrics() *Metrics {
 	}
 	m.rate = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rxedge_sink_rows_per_second",
 		Help: "Archive messages committed per second over the last 10 seconds."}, m.RowsPerSecond)
-	m.reg.MustRegister(m.pos, m.last, m.lag, m.messages, m.commits, m.failures, m.commitAt, m.commitDur, m.rate)
+	m.reg.MustRegister(m.pos, m.last, m.lag, m.messages, m.commits, m.failures, m.rewinds, m.staged, m.commitAt, m.commitDur, m.rate)
 	return m
 }
 
@@ -119,7 +125,10 @@ func (m *Metrics) updateLag(stream string) {
 	m.lag.WithLabelValues(stream).Set(float64(lag))
 }
 
-func (m *Metrics) committed(stream string, pos uint64, c Counts, took time.Duration) {
+func (m *Metrics) committed(stream string, pos uint64, c Counts, staged bool, took time.Duration) {
+	if staged {
+		m.staged.WithLabelValues(stream).Inc()
+	}
 	now := time.Now()
 	m.mu.Lock()
 	m.window = append(m.window, sample{now, c.Total()})
@@ -140,6 +149,13 @@ func (m *Metrics) committed(stream string, pos uint64, c Counts, took time.Durat
 func (m *Metrics) failed(stream string) {
 	m.failures.WithLabelValues(stream).Inc()
 	m.dbDown.Store(true)
+}
+
+// rewound counts a position found behind the last commit, and sets the
+// position to it.
+func (m *Metrics) rewound(stream string, pos uint64) {
+	m.rewinds.WithLabelValues(stream).Inc()
+	m.position(stream, pos)
 }
 
 func (m *Metrics) dbState(up bool) { m.dbDown.Store(!up) }

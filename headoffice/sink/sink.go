@@ -206,6 +206,9 @@ type follower struct {
 	name string
 	out  *StreamResult
 	pos  uint64
+	// stage says the next batch goes through the staging table without
+	// trying a direct COPY first.
+	stage bool
 }
 
 // errRewind says the database holds an earlier position than the
@@ -439,16 +442,21 @@ func (f *follower) write(ctx context.Context, batch []Row) error {
 		}
 		start := time.Now()
 		var c Counts
+		var staged bool
 		err := f.pool.AcquireFunc(ctx, func(conn *pgxpool.Conn) error {
 			var err error
-			c, err = writeBatch(ctx, conn.Conn(), f.name, f.pos, rows)
+			c, staged, err = writeBatch(ctx, conn.Conn(), f.name, f.pos, rows, !f.stage)
 			return err
 		})
 		if err == nil {
+			// After a batch that held a key already written, the next
+			// ones are staged until one holds none: a run of repeats
+			// does not pay for a refused COPY each time.
+			f.stage = staged && c.Repeats+c.Conflicts > 0
 			f.pos = rows[len(rows)-1].StreamSeq
 			f.out.Position = f.pos
 			f.out.Counts.add(c)
-			f.o.Metrics.committed(f.name, f.pos, c, time.Since(start))
+			f.o.Metrics.committed(f.name, f.pos, c, staged, time.Since(start))
 			return nil
 		}
 		if ctx.Err() != nil {
@@ -477,6 +485,9 @@ func (f *follower) write(ctx context.Context, batch []Row) error {
 		case err != nil:
 			log.Warn("read the position failed", "error", safeErr(err))
 		case p < f.pos:
+			log.Warn("the stored position is behind the last commit (a failover to a standby that missed commits)",
+				"committed", f.pos, "stored", p)
+			f.o.Metrics.rewound(f.name, p)
 			f.pos = p
 			return errRewind
 		default:

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // ErrPositionMoved says the stored position of a stream is not the one a
@@ -72,19 +74,33 @@ func text(s string) any {
 
 // writeBatch writes rows, the messages of stream after position from up to
 // the last of rows, and moves the stream's position from from to it, in one
-// transaction. rows are in stream order, all after from.
-func writeBatch(ctx context.Context, conn *pgx.Conn, stream string, from uint64, rows []Row) (Counts, error) {
-	var c Counts
+// transaction. rows are in stream order, all after from. With direct, the
+// movements are first copied straight into movements (copyDirect); staged
+// says they went through the staging table instead.
+func writeBatch(ctx context.Context, conn *pgx.Conn, stream string, from uint64, rows []Row, direct bool) (c Counts, staged bool, err error) {
 	if len(rows) == 0 {
-		return c, nil
+		return c, false, nil
 	}
 	to := rows[len(rows)-1].StreamSeq
-	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		c = Counts{}
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		c, staged = Counts{}, false
 		good, bad := splitRejects(rows)
 		if len(good) > 0 {
-			if err := writeMovements(ctx, tx, good, &c); err != nil {
-				return err
+			done := false
+			if direct {
+				var err error
+				if done, err = copyDirect(ctx, tx, good); err != nil {
+					return err
+				}
+				if done {
+					c.Rows = uint64(len(good))
+				}
+			}
+			if !done {
+				staged = true
+				if err := writeMovements(ctx, tx, good, &c); err != nil {
+					return err
+				}
 			}
 		}
 		if len(bad) > 0 {
@@ -101,9 +117,71 @@ func writeBatch(ctx context.Context, conn *pgx.Conn, stream string, from uint64,
 		return nil
 	})
 	if err != nil {
-		return Counts{}, err
+		return Counts{}, false, err
 	}
-	return c, nil
+	return c, staged, nil
+}
+
+// copyDirect copies good straight into movements, as a loader without
+// the exactly-once promise would, under a savepoint: nearly every batch
+// holds only new keys, and COPY into the table is the fastest way in.
+// When a key is there already (a repeat, a conflict, the same key twice
+// in good, or another writer's row) the unique index refuses the COPY;
+// the savepoint is rolled back, nothing of good is written, and false
+// says so: the caller stages the batch instead.
+func copyDirect(ctx context.Context, tx pgx.Tx, good []Row) (bool, error) {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return false, fmt.Errorf("savepoint: %w", err)
+	}
+	n, err := sp.CopyFrom(ctx, pgx.Identifier{"movements"}, stageColumns, copyRows(good))
+	if err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == uniqueViolation {
+			if rerr := sp.Rollback(ctx); rerr != nil {
+				return false, fmt.Errorf("rollback to savepoint: %w", rerr)
+			}
+			return false, nil
+		}
+		return false, fmt.Errorf("copy: %w", err)
+	}
+	if n != int64(len(good)) {
+		return false, fmt.Errorf("copy: copied %d rows of %d", n, len(good))
+	}
+	if err := sp.Commit(ctx); err != nil {
+		return false, fmt.Errorf("release savepoint: %w", err)
+	}
+	return true, nil
+}
+
+// uniqueViolation is PostgreSQL's SQLSTATE unique_violation.
+const uniqueViolation = "23505"
+
+// copyRows is good as COPY rows in stageColumns' order, the quantity as
+// a numeric (the table's type; the staging table's is text).
+func copyRows(good []Row) pgx.CopyFromSource {
+	return pgx.CopyFromSlice(len(good), func(i int) ([]any, error) {
+		r := &good[i]
+		var q pgtype.Numeric
+		if err := q.Scan(r.M.Quantity); err != nil {
+			return nil, fmt.Errorf("quantity of archive sequence %d: not a number", r.StreamSeq)
+		}
+		v := rowValues(r)
+		v[7] = q
+		return v, nil
+	})
+}
+
+// rowValues is r in stageColumns' order.
+func rowValues(r *Row) []any {
+	var enq any
+	if !r.EnqueuedAt.IsZero() {
+		enq = r.EnqueuedAt
+	}
+	return []any{r.Store, r.Key, int64(r.Seq), r.Digest, r.M.MovementID, r.M.Type,
+		r.M.NDC, r.M.Quantity, r.M.Unit, r.OccurredAt, text(r.M.Schedule), text(r.M.Lot),
+		text(r.M.Expires), text(r.M.RxRef), text(r.M.DEAForm222), text(r.M.Note), string(r.Payload),
+		r.Stream, int64(r.StreamSeq), enq, r.ArchivedAt}
 }
 
 // splitRejects splits rows into the movements and the rejects, in order.
@@ -142,15 +220,7 @@ func writeMovements(ctx context.Context, tx pgx.Tx, good []Row, c *Counts) error
 // stage copies good into the staging table.
 func stage(ctx context.Context, tx pgx.Tx, good []Row) error {
 	n, err := tx.CopyFrom(ctx, pgx.Identifier{"sink_stage"}, stageColumns, pgx.CopyFromSlice(len(good), func(i int) ([]any, error) {
-		r := &good[i]
-		var enq any
-		if !r.EnqueuedAt.IsZero() {
-			enq = r.EnqueuedAt
-		}
-		return []any{r.Store, r.Key, int64(r.Seq), r.Digest, r.M.MovementID, r.M.Type,
-			r.M.NDC, r.M.Quantity, r.M.Unit, r.OccurredAt, text(r.M.Schedule), text(r.M.Lot),
-			text(r.M.Expires), text(r.M.RxRef), text(r.M.DEAForm222), text(r.M.Note), string(r.Payload),
-			r.Stream, int64(r.StreamSeq), enq, r.ArchivedAt}, nil
+		return rowValues(&good[i]), nil
 	}))
 	if err != nil {
 		return fmt.Errorf("stage: %w", err)
