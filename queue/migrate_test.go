@@ -299,7 +299,7 @@ func TestMigrateV2Resumes(t *testing.T) {
 			if schema != 3 || len(marker) != 16 {
 				t.Fatalf("stopped upgrade: schema %d (an agent of schema 2 must refuse it), marker %x", schema, marker)
 			}
-			if _, err := Open(Options{Path: path, ReadOnly: true}); err == nil || !strings.Contains(err.Error(), "start the agent") {
+			if _, err := Open(Options{Path: path, ReadOnly: true}); err == nil || !errors.Is(err, ErrOldLayout) {
 				t.Fatalf("read-only open of a file whose upgrade stopped: %v", err)
 			}
 			q, err := Open(Options{Path: path, StoreID: "S0042"})

@@ -60,6 +60,10 @@ var (
 	ErrStoreMismatch = errors.New("queue: data file belongs to another store")
 	// ErrNotFound is returned for a key the queue does not hold.
 	ErrNotFound = errors.New("queue: key not found")
+	// ErrOldLayout is returned by a read-only Open of a file in the layout
+	// of an older schema (or whose upgrade was cut short): only an open
+	// for writing upgrades it.
+	ErrOldLayout = errors.New("queue: the data file has an older layout, which is upgraded when the agent starts (or by agent compact)")
 )
 
 // ConflictError reports a movement whose movement_id is already held with
@@ -414,15 +418,17 @@ func (q *Queue) checkMeta(tx *bolt.Tx) error {
 	if meta == nil {
 		return errors.New("queue: not an agent data file (no meta bucket)")
 	}
-	if v := getU64(meta, metaSchema); v > SchemaVersion {
+	v := getU64(meta, metaSchema)
+	if v > SchemaVersion {
 		return fmt.Errorf("queue: the file has schema version %d, newer than this agent's %d: upgrade the agent", v, SchemaVersion)
-	} else if v < SchemaVersion || meta.Get(metaMigrating) != nil {
-		return fmt.Errorf("queue: the file has the layout of schema version %d and is read only after this agent upgraded it to %d: start the agent (or run agent compact) once", min(v, 2), SchemaVersion)
 	}
 	if q.opts.StoreID != "" {
 		if s := string(meta.Get(metaStore)); s != q.opts.StoreID {
 			return fmt.Errorf("%w: the file is for store %s, not %s", ErrStoreMismatch, s, q.opts.StoreID)
 		}
+	}
+	if v < SchemaVersion || meta.Get(metaMigrating) != nil {
+		return fmt.Errorf("%w (schema %d): start the agent once, then try again", ErrOldLayout, min(v, 2))
 	}
 	q.lineage = readLineage(meta)
 	return nil
