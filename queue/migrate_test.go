@@ -134,30 +134,53 @@ func dumpState(t testing.TB, q *Queue, ids []string) dumpedState {
 		s.Quarantined = append(s.Quarantined, r)
 		return true
 	}))
+	// Every fifth movement again, with the same content, then with other
+	// content: the answers schema 2's generator got one submission at a
+	// time, from two submissions (the position in the submission aside,
+	// which is set as it was).
+	var resub []string
+	var items [2][]movement.Prepared
 	for i, id := range ids {
 		if i%5 != 0 {
 			continue
 		}
 		sched := ""
 		if (i+1)%7 == 0 {
-			sched = "CII"
+			sched = `,"schedule":"CII"`
 		}
-		var ans [2]string
+		resub = append(resub, id)
 		for v := 0; v < 2; v++ {
-			js := fmt.Sprintf(`{"movement_id":%q,"type":"dispense","ndc":"12345-6789-01","quantity":%d,"unit":"EA","occurred_at":"2026-03-01T09:30:00Z"%s}`, id, v+1, map[bool]string{true: fmt.Sprintf(`,"schedule":%q`, sched)}[sched != ""])
+			js := fmt.Sprintf(`{"movement_id":%q,"type":"dispense","ndc":"12345-6789-01","quantity":%d,"unit":"EA","occurred_at":"2026-03-01T09:30:00Z"%s}`, id, v+1, sched)
 			p, es := movement.Prepare([]byte(js), "S0042", time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 			if es != nil {
 				t.Fatal(es)
 			}
-			res, err := q.EnqueueEach([]movement.Prepared{p})
-			must(err)
-			r := res[0]
-			ans[v] = fmt.Sprintf("seq=%d dup=%v", r.Seq, r.Duplicate)
-			if r.Err != nil {
-				ans[v] = r.Err.Error()
-			}
+			items[v] = append(items[v], p)
 		}
-		s.Resubmit[id] = ans
+	}
+	var ans [2][]string
+	for v := 0; v < 2; v++ {
+		res, err := q.EnqueueEach(items[v])
+		must(err)
+		for _, r := range res {
+			a := fmt.Sprintf("seq=%d dup=%v", r.Seq, r.Duplicate)
+			var ce *ConflictError
+			var pe *PurgedError
+			switch {
+			case errors.As(r.Err, &ce):
+				ce.Index = 0
+				a = ce.Error()
+			case errors.As(r.Err, &pe):
+				pe.Index = 0
+				a = pe.Error()
+			case r.Err != nil:
+				a = r.Err.Error()
+			}
+			ans[v] = append(ans[v], a)
+		}
+	}
+	for i, id := range resub {
+		s.Resubmit[id] = [2]string{ans[0][i], ans[1][i]}
 	}
 	return s
 }
