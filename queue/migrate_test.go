@@ -224,15 +224,21 @@ func canonicalJSON(t testing.TB, v any) string {
 	return string(out)
 }
 
+// v2Want is the fixture's record, canonical, once read.
+var v2Want string
+
 // sameDump compares a dump with the fixture's record and reports the
 // first lines that differ.
 func sameDump(t testing.TB, got dumpedState) {
 	t.Helper()
-	var want dumpedState
-	if err := json.Unmarshal(gunzip(t, filepath.Join("testdata", "v2.json.gz")), &want); err != nil {
-		t.Fatal(err)
+	if v2Want == "" {
+		var want dumpedState
+		if err := json.Unmarshal(gunzip(t, filepath.Join("testdata", "v2.json.gz")), &want); err != nil {
+			t.Fatal(err)
+		}
+		v2Want = canonicalJSON(t, want)
 	}
-	g, w := canonicalJSON(t, got), canonicalJSON(t, want)
+	g, w := canonicalJSON(t, got), v2Want
 	if g == w {
 		return
 	}
@@ -285,8 +291,9 @@ func TestMigrateV2(t *testing.T) {
 
 var errStopped = errors.New("stopped after a chunk")
 
-// TestMigrateV2Resumes stops the upgrade after each chunk in turn (100
-// keys a chunk), as a crash between two transactions would, and checks
+// TestMigrateV2Resumes stops the upgrade after its first chunk and after
+// a middle one (100 keys a chunk, about 20 chunks), as a crash between two
+// transactions would, and checks
 // that an older agent would refuse the file then, that read-only opens
 // refuse it with a clear error, and that the next open finishes it with
 // the same result as an upgrade in one go.
@@ -294,7 +301,7 @@ func TestMigrateV2Resumes(t *testing.T) {
 	chunk, after := migrateChunk, migrateAfterChunk
 	t.Cleanup(func() { migrateChunk, migrateAfterChunk = chunk, after })
 	migrateChunk = 100
-	for _, stop := range []int{1, 2, 10, 19} {
+	for _, stop := range []int{1, 12} {
 		t.Run(fmt.Sprint(stop), func(t *testing.T) {
 			path := v2File(t)
 			migrateAfterChunk = func(n int) error {
