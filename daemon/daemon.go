@@ -169,6 +169,9 @@ func (d *daemon) openQueue() error {
 		StoreID:  d.opts.StoreID,
 		MaxAhead: d.opts.MaxRetryDelay(),
 		Lineage:  true,
+		MigrateProgress: func(done, total int64) {
+			d.log.Info("DATA_FILE_UPGRADE", "keys_converted", done, "keys", total)
+		},
 	})
 	if errors.Is(err, queue.ErrLocked) {
 		return ErrAlreadyRunning

@@ -88,6 +88,9 @@ func Adopt(path, store, actor, reason string) (Decision, error) {
 // checkFile opens p read-only and checks it is a data file of store.
 func checkFile(p, store string) error {
 	q, err := queue.Open(queue.Options{Path: p, StoreID: store, ReadOnly: true})
+	if errors.Is(err, queue.ErrOldLayout) {
+		return nil // of store, and upgraded when the agent opens it
+	}
 	if err != nil {
 		return fmt.Errorf("lineage: %s cannot be adopted: %w", p, err)
 	}

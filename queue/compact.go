@@ -216,6 +216,9 @@ func Compact(path string, opts CompactOptions) (res CompactResult, err error) {
 	if p, err := filepath.EvalSymlinks(path); err == nil {
 		path = p
 	}
+	if err := upgradeFirst(path, opts.LockTimeout); err != nil {
+		return res, fmt.Errorf("queue: compact %s: %w", path, err)
+	}
 	if res.Before, err = compactLocked(path, opts); err != nil {
 		return res, fmt.Errorf("queue: compact %s: %w", path, err)
 	}
@@ -228,6 +231,35 @@ func Compact(path string, opts CompactOptions) (res CompactResult, err error) {
 	}
 	opts.hook(phaseJournaled)
 	return res, nil
+}
+
+// upgradeFirst opens a file of an older schema, or one whose upgrade was
+// cut short, as the agent would, which upgrades it: the copy is checked
+// by the current schema's rules.
+func upgradeFirst(path string, lockTimeout time.Duration) error {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: lockTimeout})
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return ErrLocked
+	}
+	if err != nil {
+		return err
+	}
+	old := false
+	db.View(func(tx *bolt.Tx) error {
+		if meta := tx.Bucket(bucketMeta); meta != nil {
+			old = getU64(meta, metaSchema) < SchemaVersion || meta.Get(metaMigrating) != nil
+		}
+		return nil
+	})
+	db.Close()
+	if !old {
+		return nil
+	}
+	q, err := Open(Options{Path: path, LockTimeout: lockTimeout})
+	if err != nil {
+		return err
+	}
+	return q.Close()
 }
 
 // withDefaults fills the zero fields of o.

@@ -22,13 +22,21 @@
 // the sender lives in memory only: after a restart every pending movement is
 // due again, which is safe because delivery is keyed.
 //
-// Buckets (schema version 1):
+// Buckets (schema version 3):
 //
-//	meta        schema version, store id, counters, next sequence
-//	pending     seq (8 bytes, big endian) → pending record
+//	meta        schema version, store id, counters, next sequence, lineage
+//	pending     seq (8 bytes, big endian) → pending record (without its seq)
 //	due         next attempt time (8) + seq (8) → nothing
-//	keys        key (16) → state, seq, digest, central sequence, time, class
-//	synced_at   time (8) + key (16) → nothing (pruning index)
-//	quarantine  key (16) → quarantined record with its failure context
+//	keys        key (16) → seq, for a pending or synced key; state, class,
+//	            seq and time for a quarantined, purged or redriven key (and
+//	            the digest for a purged one)
+//	synced      seq (8) → key, digest, class, central sequence, time
+//	quarantine  key (16) → quarantined record with its seq and failure context
 //	journal     sequence (8) → audit event (JSON)
+//
+// Acknowledging a movement moves it from pending to synced, both keyed by
+// sequence, without writing its key's entry: a settlement writes in
+// sequence order, not in the keys' hash order. A file of schema 2 is
+// converted by Open in transactions of a bounded number of keys, resumed
+// after a crash (see migrate.go).
 package queue

@@ -1,6 +1,8 @@
 package queue
 
 import (
+	"errors"
+
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/rxedge/agent/movement"
@@ -122,8 +124,7 @@ func sortItems(v view, items []movement.Prepared) (*sorted, error) {
 			s.res[i].Duplicate = true
 			continue
 		}
-		if b := v.get(bucketKeys, it.Key[:]); b != nil {
-			e, err := unmarshalKeyEntry(b)
+		if e, err := v.buckets().lookup(it.Key[:], false); !errors.Is(err, ErrNotFound) {
 			if err != nil {
 				return nil, err
 			}
@@ -152,6 +153,8 @@ func (q *Queue) store(tx *bolt.Tx, items []movement.Prepared, s *sorted) error {
 	}
 	now := q.opts.Clock()
 	b := buckets(tx)
+	// Sequences and due times only grow: fill the pages they append to.
+	b.pending.FillPercent, b.due.FillPercent = 1.0, 1.0
 	seq := getU64(b.meta, metaNextSeq)
 	var added [2]int64
 	for _, i := range s.fresh {
@@ -162,14 +165,13 @@ func (q *Queue) store(tx *bolt.Tx, items []movement.Prepared, s *sorted) error {
 			Schedule: it.Schedule, MovementID: it.MovementID, Payload: it.Payload,
 			EnqueuedAt: now, NextAt: now,
 		}
-		if err := b.pending.Put(u64(seq), rec.marshal()); err != nil {
+		if err := b.pending.Put(u64(seq), rec.marshal(false)); err != nil {
 			return err
 		}
 		if err := b.due.Put(dueKey(now, seq), nil); err != nil {
 			return err
 		}
-		e := keyEntry{State: Pending, Class: it.Class, Seq: seq, At: now, Digest: it.Digest}
-		if err := b.keys.Put(it.Key[:], e.marshal()); err != nil {
+		if err := b.keys.Put(it.Key[:], shortEntry(seq)); err != nil {
 			return err
 		}
 		s.res[i].Seq = seq

@@ -65,6 +65,7 @@ func (q *Queue) JournalWhole(ev Event) error {
 
 func appendEvent(tx *bolt.Tx, e Event) error {
 	b := tx.Bucket(bucketJournal)
+	b.FillPercent = 1.0 // appended in sequence order
 	seq, err := b.NextSequence()
 	if err != nil {
 		return err

@@ -341,7 +341,7 @@ func renumber(b txBuckets, fence, last, shift uint64) (int, error) {
 	var all []moved
 	c := b.pending.Cursor()
 	for k, v := c.Seek(u64(fence)); k != nil; k, v = c.Next() {
-		r, err := unmarshalRecord(v)
+		r, err := unmarshalRecord(k, v)
 		if err != nil {
 			return 0, err
 		}
@@ -356,9 +356,10 @@ func renumber(b txBuckets, fence, last, shift uint64) (int, error) {
 			return 0, err
 		}
 	}
+	b.pending.FillPercent, b.due.FillPercent = 1.0, 1.0
 	for _, m := range all {
 		m.r.Seq = m.old + shift
-		if err := b.pending.Put(u64(m.r.Seq), m.r.marshal()); err != nil {
+		if err := b.pending.Put(u64(m.r.Seq), m.r.marshal(false)); err != nil {
 			return 0, err
 		}
 		if err := b.due.Put(dueKey(m.r.NextAt, m.r.Seq), nil); err != nil {
@@ -372,7 +373,7 @@ func renumber(b txBuckets, fence, last, shift uint64) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		if e.State != Pending || e.Seq != m.old {
+		if e.Long && e.State != Pending || e.Seq != m.old {
 			return 0, fmt.Errorf("queue: renumber: sequence %d is %s under another sequence", m.old, e.State)
 		}
 		e.Seq = m.r.Seq

@@ -88,7 +88,7 @@ func TestNewFileHasIdentity(t *testing.T) {
 
 // TestMigrationGivesIdentity: a file written by schema 1 (no identity)
 // keeps every movement, gets an identity at its first open, journalled,
-// and is at schema 2.
+// and is at the current schema.
 func TestMigrationGivesIdentity(t *testing.T) {
 	clk := newClock()
 	path := filepath.Join(t.TempDir(), "agent.db")
@@ -120,7 +120,7 @@ func TestMigrationGivesIdentity(t *testing.T) {
 		t.Fatalf("lineage after migration = %+v", l)
 	}
 	s, _ := q2.Stats()
-	if s.SchemaVersion != 2 || s.Count(Pending) != 3 || s.Count(Synced) != 5 {
+	if s.SchemaVersion != SchemaVersion || s.Count(Pending) != 3 || s.Count(Synced) != 5 {
 		t.Fatalf("after migration: schema %d, pending %d, synced %d", s.SchemaVersion, s.Count(Pending), s.Count(Synced))
 	}
 	ev := lineageEvents(t, q2)

@@ -1,6 +1,8 @@
 package queue
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -8,15 +10,19 @@ import (
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
 	"pgregory.net/rapid"
 
 	"github.com/rxedge/agent/movement"
 )
 
 // TestModel runs random sequences of every state-changing operation, with
-// close-and-reopen in between, against a simple model of what each key's
-// state must be. After every step the counters must equal a full scan
-// (Verify) and every key must be in the state the model says.
+// close-and-reopen, pruning and the upgrade of the file from the schema 2
+// layout in between, against a simple model of what each key's state must
+// be. After every step the counters must equal a full scan (Verify) and
+// every key must be in the state the model says, with its sequence,
+// class, digest, central sequence, the time it entered its state and its
+// record; LookupSeqs must say the same of every sequence given.
 func TestModel(t *testing.T) {
 	dir := t.TempDir()
 	var run int
@@ -34,7 +40,11 @@ func TestModel(t *testing.T) {
 			state   State
 			variant int
 			class   movement.Class
+			at      time.Time // when it entered its state
+			stream  uint64    // central's sequence, when synced
 		}
+		var lastSynced time.Time
+		given := map[uint64]string{}      // every sequence given → movement id
 		model := make(map[string]*mstate) // movement id → state
 		leased := make(map[uint64]string) // seq → movement id
 		seqOf := make(map[string]uint64)
@@ -111,8 +121,9 @@ func TestModel(t *testing.T) {
 				}
 				for i, id := range mids {
 					if model[id] == nil {
-						model[id] = &mstate{state: Pending, variant: variants[i], class: items[i].Class}
+						model[id] = &mstate{state: Pending, variant: variants[i], class: items[i].Class, at: clk.Now()}
 						seqOf[id] = res[i].Seq
+						given[res[i].Seq] = id
 						if res[i].Duplicate {
 							rt.Fatalf("new movement %s reported duplicate", id)
 						}
@@ -180,8 +191,9 @@ func TestModel(t *testing.T) {
 					if r.Err != nil || r.Duplicate || r.Seq == 0 {
 						rt.Fatalf("item %d (%s): %+v, want stored", i, id, r)
 					}
-					model[id] = &mstate{state: Pending, variant: variants[i], class: items[i].Class}
+					model[id] = &mstate{state: Pending, variant: variants[i], class: items[i].Class, at: clk.Now()}
 					seqOf[id] = r.Seq
+					given[r.Seq] = id
 					first[id] = i
 				}
 			},
@@ -204,11 +216,15 @@ func TestModel(t *testing.T) {
 				var acks []Ack
 				for _, s := range pickLeased(rt) {
 					acks = append(acks, Ack{Seq: s, StreamSeq: s + 1000})
-					model[leased[s]].state = Synced
+					m := model[leased[s]]
+					m.state, m.at, m.stream = Synced, clk.Now(), s+1000
 					delete(leased, s)
 				}
 				if err := q.MarkSynced(acks); err != nil {
 					rt.Fatal(err)
+				}
+				if len(acks) > 0 {
+					lastSynced = clk.Now()
 				}
 			},
 			"retry": func(rt *rapid.T) {
@@ -225,7 +241,7 @@ func TestModel(t *testing.T) {
 				var qs []QuarantineAt
 				for _, s := range pickLeased(rt) {
 					qs = append(qs, QuarantineAt{Seq: s, Reason: "permanent:too_large", Charge: true})
-					model[leased[s]].state = Quarantined
+					model[leased[s]].state, model[leased[s]].at = Quarantined, clk.Now()
 					delete(leased, s)
 				}
 				if err := q.Quarantine(qs); err != nil {
@@ -254,7 +270,7 @@ func TestModel(t *testing.T) {
 					rt.Fatalf("redrive of %s in %s: %+v", id, m.state, res)
 				}
 				if m.state == Quarantined {
-					m.state = Pending
+					m.state, m.at = Pending, clk.Now()
 				}
 			},
 			"purge": func(rt *rapid.T) {
@@ -267,7 +283,80 @@ func TestModel(t *testing.T) {
 				if err != nil || len(res.Purged) != 1 {
 					rt.Fatalf("purge %s: %+v %v", id, res, err)
 				}
-				model[id].state = Purged
+				model[id].state, model[id].at = Purged, clk.Now()
+			},
+			"settle": func(rt *rapid.T) {
+				// One settlement of each kind of outcome, with an
+				// acknowledgement of a pending movement no lease holds
+				// (given back, or never leased): what it needs is read
+				// from the file, not from the lease.
+				var st Settlement
+				for _, s := range pickLeased(rt) {
+					m := model[leased[s]]
+					switch rapid.IntRange(0, 2).Draw(rt, "outcome") {
+					case 0:
+						st.Acks = append(st.Acks, Ack{Seq: s, StreamSeq: s + 2000})
+						m.state, m.at, m.stream = Synced, clk.Now(), s+2000
+					case 1:
+						st.Retries = append(st.Retries, RetryAt{Seq: s, Failure: Failure{Kind: "transient:timeout"}, Delay: time.Second})
+					default:
+						st.Quarantines = append(st.Quarantines, QuarantineAt{Seq: s, Reason: "exhausted:timeout"})
+						m.state, m.at = Quarantined, clk.Now()
+					}
+					delete(leased, s)
+				}
+				for _, id := range inState(Pending) {
+					if _, ok := leased[seqOf[id]]; ok || !rapid.Bool().Draw(rt, "ack unleased "+id) {
+						continue
+					}
+					st.Acks = append(st.Acks, Ack{Seq: seqOf[id], StreamSeq: seqOf[id] + 3000})
+					m := model[id]
+					m.state, m.at, m.stream = Synced, clk.Now(), seqOf[id]+3000
+				}
+				if err := q.Settle(st); err != nil {
+					rt.Fatal(err)
+				}
+				if len(st.Acks) > 0 {
+					lastSynced = clk.Now()
+				}
+			},
+			"prune": func(rt *rapid.T) {
+				horizon := time.Duration(rapid.IntRange(1, 120).Draw(rt, "horizon")) * time.Second
+				n, err := q.Prune(horizon, 0, 100)
+				if err != nil {
+					rt.Fatal(err)
+				}
+				want := 0
+				for id, m := range model {
+					if m.state == Synced && m.at.Before(clk.Now().Add(-horizon)) {
+						delete(model, id)
+						delete(seqOf, id)
+						want++
+					}
+				}
+				if n != want {
+					rt.Fatalf("pruned %d, model %d", n, want)
+				}
+			},
+			"upgrade": func(rt *rapid.T) {
+				// The file as schema 2 would have held this state,
+				// upgraded by the next open.
+				if err := q.Close(); err != nil {
+					rt.Fatal(err)
+				}
+				downgradeV2(rt, path)
+				q, err = Open(Options{Path: path, StoreID: testStore, Clock: clk.Now, MaxGroup: 8})
+				if err != nil {
+					rt.Fatal(err)
+				}
+				clear(leased)
+				// Schema 2 kept the time of the newest synced key held.
+				lastSynced = time.Time{}
+				for _, m := range model {
+					if m.state == Synced && m.at.After(lastSynced) {
+						lastSynced = m.at
+					}
+				}
 			},
 			"tick": func(rt *rapid.T) {
 				clk.Add(time.Duration(rapid.IntRange(1, 40).Draw(rt, "seconds")) * time.Second)
@@ -297,6 +386,41 @@ func TestModel(t *testing.T) {
 					if err != nil || e.State != m.state {
 						rt.Fatalf("key of %s: state %v (%v), model says %s", id, e.State, err, m.state)
 					}
+					digest := prep(id, m.variant, m.class).Digest
+					if e.Seq != seqOf[id] || e.Class != m.class || !e.At.Equal(m.at) || e.Digest != digest {
+						rt.Fatalf("key of %s: seq %d class %v at %v digest %x, model says seq %d class %v at %v digest %x", id, e.Seq, e.Class, e.At, e.Digest[:4], seqOf[id], m.class, m.at, digest[:4])
+					}
+					if m.state == Synced && e.StreamSeq != m.stream || m.state != Synced && e.StreamSeq != 0 {
+						rt.Fatalf("key of %s (%s): stream sequence %d, model %d", id, m.state, e.StreamSeq, m.stream)
+					}
+					held := m.state == Pending || m.state == Quarantined
+					if held != (e.Record != nil) || held && (e.Record.MovementID != id || e.Record.Seq != e.Seq || e.Record.Digest != digest || e.Record.Key != e.Key) {
+						rt.Fatalf("key of %s (%s): record %+v", id, m.state, e.Record)
+					}
+				}
+				var seqs []uint64
+				for s := range given {
+					seqs = append(seqs, s)
+				}
+				lk, err := q.LookupSeqs(seqs)
+				if err != nil {
+					rt.Fatal(err)
+				}
+				for _, st := range lk.States {
+					id := given[st.Seq]
+					m := model[id]
+					if m == nil || seqOf[id] != st.Seq {
+						if st.State != 0 {
+							rt.Fatalf("sequence %d (%s, pruned): %+v", st.Seq, id, st)
+						}
+						continue
+					}
+					if st.State != m.state || st.Key != movement.Key(testStore, id) || m.state == Synced && (st.StreamSeq != m.stream || !st.At.Equal(m.at)) {
+						rt.Fatalf("sequence %d (%s): %+v, model %+v", st.Seq, id, st, *m)
+					}
+				}
+				if at, err := q.LastSyncedAt(); err != nil || !at.Equal(lastSynced) {
+					rt.Fatalf("LastSyncedAt %v (%v), model %v", at, err, lastSynced)
 				}
 				for _, st := range States {
 					if s.Count(st) != want[st] {
@@ -309,4 +433,91 @@ func TestModel(t *testing.T) {
 			},
 		})
 	})
+}
+
+// downgradeV2 rewrites the file at path in the layout of schema 2 (the
+// keys bucket holding every key's state, records with their sequence, the
+// synced_at pruning index), as the queue of schema 2 would have left the
+// same state.
+func downgradeV2(t fataler, path string) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	defer db.Close()
+	err = db.Update(func(tx *bolt.Tx) error {
+		b := buckets(tx)
+		syncedAt, err := tx.CreateBucket(bucketSyncedAtV2)
+		if err != nil {
+			return err
+		}
+		type kv struct{ k, v []byte }
+		var keys []kv
+		err = b.keys.ForEach(func(k, v []byte) error {
+			e, err := unmarshalKeyEntry(v)
+			if err != nil {
+				return err
+			}
+			en, err := b.resolve(k, e, false)
+			if err != nil {
+				return err
+			}
+			old := make([]byte, 0, v1KeyEntryLen)
+			old = append(old, byte(en.State), byte(en.Class))
+			old = binary.BigEndian.AppendUint64(old, en.Seq)
+			old = binary.BigEndian.AppendUint64(old, en.StreamSeq)
+			old = binary.BigEndian.AppendUint64(old, uint64(en.At.UnixNano()))
+			old = append(old, en.Digest[:]...)
+			keys = append(keys, kv{bytes.Clone(k), old})
+			if en.State == Synced {
+				tk := binary.BigEndian.AppendUint64(nil, uint64(en.At.UnixNano()))
+				return syncedAt.Put(append(tk, k...), nil)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, e := range keys {
+			if err := b.keys.Put(e.k, e.v); err != nil {
+				return err
+			}
+		}
+		// Records: the sequence goes back to the head, fixed-width.
+		for _, bk := range []*bolt.Bucket{b.pending, b.quarantine} {
+			var recs []kv
+			bk.ForEach(func(k, v []byte) error {
+				r, err := unmarshalRecord(k, v)
+				if err != nil {
+					return err
+				}
+				rest := v[recFixedLen:]
+				if v[0] == recordHeld {
+					_, n := binary.Uvarint(rest)
+					rest = rest[n:]
+				}
+				old := []byte{recordV1}
+				old = binary.BigEndian.AppendUint64(old, r.Seq)
+				old = append(old, v[recKeyAt:recFixedLen]...)
+				recs = append(recs, kv{bytes.Clone(k), append(old, rest...)})
+				return nil
+			})
+			for _, e := range recs {
+				if err := bk.Put(e.k, e.v); err != nil {
+					return err
+				}
+			}
+		}
+		if err := tx.DeleteBucket(bucketSynced); err != nil {
+			return err
+		}
+		if err := b.meta.Delete(metaLastSynced); err != nil {
+			return err
+		}
+		return b.meta.Put(metaSchema, u64(2))
+	})
+	if err != nil {
+		t.Fatalf("downgrade: %v", err)
+	}
 }

@@ -60,6 +60,10 @@ var (
 	ErrStoreMismatch = errors.New("queue: data file belongs to another store")
 	// ErrNotFound is returned for a key the queue does not hold.
 	ErrNotFound = errors.New("queue: key not found")
+	// ErrOldLayout is returned by a read-only Open of a file in the layout
+	// of an older schema (or whose upgrade was cut short): only an open
+	// for writing upgrades it.
+	ErrOldLayout = errors.New("queue: the data file has an older layout, which is upgraded when the agent starts (or by agent compact)")
 )
 
 // ConflictError reports a movement whose movement_id is already held with
@@ -94,14 +98,16 @@ func (e *PurgedError) Error() string {
 func hexKey(k [16]byte) string { return hex.EncodeToString(k[:]) }
 
 // Migration upgrades the file from schema version From to From+1 inside the
-// opening transaction.
+// opening transaction. (The upgrade from schema 2 to 3, which rewrites
+// every key, is built in and runs in bounded transactions: see
+// migrateLayout.)
 type Migration struct {
 	From uint64
 	Up   func(tx *bolt.Tx) error
 }
 
 // SchemaVersion is the schema this package writes.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // Options configure Open.
 type Options struct {
@@ -126,6 +132,10 @@ type Options struct {
 	// Migrations upgrade files written with an older schema, one version
 	// at a time, inside the opening transaction.
 	Migrations []Migration
+	// MigrateProgress, when set, is called from time to time while Open
+	// converts a file of schema 2 to the current layout, with the keys
+	// converted and the keys to convert.
+	MigrateProgress func(done, total int64)
 	// Lineage holds back the movements this start gives sequences to
 	// until Confirm was told central's record of the store (see
 	// Lineage). The agent sets it when it sends to central; tools that
@@ -151,7 +161,7 @@ type Queue struct {
 	changed chan struct{} // signalled when new work became pending
 
 	leaseMu stdsync.Mutex
-	leased  map[uint64]struct{}
+	leased  map[uint64]lease
 	spread  spreadWindow // guarded by leaseMu
 	lineage Lineage      // guarded by leaseMu
 }
@@ -167,11 +177,11 @@ var (
 	bucketPending    = []byte("pending")
 	bucketDue        = []byte("due")
 	bucketKeys       = []byte("keys")
-	bucketSyncedAt   = []byte("synced_at")
+	bucketSynced     = []byte("synced")
 	bucketQuarantine = []byte("quarantine")
 	bucketJournal    = []byte("journal")
 
-	allBuckets = [][]byte{bucketMeta, bucketPending, bucketDue, bucketKeys, bucketSyncedAt, bucketQuarantine, bucketJournal}
+	allBuckets = [][]byte{bucketMeta, bucketPending, bucketDue, bucketKeys, bucketSynced, bucketQuarantine, bucketJournal}
 
 	metaSchema       = []byte("schema_version")
 	metaStore        = []byte("store_id")
@@ -181,6 +191,7 @@ var (
 	metaQuarTotal    = []byte("quarantined_total")
 	metaSpreadUntil  = []byte("spread_until")
 	metaSpreadLength = []byte("spread_length")
+	metaLastSynced   = []byte("last_synced_at")
 )
 
 // Open opens or creates the data file.
@@ -233,11 +244,14 @@ func Open(opts Options) (*Queue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("queue: open %s: %w", opts.Path, classify(err))
 	}
-	q := &Queue{db: db, opts: opts, readOnly: opts.ReadOnly, leased: make(map[uint64]struct{}), changed: make(chan struct{}, 1)}
+	q := &Queue{db: db, opts: opts, readOnly: opts.ReadOnly, leased: make(map[uint64]lease), changed: make(chan struct{}, 1)}
 	if opts.ReadOnly {
 		err = db.View(func(tx *bolt.Tx) error { return q.checkMeta(tx) })
 	} else {
 		err = db.Update(func(tx *bolt.Tx) error { return q.init(tx) })
+	}
+	if err == nil && !opts.ReadOnly {
+		err = migrateLayout(db, opts.MigrateProgress, migrateChunk, migrateAfterChunk)
 	}
 	if err != nil {
 		db.Close()
@@ -367,6 +381,14 @@ func (q *Queue) init(tx *bolt.Tx) error {
 		return fmt.Errorf("queue: the file has schema version %d, newer than this agent's %d: upgrade the agent", v, SchemaVersion)
 	}
 	for ; v < SchemaVersion; v++ {
+		if v == 2 {
+			// Started here, finished by migrateLayout after this
+			// transaction, in transactions of its own.
+			if err := startLayoutMigration(tx); err != nil {
+				return fmt.Errorf("queue: migrate schema 2 to 3: %w", err)
+			}
+			continue
+		}
 		m, ok := findMigration(q.opts.Migrations, v)
 		if !ok {
 			m, ok = findMigration([]Migration{migrateIdentity(q.opts.Clock)}, v)
@@ -396,13 +418,17 @@ func (q *Queue) checkMeta(tx *bolt.Tx) error {
 	if meta == nil {
 		return errors.New("queue: not an agent data file (no meta bucket)")
 	}
-	if v := getU64(meta, metaSchema); v > SchemaVersion {
+	v := getU64(meta, metaSchema)
+	if v > SchemaVersion {
 		return fmt.Errorf("queue: the file has schema version %d, newer than this agent's %d: upgrade the agent", v, SchemaVersion)
 	}
 	if q.opts.StoreID != "" {
 		if s := string(meta.Get(metaStore)); s != q.opts.StoreID {
 			return fmt.Errorf("%w: the file is for store %s, not %s", ErrStoreMismatch, s, q.opts.StoreID)
 		}
+	}
+	if v < SchemaVersion || meta.Get(metaMigrating) != nil {
+		return fmt.Errorf("%w (schema %d): start the agent once, then try again", ErrOldLayout, min(v, 2))
 	}
 	q.lineage = readLineage(meta)
 	return nil
@@ -469,7 +495,7 @@ type op struct {
 // read.
 type view struct{ tx *bolt.Tx }
 
-func (v view) get(bucket, key []byte) []byte { return v.tx.Bucket(bucket).Get(key) }
+func (v view) buckets() txBuckets { return buckets(v.tx) }
 
 // rejection marks an error returned by an op's check phase as refusing
 // that op alone.

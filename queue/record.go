@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"time"
@@ -44,20 +45,43 @@ type QuarantineInfo struct {
 // KeyString is the record's key as 32 hex characters.
 func (r *Record) KeyString() string { return hexKey(r.Key) }
 
-const recordVersion = 1
+// Record encodings. The first byte names the form; the key, digest and
+// class are at fixed offsets in both, so lookups read them without
+// decoding the rest.
+const (
+	recordV1      = 1 // schema 2: sequence, key, digest, class, ...; read by the migration only
+	recordPending = 2 // in the pending bucket, whose key is the sequence: not stored again
+	recordHeld    = 3 // in the quarantine bucket, keyed by key: the sequence follows the class
+)
+
+// Fixed offsets of recordPending and recordHeld.
+const (
+	recKeyAt    = 1
+	recDigestAt = recKeyAt + 16
+	recClassAt  = recDigestAt + 32
+	recFixedLen = recClassAt + 1
+)
 
 // maxDelaysKept bounds the delay history kept per record.
 const maxDelaysKept = 32
 
 var errCorrupt = errors.New("queue: corrupt record")
 
-func (r *Record) marshal() []byte {
-	b := make([]byte, 0, 128+len(r.Payload)+len(r.LastErrText))
-	b = append(b, recordVersion)
-	b = binary.BigEndian.AppendUint64(b, r.Seq)
+// marshal encodes r for the pending bucket (held false: the sequence is
+// the bucket key) or for the quarantine bucket (held true).
+func (r *Record) marshal(held bool) []byte {
+	b := make([]byte, 0, 96+len(r.Schedule)+len(r.MovementID)+len(r.Payload)+len(r.LastErrText))
+	if held {
+		b = append(b, recordHeld)
+	} else {
+		b = append(b, recordPending)
+	}
 	b = append(b, r.Key[:]...)
 	b = append(b, r.Digest[:]...)
 	b = append(b, byte(r.Class))
+	if held {
+		b = binary.AppendUvarint(b, r.Seq)
+	}
 	b = binary.AppendUvarint(b, uint64(r.Attempts))
 	b = appendTime(b, r.EnqueuedAt)
 	b = appendTime(b, r.NextAt)
@@ -80,20 +104,38 @@ func (r *Record) marshal() []byte {
 	} else {
 		b = append(b, 0)
 	}
-	b = appendString(b, string(r.Payload))
-	return b
+	b = binary.AppendUvarint(b, uint64(len(r.Payload)))
+	return append(b, r.Payload...)
 }
 
-func unmarshalRecord(b []byte) (*Record, error) {
+// unmarshalRecord decodes a record stored under bucket key k (the
+// sequence, for the pending bucket). The payload is the one copy made of
+// the stored bytes.
+func unmarshalRecord(k, b []byte) (*Record, error) {
 	d := decoder{b: b}
-	if d.byte() != recordVersion {
+	r := new(Record)
+	switch d.byte() {
+	case recordV1:
+		r.Seq = d.uint64()
+		copy(r.Key[:], d.bytes(16))
+		copy(r.Digest[:], d.bytes(32))
+		r.Class = movement.Class(d.byte())
+	case recordPending:
+		if len(k) != 8 {
+			return nil, errCorrupt
+		}
+		r.Seq = binary.BigEndian.Uint64(k)
+		copy(r.Key[:], d.bytes(16))
+		copy(r.Digest[:], d.bytes(32))
+		r.Class = movement.Class(d.byte())
+	case recordHeld:
+		copy(r.Key[:], d.bytes(16))
+		copy(r.Digest[:], d.bytes(32))
+		r.Class = movement.Class(d.byte())
+		r.Seq = d.uvarint()
+	default:
 		return nil, errCorrupt
 	}
-	r := new(Record)
-	r.Seq = d.uint64()
-	copy(r.Key[:], d.bytes(16))
-	copy(r.Digest[:], d.bytes(32))
-	r.Class = movement.Class(d.byte())
 	r.Attempts = int(d.uvarint())
 	r.EnqueuedAt = d.time()
 	r.NextAt = d.time()
@@ -119,11 +161,46 @@ func unmarshalRecord(b []byte) (*Record, error) {
 		q.AgentVersion = d.string()
 		r.Quarantine = q
 	}
-	r.Payload = []byte(d.string())
-	if d.err {
+	n := d.uvarint()
+	if n > uint64(len(d.b)) {
+		d.err = true
+	} else {
+		r.Payload = bytes.Clone(d.bytes(int(n)))
+	}
+	if d.err || len(d.b) != 0 {
 		return nil, errCorrupt
 	}
 	return r, nil
+}
+
+// recordHead is what a lookup needs of a stored record, read without
+// decoding it.
+type recordHead struct {
+	Key        [16]byte
+	Digest     [32]byte
+	Class      movement.Class
+	EnqueuedAt time.Time
+}
+
+// peekRecord reads the head of a record of the current forms.
+func peekRecord(b []byte) (recordHead, error) {
+	var h recordHead
+	if len(b) < recFixedLen || (b[0] != recordPending && b[0] != recordHeld) {
+		return h, errCorrupt
+	}
+	copy(h.Key[:], b[recKeyAt:])
+	copy(h.Digest[:], b[recDigestAt:])
+	h.Class = movement.Class(b[recClassAt])
+	d := decoder{b: b[recFixedLen:]}
+	if b[0] == recordHeld {
+		d.uvarint()
+	}
+	d.uvarint() // attempts
+	h.EnqueuedAt = d.time()
+	if d.err {
+		return h, errCorrupt
+	}
+	return h, nil
 }
 
 func appendTime(b []byte, t time.Time) []byte {
@@ -195,30 +272,93 @@ func (d *decoder) string() string {
 	return string(d.bytes(int(n)))
 }
 
-// keyEntry is the value of the keys bucket: the state of one key.
+// keyEntry is the value of the keys bucket. A pending or synced key
+// holds only its sequence (entryShort): the pending bucket or the synced
+// bucket, both keyed by sequence, hold the rest, so that acknowledging a
+// movement never rewrites its key's entry. A quarantined, purged or
+// redriven key holds its state and when it entered it (entryLong); a
+// purged key, whose record is gone, also its digest. A redriven key is
+// pending or, once acknowledged, synced, as for entryShort.
 type keyEntry struct {
-	State     State
-	Class     movement.Class
-	Seq       uint64
-	StreamSeq uint64    // central stream sequence, once synced
-	At        time.Time // when it entered its current state
-	Digest    [32]byte
+	Long   bool
+	State  State // entryLong only
+	Class  movement.Class
+	Seq    uint64
+	At     time.Time
+	Digest [32]byte // purged only
 }
 
-const keyEntryLen = 1 + 1 + 8 + 8 + 8 + 32
+// Key entry forms. Their first bytes are not states, so an entry of
+// schema 2 (state first) is told from them.
+const (
+	entryShort = 0x10
+	entryLong  = 0x11
+)
+
+func shortEntry(seq uint64) []byte {
+	return binary.AppendUvarint([]byte{entryShort}, seq)
+}
 
 func (e *keyEntry) marshal() []byte {
-	b := make([]byte, 0, keyEntryLen)
-	b = append(b, byte(e.State), byte(e.Class))
-	b = binary.BigEndian.AppendUint64(b, e.Seq)
-	b = binary.BigEndian.AppendUint64(b, e.StreamSeq)
-	b = binary.BigEndian.AppendUint64(b, uint64(e.At.UnixNano()))
-	return append(b, e.Digest[:]...)
+	if !e.Long {
+		return shortEntry(e.Seq)
+	}
+	b := make([]byte, 0, 3+10+10+32)
+	b = append(b, entryLong, byte(e.State), byte(e.Class))
+	b = binary.AppendUvarint(b, e.Seq)
+	b = binary.AppendVarint(b, e.At.UnixNano())
+	if e.State == Purged {
+		b = append(b, e.Digest[:]...)
+	}
+	return b
 }
 
 func unmarshalKeyEntry(b []byte) (keyEntry, error) {
 	var e keyEntry
-	if len(b) != keyEntryLen {
+	if len(b) == 0 {
+		return e, errCorrupt
+	}
+	d := decoder{b: b[1:]}
+	switch b[0] {
+	case entryShort:
+		e.Seq = d.uvarint()
+	case entryLong:
+		e.Long = true
+		e.State = State(d.byte())
+		e.Class = movement.Class(d.byte())
+		e.Seq = d.uvarint()
+		e.At = time.Unix(0, d.varint())
+		if e.State == Purged {
+			copy(e.Digest[:], d.bytes(32))
+		}
+		if e.State < Pending || e.State > Purged || e.State == Synced {
+			return e, errCorrupt
+		}
+	default:
+		return e, errCorrupt
+	}
+	if d.err || len(d.b) != 0 {
+		return e, errCorrupt
+	}
+	return e, nil
+}
+
+// v1KeyEntry is the keys bucket's value in schema 2, read by the
+// migration.
+type v1KeyEntry struct {
+	State     State
+	Class     movement.Class
+	Seq       uint64
+	StreamSeq uint64
+	At        time.Time
+	Digest    [32]byte
+}
+
+const v1KeyEntryLen = 1 + 1 + 8 + 8 + 8 + 32
+
+func unmarshalV1KeyEntry(b []byte) (v1KeyEntry, error) {
+	var e v1KeyEntry
+	if len(b) != v1KeyEntryLen || b[0] < byte(Pending) || b[0] > byte(Purged) {
 		return e, errCorrupt
 	}
 	e.State = State(b[0])
@@ -227,6 +367,39 @@ func unmarshalKeyEntry(b []byte) (keyEntry, error) {
 	e.StreamSeq = binary.BigEndian.Uint64(b[10:])
 	e.At = time.Unix(0, int64(binary.BigEndian.Uint64(b[18:])))
 	copy(e.Digest[:], b[26:])
+	return e, nil
+}
+
+// syncedEntry is the value of the synced bucket, keyed by sequence: a
+// movement central stored, kept until the dedupe horizon passes.
+type syncedEntry struct {
+	Key       [16]byte
+	Digest    [32]byte
+	Class     movement.Class
+	StreamSeq uint64
+	At        time.Time // when it was acknowledged
+}
+
+func (e *syncedEntry) marshal() []byte {
+	b := make([]byte, 0, 16+32+1+10+10)
+	b = append(b, e.Key[:]...)
+	b = append(b, e.Digest[:]...)
+	b = append(b, byte(e.Class))
+	b = binary.AppendUvarint(b, e.StreamSeq)
+	return binary.AppendVarint(b, e.At.UnixNano())
+}
+
+func unmarshalSyncedEntry(b []byte) (syncedEntry, error) {
+	var e syncedEntry
+	d := decoder{b: b}
+	copy(e.Key[:], d.bytes(16))
+	copy(e.Digest[:], d.bytes(32))
+	e.Class = movement.Class(d.byte())
+	e.StreamSeq = d.uvarint()
+	e.At = time.Unix(0, d.varint())
+	if d.err || len(d.b) != 0 {
+		return e, errCorrupt
+	}
 	return e, nil
 }
 
@@ -242,12 +415,4 @@ func dueKey(t time.Time, seq uint64) []byte {
 
 func parseDueKey(b []byte) (time.Time, uint64) {
 	return time.Unix(0, int64(binary.BigEndian.Uint64(b))), binary.BigEndian.Uint64(b[8:])
-}
-
-// syncedKey orders the pruning index of synced keys by time.
-func syncedKey(t time.Time, key [16]byte) []byte {
-	b := make([]byte, 24)
-	binary.BigEndian.PutUint64(b, uint64(t.UnixNano()))
-	copy(b[8:], key[:])
-	return b
 }

@@ -1,7 +1,6 @@
 package queue
 
 import (
-	"encoding/binary"
 	"slices"
 	"time"
 
@@ -28,7 +27,8 @@ type Lookup struct {
 	Last uint64
 	// States holds one entry per distinct sequence asked, ascending.
 	States []SeqState
-	// Scanned counts the entries of the keys bucket read to answer.
+	// Scanned counts the entries of the keys bucket read to answer (none
+	// when every sequence asked is pending, synced or never assigned).
 	Scanned int
 }
 
@@ -44,14 +44,13 @@ func (q *Queue) LastSeq() (uint64, error) {
 }
 
 // LookupSeqs says, in one read transaction, what the file holds for each
-// of seqs. The file has no index by sequence except for pending movements
-// (the pending bucket is keyed by it): those are read directly, and the
-// others are found by one pass over the keys bucket, which holds every key
-// the file still knows (pending, quarantined, purged, and synced within
-// retention.synced_keys), reading only each entry's fixed-offset sequence
-// and stopping as soon as every sequence asked was found. The pass costs
-// the number of keys held, not the number asked; callers bound how many
-// sequences they ask at once.
+// of seqs. Pending and synced movements are read directly (the pending
+// and synced buckets are keyed by sequence); the others (quarantined and
+// purged) are found by one pass over the keys bucket, reading only the
+// entries of keys in those states and stopping as soon as every sequence
+// asked was found. The pass costs the number of keys held, not the number
+// asked, and is made only when a sequence asked is neither pending nor
+// synced; callers bound how many sequences they ask at once.
 func (q *Queue) LookupSeqs(seqs []uint64) (Lookup, error) {
 	want := slices.Clone(seqs)
 	slices.Sort(want)
@@ -67,11 +66,19 @@ func (q *Queue) LookupSeqs(seqs []uint64) (Lookup, error) {
 				continue
 			}
 			if v := b.pending.Get(u64(s)); v != nil {
-				r, err := unmarshalRecord(v)
+				h, err := peekRecord(v)
 				if err != nil {
 					return err
 				}
-				out.States[i] = SeqState{Seq: s, State: Pending, Key: r.Key, At: r.EnqueuedAt}
+				out.States[i] = SeqState{Seq: s, State: Pending, Key: h.Key, At: h.EnqueuedAt}
+				continue
+			}
+			if v := b.synced.Get(u64(s)); v != nil {
+				e, err := unmarshalSyncedEntry(v)
+				if err != nil {
+					return err
+				}
+				out.States[i] = SeqState{Seq: s, State: Synced, Key: e.Key, At: e.At, StreamSeq: e.StreamSeq}
 				continue
 			}
 			index[s] = i
@@ -82,22 +89,22 @@ func (q *Queue) LookupSeqs(seqs []uint64) (Lookup, error) {
 		c := b.keys.Cursor()
 		for k, v := c.First(); k != nil && len(index) > 0; k, v = c.Next() {
 			out.Scanned++
-			if len(v) != keyEntryLen {
-				return errCorrupt
-			}
-			i, ok := index[binary.BigEndian.Uint64(v[2:10])]
-			if !ok {
-				continue
+			if len(v) == 0 || v[0] != entryLong {
+				continue // pending or synced: read above
 			}
 			e, err := unmarshalKeyEntry(v)
 			if err != nil {
 				return err
 			}
+			i, ok := index[e.Seq]
+			if !ok || e.State == Pending {
+				continue
+			}
 			delete(index, e.Seq)
-			st := SeqState{Seq: e.Seq, State: e.State, Key: [16]byte(k), At: e.At, StreamSeq: e.StreamSeq}
+			st := SeqState{Seq: e.Seq, State: e.State, Key: [16]byte(k), At: e.At}
 			if e.State == Quarantined {
 				if rv := b.quarantine.Get(k); rv != nil {
-					r, err := unmarshalRecord(rv)
+					r, err := unmarshalRecord(k, rv)
 					if err != nil {
 						return err
 					}
@@ -113,14 +120,13 @@ func (q *Queue) LookupSeqs(seqs []uint64) (Lookup, error) {
 	return out, err
 }
 
-// LastSyncedAt is when the file last recorded a movement as synced (the
-// newest entry of the pruning index), or the zero time when it holds none:
-// what a stopped agent last delivered.
+// LastSyncedAt is when the file last recorded a movement as synced, or the
+// zero time when it never did: what a stopped agent last delivered.
 func (q *Queue) LastSyncedAt() (time.Time, error) {
 	var at time.Time
 	err := q.db.View(func(tx *bolt.Tx) error {
-		if k, _ := tx.Bucket(bucketSyncedAt).Cursor().Last(); len(k) >= 8 {
-			at = time.Unix(0, int64(binary.BigEndian.Uint64(k))).UTC()
+		if v := getU64(tx.Bucket(bucketMeta), metaLastSynced); v != 0 {
+			at = time.Unix(0, int64(v)).UTC()
 		}
 		return nil
 	})

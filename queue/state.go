@@ -1,7 +1,9 @@
 package queue
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -37,7 +39,7 @@ func (q *Queue) Lease(now time.Time, max int) ([]*Record, error) {
 			if v == nil {
 				return errors.New("queue: due index names a missing pending record")
 			}
-			r, err := unmarshalRecord(v)
+			r, err := unmarshalRecord(u64(seq), v)
 			if err != nil {
 				return err
 			}
@@ -69,7 +71,7 @@ func (q *Queue) Lease(now time.Time, max int) ([]*Record, error) {
 		return nil, err
 	}
 	for _, r := range out {
-		q.leased[r.Seq] = struct{}{}
+		q.leased[r.Seq] = lease{nextAt: r.NextAt, key: r.Key, digest: r.Digest, class: r.Class}
 	}
 	return out, nil
 }
@@ -146,31 +148,78 @@ func (q *Queue) releaseAfter(seqs []uint64) func() {
 	return func() { q.Release(seqs...) }
 }
 
+// lease is what the queue keeps in memory of a leased movement: what its
+// settlement needs, so that acknowledging it reads nothing back.
+type lease struct {
+	nextAt time.Time
+	key    [16]byte
+	digest [32]byte
+	class  movement.Class
+}
+
+// leases copies the leases of acks.
+func (q *Queue) leases(acks []Ack) map[uint64]lease {
+	if len(acks) == 0 {
+		return nil
+	}
+	q.leaseMu.Lock()
+	defer q.leaseMu.Unlock()
+	m := make(map[uint64]lease, len(acks))
+	for _, a := range acks {
+		if l, ok := q.leased[a.Seq]; ok {
+			m[a.Seq] = l
+		}
+	}
+	return m
+}
+
 // Ack says that central stored a movement.
 type Ack struct {
 	Seq       uint64
 	StreamSeq uint64 // the central stream sequence of the stored message
 }
 
-func (q *Queue) markSynced(tx *bolt.Tx, now time.Time, acks []Ack) error {
+// markSynced moves acknowledged movements from the pending bucket to the
+// synced bucket. Both are keyed by sequence, and a settlement names the
+// sequences a lease gave in due order, so its writes are close together
+// and in order; the keys bucket is not touched (a pending key's entry
+// names its sequence, which is where the synced state is found). What
+// the entry needs is taken from the lease; a sequence settled without
+// one is read back.
+func (q *Queue) markSynced(tx *bolt.Tx, now time.Time, acks []Ack, leased map[uint64]lease) error {
+	if len(acks) == 0 {
+		return nil
+	}
 	b := buckets(tx)
+	b.synced.FillPercent = 1.0
 	var moved [2]int64
 	for _, a := range acks {
-		r, err := b.takePending(a.Seq)
-		if err != nil {
+		k := u64(a.Seq)
+		l, ok := leased[a.Seq]
+		dk := dueKey(l.nextAt, a.Seq)
+		if !ok || b.due.Get(dk) == nil {
+			v := b.pending.Get(k)
+			if v == nil {
+				continue // no longer pending
+			}
+			r, err := unmarshalRecord(k, v)
+			if err != nil {
+				return err
+			}
+			l = lease{nextAt: r.NextAt, key: r.Key, digest: r.Digest, class: r.Class}
+			dk = dueKey(r.NextAt, a.Seq)
+		}
+		if err := b.due.Delete(dk); err != nil {
 			return err
 		}
-		if r == nil {
-			continue
-		}
-		e := keyEntry{State: Synced, Class: r.Class, Seq: r.Seq, StreamSeq: a.StreamSeq, At: now, Digest: r.Digest}
-		if err := b.keys.Put(r.Key[:], e.marshal()); err != nil {
+		if err := b.pending.Delete(k); err != nil {
 			return err
 		}
-		if err := b.syncedAt.Put(syncedKey(now, r.Key), nil); err != nil {
+		e := syncedEntry{Key: l.key, Digest: l.digest, Class: l.class, StreamSeq: a.StreamSeq, At: now}
+		if err := b.synced.Put(k, e.marshal()); err != nil {
 			return err
 		}
-		moved[r.Class]++
+		moved[l.class]++
 	}
 	var total int64
 	for c, n := range moved {
@@ -184,6 +233,12 @@ func (q *Queue) markSynced(tx *bolt.Tx, now time.Time, acks []Ack) error {
 		if err := b.count(Synced, movement.Class(c), n); err != nil {
 			return err
 		}
+	}
+	if total == 0 {
+		return nil
+	}
+	if err := b.meta.Put(metaLastSynced, u64(uint64(now.UnixNano()))); err != nil {
+		return err
 	}
 	return addU64(b.meta, metaSyncedTotal, total)
 }
@@ -226,10 +281,11 @@ func (q *Queue) Settle(st Settlement) error {
 		q.Release(seqs...)
 		return nil
 	}
+	leased := q.leases(st.Acks)
 	return q.do(&op{
 		apply: func(tx *bolt.Tx) error {
 			now := q.opts.Clock()
-			if err := q.markSynced(tx, now, st.Acks); err != nil {
+			if err := q.markSynced(tx, now, st.Acks, leased); err != nil {
 				return err
 			}
 			if err := q.retry(tx, now, st.Retries); err != nil {
@@ -264,7 +320,7 @@ func (q *Queue) retry(tx *bolt.Tx, now time.Time, retries []RetryAt) error {
 		if v == nil {
 			continue
 		}
-		r, err := unmarshalRecord(v)
+		r, err := unmarshalRecord(u64(rt.Seq), v)
 		if err != nil {
 			return err
 		}
@@ -280,7 +336,7 @@ func (q *Queue) retry(tx *bolt.Tx, now time.Time, retries []RetryAt) error {
 		if err := b.due.Put(dueKey(r.NextAt, r.Seq), nil); err != nil {
 			return err
 		}
-		if err := b.pending.Put(u64(r.Seq), r.marshal()); err != nil {
+		if err := b.pending.Put(u64(r.Seq), r.marshal(false)); err != nil {
 			return err
 		}
 	}
@@ -339,10 +395,10 @@ func (q *Queue) quarantine(tx *bolt.Tx, now time.Time, items []QuarantineAt) err
 		}
 		r.NextAt = time.Time{}
 		r.Quarantine = &QuarantineInfo{At: now, Reason: it.Reason, ConnState: it.ConnState, AgentVersion: it.AgentVersion}
-		if err := b.quarantine.Put(r.Key[:], r.marshal()); err != nil {
+		if err := b.quarantine.Put(r.Key[:], r.marshal(true)); err != nil {
 			return err
 		}
-		if err := b.setState(r, Quarantined, now); err != nil {
+		if err := b.setState(r, Pending, Quarantined, now); err != nil {
 			return err
 		}
 		if byReason[it.Reason] == nil {
@@ -416,13 +472,13 @@ func (q *Queue) Redrive(rq Redrive) (RedriveResult, error) {
 			if rq.Spread > 0 {
 				r.NextAt = now.Add(time.Duration(rq.Rand() * float64(rq.Spread)))
 			}
-			if err := b.pending.Put(u64(r.Seq), r.marshal()); err != nil {
+			if err := b.pending.Put(u64(r.Seq), r.marshal(false)); err != nil {
 				return err
 			}
 			if err := b.due.Put(dueKey(r.NextAt, r.Seq), nil); err != nil {
 				return err
 			}
-			if err := b.setState(r, Pending, now); err != nil {
+			if err := b.setState(r, Quarantined, Pending, now); err != nil {
 				return err
 			}
 			res.Redriven = append(res.Redriven, Redriven{Key: k, DueAt: r.NextAt})
@@ -492,7 +548,7 @@ func (q *Queue) Purge(rq Purge) (PurgeResult, error) {
 		res = PurgeResult{}
 		b := buckets(tx)
 		keys, err := b.takeEachQuarantined(rq.Keys, &res.NotFound, func(k [16]byte, r *Record) error {
-			if err := b.setState(r, Purged, now); err != nil {
+			if err := b.setState(r, Quarantined, Purged, now); err != nil {
 				return err
 			}
 			res.Purged = append(res.Purged, k)
@@ -509,7 +565,7 @@ func (q *Queue) Purge(rq Purge) (PurgeResult, error) {
 
 // txBuckets are the buckets of one transaction.
 type txBuckets struct {
-	meta, pending, due, keys, syncedAt, quarantine *bolt.Bucket
+	meta, pending, due, keys, synced, quarantine *bolt.Bucket
 }
 
 func buckets(tx *bolt.Tx) txBuckets {
@@ -518,7 +574,7 @@ func buckets(tx *bolt.Tx) txBuckets {
 		pending:    tx.Bucket(bucketPending),
 		due:        tx.Bucket(bucketDue),
 		keys:       tx.Bucket(bucketKeys),
-		syncedAt:   tx.Bucket(bucketSyncedAt),
+		synced:     tx.Bucket(bucketSynced),
 		quarantine: tx.Bucket(bucketQuarantine),
 	}
 }
@@ -526,18 +582,19 @@ func buckets(tx *bolt.Tx) txBuckets {
 // takePending deletes a pending record and its due entry and returns it,
 // or nil when seq is not pending.
 func (b txBuckets) takePending(seq uint64) (*Record, error) {
-	v := b.pending.Get(u64(seq))
+	k := u64(seq)
+	v := b.pending.Get(k)
 	if v == nil {
 		return nil, nil
 	}
-	r, err := unmarshalRecord(v)
+	r, err := unmarshalRecord(k, v)
 	if err != nil {
 		return nil, err
 	}
 	if err := b.due.Delete(dueKey(r.NextAt, r.Seq)); err != nil {
 		return nil, err
 	}
-	return r, b.pending.Delete(u64(seq))
+	return r, b.pending.Delete(k)
 }
 
 // takeEachQuarantined takes each key's movement out of the quarantine and
@@ -569,33 +626,96 @@ func (b txBuckets) takeQuarantined(key [16]byte) (*Record, error) {
 	if v == nil {
 		return nil, nil
 	}
-	r, err := unmarshalRecord(v)
+	r, err := unmarshalRecord(key[:], v)
 	if err != nil {
 		return nil, err
 	}
 	return r, b.quarantine.Delete(key[:])
 }
 
-// setState moves r's key to state s and adjusts the counters.
-func (b txBuckets) setState(r *Record, s State, now time.Time) error {
-	v := b.keys.Get(r.Key[:])
-	if v == nil {
+// setState moves r's key from state from to state to, writing its entry
+// in the long form, and adjusts the counters.
+func (b txBuckets) setState(r *Record, from, to State, now time.Time) error {
+	if b.keys.Get(r.Key[:]) == nil {
 		return errors.New("queue: key record missing for a held movement")
 	}
-	e, err := unmarshalKeyEntry(v)
-	if err != nil {
+	if err := b.count(from, r.Class, -1); err != nil {
 		return err
 	}
-	if err := b.count(e.State, e.Class, -1); err != nil {
+	if err := b.count(to, r.Class, 1); err != nil {
 		return err
 	}
-	if err := b.count(s, e.Class, 1); err != nil {
-		return err
-	}
-	e.State, e.At = s, now
+	e := keyEntry{Long: true, State: to, Class: r.Class, Seq: r.Seq, At: now, Digest: r.Digest}
 	return b.keys.Put(r.Key[:], e.marshal())
 }
 
 func (b txBuckets) count(s State, c movement.Class, delta int64) error {
 	return addU64(b.meta, counterKey(s, c), delta)
+}
+
+// lookup says what the file holds for key: its entry, resolved against
+// the bucket that holds its state, with the record when withRecord and
+// the key is pending or quarantined. It returns ErrNotFound for a key the
+// file does not hold.
+func (b txBuckets) lookup(key []byte, withRecord bool) (Entry, error) {
+	v := b.keys.Get(key)
+	if v == nil {
+		return Entry{}, ErrNotFound
+	}
+	e, err := unmarshalKeyEntry(v)
+	if err != nil {
+		return Entry{}, fmt.Errorf("queue: key %x: %w", key, err)
+	}
+	return b.resolve(key, e, withRecord)
+}
+
+// resolve completes key's entry e from the bucket that holds its state.
+func (b txBuckets) resolve(key []byte, e keyEntry, withRecord bool) (Entry, error) {
+	out := Entry{Key: [16]byte(key), State: e.State, Class: e.Class, Seq: e.Seq, At: e.At, Digest: e.Digest}
+	var rk, rv []byte
+	switch {
+	case e.Long && e.State == Purged:
+		return out, nil
+	case e.Long && e.State == Quarantined:
+		rk, rv = key, b.quarantine.Get(key)
+		if rv == nil {
+			return out, fmt.Errorf("queue: quarantined key %x has no record", key)
+		}
+	default:
+		sk := u64(e.Seq)
+		if rv = b.pending.Get(sk); rv != nil {
+			rk, out.State = sk, Pending
+			break
+		}
+		sv := b.synced.Get(sk)
+		if sv == nil {
+			return out, fmt.Errorf("queue: key %x names sequence %d, which is neither pending nor synced", key, e.Seq)
+		}
+		se, err := unmarshalSyncedEntry(sv)
+		if err != nil {
+			return out, err
+		}
+		if !bytes.Equal(se.Key[:], key) {
+			return out, fmt.Errorf("queue: key %x names sequence %d, which is key %x's", key, e.Seq, se.Key)
+		}
+		out.State, out.Class, out.StreamSeq, out.At, out.Digest = Synced, se.Class, se.StreamSeq, se.At, se.Digest
+		return out, nil
+	}
+	h, err := peekRecord(rv)
+	if err != nil {
+		return out, err
+	}
+	if !bytes.Equal(h.Key[:], key) {
+		return out, fmt.Errorf("queue: key %x names the record of key %x", key, h.Key)
+	}
+	out.Class, out.Digest = h.Class, h.Digest
+	if !e.Long {
+		out.At = h.EnqueuedAt
+	}
+	if withRecord {
+		if out.Record, err = unmarshalRecord(rk, rv); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
 }

@@ -55,11 +55,11 @@ func (q *Queue) Stats() (Stats, error) {
 		s.QuarantinedTotal = getU64(meta, metaQuarTotal)
 		s.NextSeq = getU64(meta, metaNextSeq) + 1
 		if _, v := tx.Bucket(bucketPending).Cursor().First(); v != nil {
-			r, err := unmarshalRecord(v)
+			h, err := peekRecord(v)
 			if err != nil {
 				return err
 			}
-			s.OldestPending = r.EnqueuedAt
+			s.OldestPending = h.EnqueuedAt
 		}
 		s.FileSize = tx.Size()
 		return nil
@@ -83,28 +83,9 @@ type Entry struct {
 func (q *Queue) Get(key [16]byte) (Entry, error) {
 	var e Entry
 	err := q.db.View(func(tx *bolt.Tx) error {
-		v := tx.Bucket(bucketKeys).Get(key[:])
-		if v == nil {
-			return ErrNotFound
-		}
-		ke, err := unmarshalKeyEntry(v)
-		if err != nil {
-			return err
-		}
-		e = Entry{Key: key, State: ke.State, Class: ke.Class, Seq: ke.Seq, StreamSeq: ke.StreamSeq, At: ke.At, Digest: ke.Digest}
-		var rv []byte
-		switch ke.State {
-		case Pending:
-			rv = tx.Bucket(bucketPending).Get(u64(ke.Seq))
-		case Quarantined:
-			rv = tx.Bucket(bucketQuarantine).Get(key[:])
-		}
-		if rv != nil {
-			if e.Record, err = unmarshalRecord(rv); err != nil {
-				return err
-			}
-		}
-		return nil
+		var err error
+		e, err = buckets(tx).lookup(key[:], true)
+		return err
 	})
 	return e, err
 }
@@ -119,7 +100,7 @@ func (q *Queue) forEach(bucket []byte, fn func(*Record) bool) error {
 	return q.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucket).Cursor()
 		for k, v := c.First(); k != nil; k, v = c.Next() {
-			r, err := unmarshalRecord(v)
+			r, err := unmarshalRecord(k, v)
 			if err != nil {
 				return err
 			}
@@ -136,6 +117,15 @@ func (q *Queue) forEach(bucket []byte, fn func(*Record) bool) error {
 // non-positive duration keeps everything). It removes at most limit items
 // per call so a large prune does not hold one huge transaction; it returns
 // how many it removed.
+//
+// Synced keys are kept by sequence, which follows the order they were
+// acknowledged in closely but not exactly (a retried or redriven movement
+// is acknowledged after later ones). Prune reads them from the lowest
+// sequence, dropping each one past the horizon and passing over those
+// that are not, and stops after passing over limit of them in one call:
+// a synced key is never dropped before the horizon, and one acknowledged
+// late holds back the pruning of the keys after it only while more than
+// limit keys within the horizon lie between them.
 func (q *Queue) Prune(syncedHorizon, journalRetention time.Duration, limit int) (int, error) {
 	var n int
 	err := q.do(&op{apply: func(tx *bolt.Tx) error {
@@ -143,29 +133,41 @@ func (q *Queue) Prune(syncedHorizon, journalRetention time.Duration, limit int) 
 		n = 0
 		b := buckets(tx)
 		if syncedHorizon > 0 {
-			cutoff := syncedKey(now.Add(-syncedHorizon), [16]byte{})
-			c := b.syncedAt.Cursor()
-			var drop [][]byte
-			for k, _ := c.First(); k != nil && bytes.Compare(k, cutoff) < 0 && len(drop) < limit; k, _ = c.Next() {
-				drop = append(drop, bytes.Clone(k))
+			cutoff := now.Add(-syncedHorizon)
+			type drop struct {
+				seq []byte
+				e   syncedEntry
 			}
-			for _, k := range drop {
-				key := k[8:]
-				if v := b.keys.Get(key); v != nil {
-					e, err := unmarshalKeyEntry(v)
+			var drops []drop
+			passed := 0
+			c := b.synced.Cursor()
+			for k, v := c.First(); k != nil && len(drops) < limit && passed < limit; k, v = c.Next() {
+				e, err := unmarshalSyncedEntry(v)
+				if err != nil {
+					return fmt.Errorf("queue: synced sequence %x: %w", k, err)
+				}
+				if !e.At.Before(cutoff) {
+					passed++
+					continue
+				}
+				drops = append(drops, drop{bytes.Clone(k), e})
+			}
+			for _, d := range drops {
+				if v := b.keys.Get(d.e.Key[:]); v != nil {
+					ke, err := unmarshalKeyEntry(v)
 					if err != nil {
 						return err
 					}
-					if e.State == Synced {
-						if err := b.keys.Delete(key); err != nil {
-							return err
-						}
-						if err := b.count(Synced, e.Class, -1); err != nil {
+					if ke.Seq == binary.BigEndian.Uint64(d.seq) && (!ke.Long || ke.State == Pending) {
+						if err := b.keys.Delete(d.e.Key[:]); err != nil {
 							return err
 						}
 					}
 				}
-				if err := b.syncedAt.Delete(k); err != nil {
+				if err := b.synced.Delete(d.seq); err != nil {
+					return err
+				}
+				if err := b.count(Synced, d.e.Class, -1); err != nil {
 					return err
 				}
 				n++
@@ -196,60 +198,82 @@ func (q *Queue) Prune(syncedHorizon, journalRetention time.Duration, limit int) 
 }
 
 // Verify scans the whole file and checks the queue's invariants: every key
-// is in exactly one state, the pending, due and quarantine buckets agree
-// with the keys bucket, and the counters equal a full count. It is for
-// tests and diagnostics; it costs a full scan.
+// is in exactly one state, the pending, due, synced and quarantine buckets
+// agree with the keys bucket, and the counters equal a full count. It is
+// for tests and diagnostics; it costs a full scan.
 func (q *Queue) Verify() error {
 	return q.db.View(func(tx *bolt.Tx) error {
 		b := buckets(tx)
 		counts := make(map[[2]byte]uint64)
 		seqs := make(map[uint64][16]byte)
-		err := b.keys.ForEach(func(k, v []byte) error {
+		due := make(map[uint64]time.Time)
+		err := b.due.ForEach(func(k, _ []byte) error {
+			if len(k) != 16 {
+				return fmt.Errorf("due entry of %d bytes", len(k))
+			}
+			t, seq := parseDueKey(k)
+			if _, dup := due[seq]; dup {
+				return fmt.Errorf("sequence %d is due twice", seq)
+			}
+			due[seq] = t
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		err = b.keys.ForEach(func(k, v []byte) error {
 			e, err := unmarshalKeyEntry(v)
 			if err != nil {
 				return fmt.Errorf("key %x: %w", k, err)
 			}
-			counts[[2]byte{byte(e.State), byte(e.Class)}]++
-			if prev, dup := seqs[e.Seq]; dup {
-				return fmt.Errorf("keys %x and %x share sequence %d", prev, k, e.Seq)
+			en, err := b.resolve(k, e, true)
+			if err != nil {
+				return err
 			}
-			seqs[e.Seq] = [16]byte(k)
-			pv := b.pending.Get(u64(e.Seq))
+			counts[[2]byte{byte(en.State), byte(en.Class)}]++
+			if prev, dup := seqs[en.Seq]; dup {
+				return fmt.Errorf("keys %x and %x share sequence %d", prev, k, en.Seq)
+			}
+			seqs[en.Seq] = [16]byte(k)
+			pv := b.pending.Get(u64(en.Seq))
 			qv := b.quarantine.Get(k)
-			switch e.State {
+			sv := b.synced.Get(u64(en.Seq))
+			switch en.State {
 			case Pending:
-				if pv == nil || qv != nil {
-					return fmt.Errorf("pending key %x: pending record %v, quarantine record %v", k, pv != nil, qv != nil)
+				if qv != nil || sv != nil {
+					return fmt.Errorf("pending key %x: quarantine record %v, synced entry %v", k, qv != nil, sv != nil)
 				}
-				r, err := unmarshalRecord(pv)
-				if err != nil {
-					return err
+				r := en.Record
+				if r == nil || r.Key != [16]byte(k) || r.Seq != en.Seq {
+					return fmt.Errorf("pending key %x: record does not match", k)
 				}
-				if !bytes.Equal(r.Key[:], k) || r.Digest != e.Digest {
-					return fmt.Errorf("pending key %x: record holds key %x", k, r.Key)
-				}
-				if b.due.Get(dueKey(r.NextAt, r.Seq)) == nil {
-					return fmt.Errorf("pending key %x: no due entry", k)
+				if t, ok := due[r.Seq]; !ok || !t.Equal(time.Unix(0, max(r.NextAt.UnixNano(), 0))) {
+					return fmt.Errorf("pending key %x: no due entry at its next attempt", k)
 				}
 			case Quarantined:
-				if pv != nil || qv == nil {
-					return fmt.Errorf("quarantined key %x: pending record %v, quarantine record %v", k, pv != nil, qv != nil)
+				if pv != nil || qv == nil || sv != nil {
+					return fmt.Errorf("quarantined key %x: pending record %v, quarantine record %v, synced entry %v", k, pv != nil, qv != nil, sv != nil)
 				}
-			case Synced, Purged:
+				if r := en.Record; r == nil || r.Seq != en.Seq || r.Class != e.Class {
+					return fmt.Errorf("quarantined key %x: record does not match", k)
+				}
+			case Synced:
 				if pv != nil || qv != nil {
-					return fmt.Errorf("%s key %x still has a record", e.State, k)
+					return fmt.Errorf("synced key %x still has a record", k)
+				}
+			case Purged:
+				if pv != nil || qv != nil || sv != nil {
+					return fmt.Errorf("purged key %x still has a record", k)
 				}
 			default:
-				return fmt.Errorf("key %x in unknown state %d", k, e.State)
+				return fmt.Errorf("key %x in unknown state %d", k, en.State)
 			}
 			return nil
 		})
 		if err != nil {
 			return err
 		}
-		if n, m := b.pending.Stats().KeyN, b.due.Stats().KeyN; n != m {
-			return fmt.Errorf("%d pending records but %d due entries", n, m)
-		}
+		total := func(st State) uint64 { return counts[[2]byte{byte(st), 0}] + counts[[2]byte{byte(st), 1}] }
 		for _, st := range States {
 			for _, c := range movement.Classes {
 				got := getU64(b.meta, counterKey(st, c))
@@ -258,24 +282,17 @@ func (q *Queue) Verify() error {
 				}
 			}
 		}
-		if n := uint64(b.pending.Stats().KeyN); n != counts[[2]byte{byte(Pending), 0}]+counts[[2]byte{byte(Pending), 1}] {
-			return fmt.Errorf("%d pending records for %d pending keys", n, counts[[2]byte{byte(Pending), 0}]+counts[[2]byte{byte(Pending), 1}])
+		if n := uint64(b.pending.Stats().KeyN); n != total(Pending) {
+			return fmt.Errorf("%d pending records for %d pending keys", n, total(Pending))
 		}
-		if n, want := uint64(b.quarantine.Stats().KeyN), counts[[2]byte{byte(Quarantined), 0}]+counts[[2]byte{byte(Quarantined), 1}]; n != want {
+		if n := uint64(len(due)); n != total(Pending) {
+			return fmt.Errorf("%d due entries for %d pending keys", n, total(Pending))
+		}
+		if n := uint64(b.synced.Stats().KeyN); n != total(Synced) {
+			return fmt.Errorf("%d synced entries for %d synced keys", n, total(Synced))
+		}
+		if n, want := uint64(b.quarantine.Stats().KeyN), total(Quarantined); n != want {
 			return fmt.Errorf("%d quarantine records for %d quarantined keys", n, want)
-		}
-		return checkDue(b)
-	})
-}
-
-func checkDue(b txBuckets) error {
-	return b.due.ForEach(func(k, _ []byte) error {
-		if len(k) != 16 {
-			return fmt.Errorf("due entry of %d bytes", len(k))
-		}
-		seq := binary.BigEndian.Uint64(k[8:])
-		if b.pending.Get(u64(seq)) == nil {
-			return fmt.Errorf("due entry for sequence %d has no pending record", seq)
 		}
 		return nil
 	})

@@ -2,7 +2,8 @@
 // kill -9: it runs the built agent with its data directory on a powerfs
 // filesystem, cuts the power at random moments (during concurrent ingest,
 // agent enqueue, an ASAP file taken from a drop folder, the creation of a data directory, a drain to central,
-// every phase of a compaction, and journalled operator commands), and
+// every phase of a compaction, the upgrade of a data file of an older
+// schema at start, and journalled operator commands), and
 // checks the state that comes back: the data file opens, the queue's
 // Verify passes, every acknowledged movement is held exactly once, and
 // every command that completed left its journal entries and files.

@@ -1,0 +1,274 @@
+// Command v2gen wrote testdata/v2.db.gz and testdata/v2.json.gz with the
+// queue package of schema 2 (commit 500e9f4): a data file holding every
+// state (pending, retried, synced with stream sequences, quarantined with
+// failure history, redriven, purged, pruned), a journal, counters and a
+// renumbered lineage with a fence standing, and what the public API said
+// of it. The migration test opens the file with the current package and
+// compares what it says with that record. The dump function is the one of
+// queue/migrate_test.go; keep both alike.
+//
+//	go run ./queue/testdata/v2gen -out queue/testdata   (at commit 500e9f4)
+package main
+
+import (
+	"compress/gzip"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/rxedge/agent/movement"
+	"github.com/rxedge/agent/queue"
+)
+
+const store = "S0042"
+
+type clock struct{ now time.Time }
+
+func (c *clock) Now() time.Time { return c.now }
+
+func prep(id string, variant int, schedule string) movement.Prepared {
+	sched := ""
+	if schedule != "" {
+		sched = fmt.Sprintf(`,"schedule":%q`, schedule)
+	}
+	js := fmt.Sprintf(`{"movement_id":%q,"type":"dispense","ndc":"12345-6789-01","quantity":%d,"unit":"EA","occurred_at":"2026-03-01T09:30:00Z"%s}`, id, variant+1, sched)
+	p, es := movement.Prepare([]byte(js), store, time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	if es != nil {
+		log.Fatalf("prepare %s: %v", id, es)
+	}
+	return p
+}
+
+func must(err error) {
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+func main() {
+	out := flag.String("out", "queue/testdata", "directory")
+	flag.Parse()
+	dir, err := os.MkdirTemp("", "v2gen")
+	must(err)
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "agent.db")
+	clk := &clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	rnd := rand.New(rand.NewPCG(1, 2))
+	q, err := queue.Open(queue.Options{Path: path, StoreID: store, Clock: clk.Now})
+	must(err)
+	var ids []string
+	next := 0
+	enqueue := func(q *queue.Queue, n int) {
+		var items []movement.Prepared
+		for i := 0; i < n; i++ {
+			next++
+			id := fmt.Sprintf("M%06d", next)
+			sched := ""
+			if next%7 == 0 {
+				sched = "CII"
+			}
+			ids = append(ids, id)
+			items = append(items, prep(id, 0, sched))
+			if len(items) == 100 {
+				_, err := q.Enqueue(items)
+				must(err)
+				items = nil
+				clk.now = clk.now.Add(time.Millisecond)
+			}
+		}
+		if len(items) > 0 {
+			_, err := q.Enqueue(items)
+			must(err)
+		}
+	}
+	streamSeq := uint64(5000)
+	// settle leases up to n due movements and acks, retries or
+	// quarantines each at random.
+	settle := func(n int, ackP, retryP float64) {
+		l, err := q.Lease(clk.now, n)
+		must(err)
+		var st queue.Settlement
+		for _, r := range l {
+			switch x := rnd.Float64(); {
+			case x < ackP:
+				streamSeq += uint64(1 + rnd.IntN(3))
+				st.Acks = append(st.Acks, queue.Ack{Seq: r.Seq, StreamSeq: streamSeq})
+			case x < ackP+retryP:
+				st.Retries = append(st.Retries, queue.RetryAt{Seq: r.Seq, Delay: time.Duration(1+rnd.IntN(20)) * time.Second,
+					Failure: queue.Failure{Kind: "transient:timeout", Text: "no answer in time"}, Uncharged: rnd.IntN(4) == 0})
+			default:
+				st.Quarantines = append(st.Quarantines, queue.QuarantineAt{Seq: r.Seq, Reason: "permanent:too_large",
+					Failure: queue.Failure{Kind: "permanent:too_large", Text: "over the limit"}, Charge: rnd.IntN(2) == 0,
+					ConnState: "connected", AgentVersion: "1.2.3"})
+			}
+		}
+		must(q.Settle(st))
+		clk.now = clk.now.Add(time.Second)
+	}
+	enqueue(q, 1200)
+	for i := 0; i < 6; i++ {
+		settle(150, 0.8, 0.12)
+		clk.now = clk.now.Add(25 * time.Second)
+	}
+	// The oldest synced keys pass the horizon.
+	clk.now = clk.now.Add(31 * 24 * time.Hour)
+	n, err := q.Prune(30*24*time.Hour, 0, 250)
+	must(err)
+	log.Printf("pruned %d", n)
+	enqueue(q, 800)
+	for i := 0; i < 5; i++ {
+		settle(200, 0.75, 0.15)
+		clk.now = clk.now.Add(25 * time.Second)
+	}
+	var quarantined [][16]byte
+	must(q.ForEachQuarantined(func(r *queue.Record) bool {
+		quarantined = append(quarantined, r.Key)
+		return true
+	}))
+	log.Printf("%d quarantined", len(quarantined))
+	_, err = q.Redrive(queue.Redrive{Keys: quarantined[:20], Actor: "local:op", Reason: "fixed upstream"})
+	must(err)
+	_, err = q.Purge(queue.Purge{Keys: quarantined[20:30], Actor: "local:op", Reason: "entered twice"})
+	must(err)
+	clk.now = clk.now.Add(time.Minute)
+	settle(100, 0.9, 0.05)
+	must(q.Journal(queue.Event{Action: queue.ActionStart, Actor: queue.ActorAgent, Detail: map[string]string{"version": "1.2.3"}}))
+	must(q.Close())
+
+	// A start with lineage: movements held back, then central says the
+	// file is behind it: they are renumbered.
+	q, err = queue.Open(queue.Options{Path: path, StoreID: store, Clock: clk.Now, Lineage: true})
+	must(err)
+	enqueue(q, 150)
+	last, err := q.LastSeq()
+	must(err)
+	_, err = q.Confirm(queue.CentralRecord{Highest: last + 7, FileID: "0b7d3c1e-6a57-4e51-9a77-3f4d2c1b0a99"})
+	must(err)
+	settle(60, 1, 0)
+	must(q.Close())
+	// A last start leaves a fence standing over a few held movements.
+	q, err = queue.Open(queue.Options{Path: path, StoreID: store, Clock: clk.Now, Lineage: true})
+	must(err)
+	enqueue(q, 40)
+	must(q.Close())
+
+	// The file as the old agent left it.
+	raw, err := os.ReadFile(path)
+	must(err)
+	f, err := os.Create(filepath.Join(*out, "v2.db.gz"))
+	must(err)
+	zw, _ := gzip.NewWriterLevel(f, gzip.BestCompression)
+	_, err = zw.Write(raw)
+	must(err)
+	must(zw.Close())
+	must(f.Close())
+
+	q, err = queue.Open(queue.Options{Path: path, StoreID: store, Clock: clk.Now})
+	must(err)
+	d := dump(q, ids)
+	must(q.Close())
+	b, err := json.Marshal(d)
+	must(err)
+	f, err = os.Create(filepath.Join(*out, "v2.json.gz"))
+	must(err)
+	zw, _ = gzip.NewWriterLevel(f, gzip.BestCompression)
+	_, err = zw.Write(b)
+	must(err)
+	must(zw.Close())
+	must(f.Close())
+}
+
+// state is what the public API says of a data file.
+type state struct {
+	Stats struct {
+		Counts           map[string]map[string]uint64
+		SyncedTotal      uint64
+		QuarantinedTotal uint64
+		OldestPending    time.Time
+		NextSeq          uint64
+	}
+	Keys        map[string]keyState
+	Lookup      queue.Lookup
+	Events      []queue.Event
+	Lineage     queue.Lineage
+	LastSynced  time.Time
+	Quarantined []*queue.Record
+	Resubmit    map[string][2]string // id → answer to the same content, to other content
+}
+
+type keyState struct {
+	Err   string `json:",omitempty"`
+	Entry queue.Entry
+}
+
+func dump(q *queue.Queue, ids []string) state {
+	var s state
+	st, err := q.Stats()
+	must(err)
+	s.Stats.Counts = map[string]map[string]uint64{}
+	for state, m := range st.Counts {
+		s.Stats.Counts[state.String()] = map[string]uint64{}
+		for c, n := range m {
+			s.Stats.Counts[state.String()][c.String()] = n
+		}
+	}
+	s.Stats.SyncedTotal, s.Stats.QuarantinedTotal = st.SyncedTotal, st.QuarantinedTotal
+	s.Stats.OldestPending, s.Stats.NextSeq = st.OldestPending, st.NextSeq
+	s.Keys = map[string]keyState{}
+	s.Resubmit = map[string][2]string{}
+	for _, id := range ids {
+		k := movement.Key(store, id)
+		e, err := q.Get(k)
+		ks := keyState{Entry: e}
+		if err != nil {
+			ks = keyState{Err: err.Error()}
+		}
+		s.Keys[id] = ks
+	}
+	last, err := q.LastSeq()
+	must(err)
+	var seqs []uint64
+	for i := uint64(0); i <= last+2; i++ {
+		seqs = append(seqs, i)
+	}
+	s.Lookup, err = q.LookupSeqs(seqs)
+	must(err)
+	s.Lookup.Scanned = 0
+	must(q.Events(time.Time{}, func(ev queue.Event) bool {
+		s.Events = append(s.Events, ev)
+		return true
+	}))
+	s.Lineage = q.Lineage()
+	s.LastSynced, err = q.LastSyncedAt()
+	must(err)
+	must(q.ForEachQuarantined(func(r *queue.Record) bool {
+		s.Quarantined = append(s.Quarantined, r)
+		return true
+	}))
+	for i, id := range ids {
+		if i%5 != 0 {
+			continue
+		}
+		sched := ""
+		if (i+1)%7 == 0 {
+			sched = "CII"
+		}
+		var ans [2]string
+		for v := 0; v < 2; v++ {
+			res, err := q.EnqueueEach([]movement.Prepared{prep(id, v, sched)})
+			must(err)
+			r := res[0]
+			ans[v] = fmt.Sprintf("seq=%d dup=%v", r.Seq, r.Duplicate)
+			if r.Err != nil {
+				ans[v] = r.Err.Error()
+			}
+		}
+		s.Resubmit[id] = ans
+	}
+	return s
+}
