@@ -398,7 +398,7 @@ func (s *sender) fill(now time.Time) {
 func (s *sender) sendSingles(now time.Time, items []*queue.Record, probe bool) {
 	for _, r := range items {
 		f := &flight{items: []*queue.Record{r}, sentAt: now, probe: probe}
-		f.fut, f.err = s.link.transport().publishAsync(message(s.o.StoreID, s.q.Lineage(), r))
+		f.fut, f.err = s.link.transport().publishAsync(message(s.o.StoreID, s.q.Lineage(), r, false))
 		s.singles++
 		s.flights <- f
 	}
@@ -433,7 +433,7 @@ func (s *sender) sendBatch(now time.Time, items []*queue.Record) {
 	}
 	msgs := make([]*nats.Msg, len(batch))
 	for i, r := range batch {
-		msgs[i] = message(s.o.StoreID, s.q.Lineage(), r)
+		msgs[i] = message(s.o.StoreID, s.q.Lineage(), r, i == 0)
 	}
 	f := &flight{items: batch, batch: make(chan batchResult, 1), sentAt: now}
 	s.batchOut = true
