@@ -39,6 +39,10 @@ const (
 //   - (c) another payload under a key the stream dropped is stored and
 //     archived too: a conflict for the reconciliation.
 //
+// The earlier attempts of (a) and (b) were sent in the full form, by the
+// version before the compact headers: the agent reads its digest from
+// either form, and the archive then holds both.
+//
 // Time passes only where the server must expire a message, and the test
 // polls the stream for that.
 func TestDedupeHorizon(t *testing.T) {
@@ -78,11 +82,13 @@ func TestDedupeHorizon(t *testing.T) {
 		r   *rig
 		p   movement.Prepared
 		msg *nats.Msg
+		// full: an agent of a version before the compact headers sent it.
+		full bool
 	}{
-		{inside, a, nil},
-		{outside, b, nil},
+		{inside, a, nil, true},
+		{outside, b, nil, true},
 		{outside, c, central.Message{Store: "S0002", Key: c.KeyString(), Digest: hex.EncodeToString(make([]byte, 32)),
-			Seq: 99, EnqueuedAt: time.Now(), Payload: []byte(`{"movement_id":"M000001","note":"an earlier version"}`)}.Msg()},
+			Seq: 99, EnqueuedAt: time.Now(), Payload: []byte(`{"movement_id":"M000001","note":"an earlier version"}`)}.Msg(), false},
 	} {
 		msg := x.msg
 		if msg == nil {
@@ -90,7 +96,10 @@ func TestDedupeHorizon(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			msg = message(x.r.opts.StoreID, queue.Lineage{}, e.Record)
+			msg = message(x.r.opts.StoreID, queue.Lineage{}, e.Record, false)
+			if x.full {
+				msg = natstest.FullForm(movementOf(x.r.opts.StoreID, queue.Lineage{}, e.Record, false), e.Record.Schedule)
+			}
 		}
 		ack, err := js.PublishMsg(ctx, msg)
 		if err != nil {
@@ -194,7 +203,7 @@ func archived(t *testing.T, js jetstream.JetStream, n uint64) map[string][]strin
 			t.Fatalf("archive message %d: %v", seq, err)
 		}
 		k := central.KeyOfMsgID(m.Header.Get(central.HeaderMsgID))
-		out[k] = append(out[k], m.Header.Get(central.HeaderDigest))
+		out[k] = append(out[k], central.DigestOf(m.Header))
 	}
 	return out
 }

@@ -85,6 +85,22 @@ type sender struct {
 	// batchWait: a backlog is due and the loop waits for the single
 	// publishes in the air to settle before it sends a batch.
 	batchWait bool
+	// next is the batch leased and built while the one before it is in
+	// the air, sent as soon as that one is acknowledged; nil when none.
+	// Its movements stay leased until then, and are given back when the
+	// sender stops sending batches (not online, batches refused, the loop
+	// ends).
+	next *prepared
+	// serial turns the preparing off: each batch is leased and built once
+	// the one before it was acknowledged (a benchmark's baseline).
+	serial bool
+}
+
+// prepared is an atomic batch ready to go: the movements sent alone
+// (see sendBatch) and the batch's members with their messages.
+type prepared struct {
+	alone, batch []*queue.Record
+	msgs         []*nats.Msg
 }
 
 func newSender(q *queue.Queue, tr transport, o Options, log *slog.Logger, m *metrics.Metrics) *sender {
@@ -134,6 +150,9 @@ func (s *sender) publish(was int32, why string) {
 	if st == stOnline && was != stOnline {
 		clear(s.suspects)
 	}
+	if st != stOnline {
+		s.dropNext()
+	}
 	s.link.setState(st, s.pace.reason)
 }
 
@@ -174,6 +193,7 @@ func (s *sender) run(ctx context.Context) {
 		newSettler(s).run(settlerCtx)
 	}()
 	defer func() {
+		s.dropNext()
 		close(s.done)
 		close(s.flights)
 		grace := time.NewTimer(min(s.o.AttemptTimeout, 3*time.Second))
@@ -269,6 +289,7 @@ func (s *sender) handle(ev event) {
 	case evBatchSent:
 		s.batchOut = false
 	case evNoBatch:
+		s.dropNext()
 		if !s.noBatch {
 			s.noBatch = true
 			s.log.Warn("SYNC_BATCH_DISABLED", "reason", "the stream does not accept atomic batches (allow_atomic); sending one at a time")
@@ -357,10 +378,24 @@ func (s *sender) queueError(now time.Time, err error) {
 }
 
 // fill sends due movements: an atomic batch when a backlog is due and no
-// single publish is in the air, single publishes otherwise.
+// single publish is in the air, single publishes otherwise. While a batch
+// is in the air it prepares the next one.
 func (s *sender) fill(now time.Time) {
 	s.batchWait = false
 	if s.batchOut {
+		if !s.serial {
+			s.prepareNext(now)
+		}
+		return
+	}
+	if s.next != nil {
+		if s.batches >= 2 || s.singles > 0 {
+			s.batchWait = true // sent once a flight settles
+			return
+		}
+		p := s.next
+		s.next = nil
+		s.sendPrepared(now, p)
 		return
 	}
 	if !s.noBatch && s.batches < 2 {
@@ -398,43 +433,90 @@ func (s *sender) fill(now time.Time) {
 func (s *sender) sendSingles(now time.Time, items []*queue.Record, probe bool) {
 	for _, r := range items {
 		f := &flight{items: []*queue.Record{r}, sentAt: now, probe: probe}
-		f.fut, f.err = s.link.transport().publishAsync(message(s.o.StoreID, s.q.Lineage(), r))
+		f.fut, f.err = s.link.transport().publishAsync(message(s.o.StoreID, s.q.Lineage(), r, false))
 		s.singles++
 		s.flights <- f
 	}
 	s.m.Publish("single", len(items), 0)
 }
 
-// sendBatch publishes an atomic batch from its own goroutine; the loop goes
-// on, and may start the next batch once this one is acknowledged.
+// prepareNext leases and builds the next batch while one is in the air,
+// when a backlog is due: its movements are the oldest due after those in
+// the air, as they would be once that one is acknowledged, and it is sent
+// in the same order (the loop sends one batch at a time).
+func (s *sender) prepareNext(now time.Time) {
+	if s.next != nil || s.noBatch || s.pace.state != stOnline {
+		return
+	}
+	n, err := s.q.DueCount(now, s.o.BatchThreshold)
+	if err != nil || n < s.o.BatchThreshold {
+		return // the next fill decides, and reports a failing file
+	}
+	items, err := s.q.Lease(now, s.o.BatchSize)
+	if err != nil || len(items) == 0 {
+		return
+	}
+	s.next = s.prepare(items)
+}
+
+// dropNext gives the prepared batch's movements back unchanged.
+func (s *sender) dropNext() {
+	if s.next == nil {
+		return
+	}
+	p := s.next
+	s.next = nil
+	rs := append(p.alone, p.batch...)
+	out := make([]uint64, len(rs))
+	for i, r := range rs {
+		out[i] = r.Seq
+	}
+	s.q.Release(out...)
+}
+
+// prepare splits leased movements into those sent alone and the batch,
+// and builds the batch's messages. Movements that might not fit the
+// server's max_payload go alone: a single publish refuses them precisely,
+// without failing a batch. So do movements that failed before: a poison
+// movement would fail every batch it is in.
+func (s *sender) prepare(items []*queue.Record) *prepared {
+	p := &prepared{}
+	limit := s.link.transport().maxPayload()
+	for _, r := range items {
+		if limit > 0 && int64(len(r.Payload))+1024 > limit || r.Attempts > 0 {
+			p.alone = append(p.alone, r)
+		} else {
+			p.batch = append(p.batch, r)
+		}
+	}
+	p.msgs = make([]*nats.Msg, len(p.batch))
+	l := s.q.Lineage()
+	for i, r := range p.batch {
+		p.msgs[i] = message(s.o.StoreID, l, r, i == 0)
+	}
+	return p
+}
+
+// sendBatch publishes leased movements as an atomic batch (see prepare
+// and sendPrepared).
 func (s *sender) sendBatch(now time.Time, items []*queue.Record) {
 	if len(items) == 0 {
 		return
 	}
-	// Movements that might not fit the server's max_payload go alone: a
-	// single publish refuses them precisely, without failing a batch. So
-	// do movements that failed before: a poison movement would fail every
-	// batch it is in.
-	var batch, alone []*queue.Record
-	tr := s.link.transport()
-	limit := tr.maxPayload()
-	for _, r := range items {
-		if limit > 0 && int64(len(r.Payload))+1024 > limit || r.Attempts > 0 {
-			alone = append(alone, r)
-		} else {
-			batch = append(batch, r)
-		}
+	s.sendPrepared(now, s.prepare(items))
+}
+
+// sendPrepared publishes a prepared batch from its own goroutine, and its
+// movements that go alone as single publishes; the loop goes on, prepares
+// the next batch and sends it once this one is acknowledged.
+func (s *sender) sendPrepared(now time.Time, p *prepared) {
+	if len(p.alone) > 0 {
+		s.sendSingles(now, p.alone, false)
 	}
-	if len(alone) > 0 {
-		s.sendSingles(now, alone, false)
-	}
-	if len(batch) == 0 {
+	if len(p.batch) == 0 {
 		return
 	}
-	msgs := make([]*nats.Msg, len(batch))
-	for i, r := range batch {
-		msgs[i] = message(s.o.StoreID, s.q.Lineage(), r)
-	}
+	batch, msgs, tr := p.batch, p.msgs, s.link.transport()
 	f := &flight{items: batch, batch: make(chan batchResult, 1), sentAt: now}
 	s.batchOut = true
 	s.batches++

@@ -341,7 +341,7 @@ func (st *settler) singly(ctx context.Context, items []*queue.Record) []outcome 
 		futs := make([]future, len(chunk))
 		errs := make([]error, len(chunk))
 		for i, r := range chunk {
-			futs[i], errs[i] = st.link.transport().publishAsync(message(st.o.StoreID, st.q.Lineage(), r))
+			futs[i], errs[i] = st.link.transport().publishAsync(message(st.o.StoreID, st.q.Lineage(), r, false))
 		}
 		var stop *outcome
 		for i, r := range chunk {

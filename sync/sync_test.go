@@ -20,7 +20,9 @@ import (
 func TestDeliversWithHeaders(t *testing.T) {
 	srv := natstest.StartHub(t)
 	r := startRig(t, testOptions(t, srv.URL()), nil)
+	before := time.Now().Truncate(time.Microsecond)
 	items := r.enqueue(0, 10)
+	after := time.Now()
 	r.waitSynced(10, 20*time.Second)
 	exactlyOnce(t, srv.URL(), 10)
 
@@ -37,15 +39,25 @@ func TestDeliversWithHeaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		"Nats-Msg-Id": p.KeyString() + "-" + hex.EncodeToString(p.Digest[:16]), "Rx-Digest": hex.EncodeToString(p.Digest[:]), "Rx-Store": testStore,
-		"Rx-Seq": "8", "Rx-Schedule": "CII",
+		"Nats-Msg-Id": p.KeyString() + "-" + hex.EncodeToString(p.Digest[:]), "Nats-Expected-Last-Subject-Sequence": "0",
+		"Rx-Seq": "8", "Rx-File": r.q.Lineage().FileID,
+	}
+	if at, ok := central.EnqueuedAtOf(m.Header); !ok || at.Before(before) || at.After(after) || strings.ContainsAny(m.Header.Get("Rx-Enqueued-At"), "-:") {
+		t.Errorf("Rx-Enqueued-At %q (%v), want unix microseconds between %v and %v", m.Header.Get("Rx-Enqueued-At"), at, before, after)
 	}
 	for k, v := range want {
 		if got := m.Header.Get(k); got != v {
 			t.Errorf("header %s = %q, want %q", k, got, v)
 		}
 	}
-	if m.Header.Get("Rx-Enqueued-At") == "" || string(m.Data) != string(p.Payload) {
+	// The compact form: the store is the subject's, the schedule the
+	// payload's, the digest the message id's.
+	for _, k := range []string{"Rx-Digest", "Rx-Store", "Rx-Schedule"} {
+		if v, ok := m.Header[k]; ok {
+			t.Errorf("header %s = %q sent", k, v)
+		}
+	}
+	if string(m.Data) != string(p.Payload) {
 		t.Errorf("stored message %v / %s", m.Header, m.Data)
 	}
 	e, _ := r.q.Get(p.Key)

@@ -2,6 +2,7 @@ package sync
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -18,8 +19,14 @@ import (
 )
 
 // message builds the central message of a pending movement of the file
-// whose lineage is l.
-func message(store string, l queue.Lineage, r *queue.Record) *nats.Msg {
+// whose lineage is l; lineage sends the file's lineage headers whatever
+// the movement's sequence (the first message of an atomic batch).
+func message(store string, l queue.Lineage, r *queue.Record, lineage bool) *nats.Msg {
+	return movementOf(store, l, r, lineage).Msg()
+}
+
+// movementOf is what message sends.
+func movementOf(store string, l queue.Lineage, r *queue.Record, lineage bool) central.Message {
 	f := central.FileLineage{ID: l.FileID}
 	if l.Origin == queue.OriginReplaced || l.Origin == queue.OriginRestored {
 		f.Prev, f.Base, f.Origin = l.Prev, l.Base, l.Origin
@@ -30,10 +37,10 @@ func message(store string, l queue.Lineage, r *queue.Record) *nats.Msg {
 		Key:        r.KeyString(),
 		Digest:     hex.EncodeToString(r.Digest[:]),
 		Seq:        r.Seq,
-		Schedule:   r.Schedule,
 		EnqueuedAt: r.EnqueuedAt,
 		Payload:    r.Payload,
-	}.Msg()
+		Lineage:    lineage,
+	}
 }
 
 // future is a publish waiting for its acknowledgement.
@@ -89,15 +96,15 @@ func (t *jsTransport) maxPayload() int64 { return t.nc.MaxPayload() }
 
 // publishBatch implements JetStream's atomic batch publish (the protocol of
 // orbit.go's jetstreamext.PublishMsgBatch) with a UUIDv7 batch id, so a
-// batch can be traced by time in central's advisories. The first message is
-// acknowledged before the rest are sent (flow control); the last carries the
-// commit and its reply is the batch's acknowledgement.
+// batch can be traced by time in central's advisories; batchID writes it
+// in 22 characters, as every message of the batch carries it. The first
+// message is acknowledged before the rest are sent (flow control); the
+// last carries the commit and its reply is the batch's acknowledgement.
 func (t *jsTransport) publishBatch(ctx context.Context, msgs []*nats.Msg) (uint64, error) {
-	id, err := uuid.NewV7()
+	batchID, err := newBatchID()
 	if err != nil {
 		return 0, err
 	}
-	batchID := id.String()
 	for i, m := range msgs {
 		m.Reply = ""
 		m.Header.Del(central.HeaderBatchCommit)
@@ -169,5 +176,16 @@ func (t *jsTransport) lastDigest(ctx context.Context, subject string) (string, u
 	if err != nil {
 		return "", 0, fmt.Errorf("sync: direct get %s: no stream sequence", subject)
 	}
-	return resp.Header.Get(central.HeaderDigest), seq, nil
+	return central.DigestOf(resp.Header), seq, nil
+}
+
+// newBatchID is a UUIDv7 in unpadded base64url: 22 characters instead of
+// 36, unguessable (74 random bits; batches of every store share the
+// stream's batch ids) and still ordered by time where decoded.
+func newBatchID() (string, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(id[:]), nil
 }

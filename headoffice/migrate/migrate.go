@@ -97,7 +97,7 @@ type Summary struct {
 	// Already were in their partition with the same digest.
 	Already uint64 `json:"already_migrated"`
 	// Skipped are not movements (a subject not rx.mv.<store>.<key>, or
-	// no Rx-Digest): left alone.
+	// no digest in either header form): left alone.
 	Skipped   uint64     `json:"skipped"`
 	Conflicts []Conflict `json:"conflicts"`
 	Failures  []Failure  `json:"failures"`
@@ -392,7 +392,7 @@ func (m *migration) prepare(msg jetstream.Msg, seq uint64) *item {
 	}
 	store, key, ok := strings.Cut(rest, ".")
 	h := msg.Headers()
-	digest := h.Get(central.HeaderDigest)
+	digest := central.DigestOf(h)
 	if !ok || store == "" || key == "" || strings.Contains(key, ".") || digest == "" || h.Get(central.HeaderMsgID) == "" {
 		return nil
 	}
@@ -566,7 +566,7 @@ func (m *migration) lastDigest(ctx context.Context, it *item) (string, uint64, e
 		if err != nil {
 			return "", 0, errors.New("direct get: no stream sequence")
 		}
-		return resp.Header.Get(central.HeaderDigest), seq, nil
+		return central.DigestOf(resp.Header), seq, nil
 	}
 	return "", 0, last
 }

@@ -51,8 +51,9 @@ type record struct {
 	file       central.FileLineage
 }
 
-// parseRecord reads a message's headers; ok is false when it has no
-// usable Rx-Seq or names a store other than its subject's.
+// parseRecord reads a message's headers, in either form (see central's
+// headers); ok is false when it has no usable Rx-Seq or names a store
+// other than its subject's.
 func parseRecord(store string, h map[string][]string) (record, bool) {
 	get := func(k string) string {
 		if v := h[k]; len(v) > 0 {
@@ -62,16 +63,16 @@ func parseRecord(store string, h map[string][]string) (record, bool) {
 	}
 	var r record
 	seq, err := strconv.ParseUint(get(central.HeaderSeq), 10, 64)
-	if err != nil || seq == 0 || get(central.HeaderStore) != store {
+	if err != nil || seq == 0 || !central.StoreAgrees(h, store) {
 		return r, false
 	}
 	r.seq = seq
 	k, kerr := hex.DecodeString(central.KeyOfMsgID(get(central.HeaderMsgID)))
-	d, derr := hex.DecodeString(get(central.HeaderDigest))
+	d, derr := hex.DecodeString(central.DigestOf(h))
 	if kerr == nil && derr == nil && len(k) == 16 && len(d) == 32 {
 		r.key, r.digest, r.whole = [16]byte(k), [32]byte(d), true
 	}
-	if t, err := time.Parse(time.RFC3339Nano, get(central.HeaderEnqueuedAt)); err == nil {
+	if t, ok := central.EnqueuedAtOf(h); ok {
 		r.enqueuedAt = t
 	}
 	r.file = central.FileLineageOf(h)

@@ -90,20 +90,93 @@ func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
 // archiveMsg is an archived movement of store with sequence seq: its key
 // derived from the store and the movement id (the sequence when id is
-// empty), its digest from the key and variant, enqueued at at.
+// empty), its digest from the key and variant, enqueued at at. Even
+// sequences are in the full form (an agent before the compact headers),
+// odd ones in the compact form, so every test reads an archive of both.
 func archiveMsg(store string, seq uint64, id, variant string, at time.Time) *nats.Msg {
 	if id == "" {
 		id = strconv.FormatUint(seq, 10)
 	}
 	k := sha256.Sum256([]byte(store + "\x00" + id))
-	key := hex.EncodeToString(k[:16])
 	d := sha256.Sum256(append(k[:], variant...))
-	digest := hex.EncodeToString(d[:])
-	m := nats.NewMsg(central.ArchiveSubject(store))
-	m.Header.Set(central.HeaderMsgID, central.MsgID(key, digest))
-	m.Header.Set(central.HeaderDigest, digest)
-	m.Header.Set(central.HeaderStore, store)
-	m.Header.Set(central.HeaderSeq, strconv.FormatUint(seq, 10))
-	m.Header.Set(central.HeaderEnqueuedAt, at.UTC().Format(time.RFC3339Nano))
+	mv := central.Message{Store: store, Key: hex.EncodeToString(k[:16]), Digest: hex.EncodeToString(d[:]), Seq: seq, EnqueuedAt: at}
+	m := mv.Msg()
+	if seq%2 == 0 {
+		m = natstest.FullForm(mv, "")
+	}
+	m.Subject = central.ArchiveSubject(store)
+	m.Header.Del(central.HeaderExpectLast)
 	return m
+}
+
+// lineageMsg is archiveMsg of a movement of data file file, which
+// continues after file prev past base when origin is set; lineage asks
+// for the lineage headers past the file's first central.LineageSpan
+// sequences (an atomic batch's first message). full sends the full form,
+// which carries the lineage on every movement of the file.
+func lineageMsg(store string, seq uint64, file, prev string, base uint64, origin string, lineage, full bool) *nats.Msg {
+	k := sha256.Sum256([]byte(store + "\x00" + strconv.FormatUint(seq, 10)))
+	d := sha256.Sum256(k[:])
+	mv := central.Message{Store: store, Key: hex.EncodeToString(k[:16]), Digest: hex.EncodeToString(d[:]), Seq: seq, EnqueuedAt: time.Now(),
+		File: central.FileLineage{ID: file, Prev: prev, Base: base, Origin: origin}, Lineage: lineage}
+	m := mv.Msg()
+	if full {
+		m = natstest.FullForm(mv, "")
+	}
+	m.Subject = central.ArchiveSubject(store)
+	m.Header.Del(central.HeaderExpectLast)
+	return m
+}
+
+// TestRunFileLineageFromSomeMovements: the compact form carries a
+// continued file's lineage on its first central.LineageSpan sequences and
+// on each atomic batch's first message only. The reconciliation takes a
+// file's lineage from whichever of its movements has it, and finds the
+// same change of file as from the full form, which has it on every one:
+// S0001's new file is archived from its first sequence on, S0002's only
+// past the span (its first movements never reached central), S0003 is an
+// agent of the version before.
+func TestRunFileLineageFromSomeMovements(t *testing.T) {
+	r := newRig(t, map[string][]string{central.ArchiveStreamName: {"S0001", "S0002", "S0003"}})
+	const base = 8 // the old file gave 1..8; central has 1..5
+	span := uint64(central.LineageSpan)
+	for _, store := range []string{"S0001", "S0002", "S0003"} {
+		full := store == "S0003"
+		for seq := uint64(1); seq <= 5; seq++ {
+			r.put(lineageMsg(store, seq, "file-a", "", 0, "", false, full))
+		}
+		var seqs []uint64
+		switch store {
+		case "S0002":
+			seqs = []uint64{base + span + 1, base + span + 2}
+		default:
+			seqs = []uint64{base + 1, base + 2, base + span + 1, base + span + 2}
+		}
+		for i, seq := range seqs {
+			m := lineageMsg(store, seq, "file-b", "file-a", base, reconcile.FileReplaced, store == "S0002" && i == 0, full)
+			if _, carries := m.Header[central.HeaderFileOrigin]; carries != (seq <= base+span || full || store == "S0002" && i == 0) {
+				t.Fatalf("%s sequence %d: lineage headers %v", store, seq, m.Header)
+			}
+			r.put(m)
+		}
+		r.fleet(store, base+span+2)
+	}
+	rep, err := reconcile.Run(r.ctx, reconcile.Options{Conn: r.nc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, store := range []string{"S0001", "S0002", "S0003"} {
+		s := storeOf(t, rep, store)
+		if len(s.Files) != 1 {
+			t.Fatalf("%s: file findings %+v, want one", store, s.Files)
+		}
+		f := s.Files[0]
+		if f.Origin != reconcile.FileReplaced || f.Prev != "file-a" || f.File != "file-b" || f.Base != base || f.PrevHighest != 5 ||
+			f.Lost == nil || *f.Lost != (reconcile.Range{From: 6, To: base}) {
+			t.Errorf("%s: finding %+v (lost %v), want file-a replaced by file-b past %d, 5 archived, 6..%d lost", store, f, f.Lost, base, base)
+		}
+		if s.Malformed != 0 {
+			t.Errorf("%s: %d malformed", store, s.Malformed)
+		}
+	}
 }

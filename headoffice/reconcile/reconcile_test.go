@@ -34,6 +34,7 @@ type rig struct {
 	nc  *nats.Conn
 	js  jetstream.JetStream
 	ctx context.Context
+	ids map[string]bool // the Nats-Msg-Ids put
 }
 
 // newRig creates one archive stream per entry of archives, named by it
@@ -65,8 +66,22 @@ func newRig(t *testing.T, archives map[string][]string) *rig {
 func (r *rig) put(m *nats.Msg) {
 	r.t.Helper()
 	// The archive's own duplicate window would drop a second copy with
-	// the same Nats-Msg-Id: a repeat is resent long after it.
-	m.Header.Set(jetstream.MsgIDHeader, m.Header.Get(jetstream.MsgIDHeader)+"-"+time.Now().Format(time.RFC3339Nano))
+	// the same Nats-Msg-Id: a repeat is resent long after it. An id is
+	// made unique in the full form, whose Rx-Digest leaves the id's tail
+	// free; a compact record put once keeps its form.
+	id := m.Header.Get(jetstream.MsgIDHeader)
+	if r.ids == nil {
+		r.ids = map[string]bool{}
+	}
+	if r.ids[id] {
+		if m.Header.Get(central.HeaderDigest) == "" {
+			d := central.DigestOf(m.Header)
+			m.Header.Set(central.HeaderDigest, d)
+			id = central.KeyOfMsgID(id) + "-" + d[:min(32, len(d))]
+		}
+		m.Header.Set(jetstream.MsgIDHeader, id+"-"+time.Now().Format(time.RFC3339Nano))
+	}
+	r.ids[id] = true
 	if _, err := r.js.PublishMsg(r.ctx, m); err != nil {
 		r.t.Fatal(err)
 	}

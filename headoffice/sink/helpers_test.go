@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/testkit/natstest"
 	"github.com/rxedge/agent/testkit/pgtest"
 )
 
@@ -128,17 +129,18 @@ func archiveHub(tb testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
 
 // archive publishes m straight into the archive under its store's
 // subject; copy makes its Nats-Msg-Id differ from an earlier copy's, as
-// an agent's resend past central's horizon arrives in the archive.
+// an agent's resend past central's horizon arrives in the archive. A copy
+// is in the full form, as an agent of an earlier version sent it (whose
+// Rx-Digest leaves the id's tail free to differ); the first is compact.
 func archive(tb testing.TB, js jetstream.JetStream, m central.Message, copy int) {
 	tb.Helper()
 	msg := m.Msg()
+	if copy > 0 {
+		msg = natstest.FullForm(m, "")
+		msg.Header.Set(central.HeaderMsgID, msg.Header.Get(central.HeaderMsgID)+fmt.Sprintf("-%d", copy))
+	}
 	msg.Subject = central.ArchiveSubject(m.Store)
 	msg.Header.Del(central.HeaderExpectLast)
-	id := central.MsgID(m.Key, m.Digest)
-	if copy > 0 {
-		id += fmt.Sprintf("-%d", copy)
-	}
-	msg.Header.Set(central.HeaderMsgID, id)
 	if _, err := js.PublishMsg(testContext(tb), msg); err != nil {
 		tb.Fatalf("archive: %v", err)
 	}

@@ -69,7 +69,8 @@ var (
 	schedule = map[string]bool{"": true, "CII": true, "CIIN": true, "CIII": true, "CIIIN": true, "CIV": true, "CV": true}
 )
 
-// parseRow reads an archive message. Any message becomes a Row: one that
+// parseRow reads an archive message, its headers in either form (see
+// central's headers). Any message becomes a Row: one that
 // is not a well-formed movement of its subject's store becomes a reject,
 // so the position can move past it and head office sees it.
 func parseRow(stream string, streamSeq uint64, archivedAt time.Time, subject string, h map[string][]string, data []byte) Row {
@@ -86,7 +87,7 @@ func parseRow(stream string, streamSeq uint64, archivedAt time.Time, subject str
 		}
 		return ""
 	}
-	if get(central.HeaderStore) != store {
+	if !central.StoreAgrees(h, store) {
 		r.Reject = "header " + central.HeaderStore
 		return r
 	}
@@ -100,9 +101,12 @@ func parseRow(stream string, streamSeq uint64, archivedAt time.Time, subject str
 		r.Reject = "header " + central.HeaderMsgID
 		return r
 	}
-	digest := get(central.HeaderDigest)
+	digest := central.DigestOf(h)
 	if !hex64.MatchString(digest) {
 		r.Reject = "header " + central.HeaderDigest
+		if _, full := h[central.HeaderDigest]; !full {
+			r.Reject = "header " + central.HeaderMsgID
+		}
 		return r
 	}
 	if len(data) > MaxPayload {
@@ -139,7 +143,7 @@ func parseRow(stream string, streamSeq uint64, archivedAt time.Time, subject str
 		return r
 	}
 	r.Key, r.Digest, r.Seq, r.Payload, r.M, r.OccurredAt = key, digest, seq, data, p, at.UTC()
-	if t, err := time.Parse(time.RFC3339Nano, get(central.HeaderEnqueuedAt)); err == nil {
+	if t, ok := central.EnqueuedAtOf(h); ok {
 		r.EnqueuedAt = t.UTC()
 	}
 	return r

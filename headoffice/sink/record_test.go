@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/testkit/natstest"
 )
 
 // TestParseRow feeds parseRow what a hostile store or a damaged archive
@@ -39,11 +40,12 @@ func TestParseRow(t *testing.T) {
 		return mv("S0001", 7, p)
 	}
 	tests := []struct {
-		name    string
-		subject string
-		m       central.Message
-		edit    func(h map[string][]string)
-		want    string
+		name          string
+		compact, full bool // only the compact (Message.Msg) or the full (older agents) form
+		subject       string
+		m             central.Message
+		edit          func(h map[string][]string)
+		want          string
 	}{
 		{name: "a movement", m: good},
 		{name: "subject of no store", subject: "rx.ar.", m: good, want: "subject"},
@@ -55,7 +57,7 @@ func TestParseRow(t *testing.T) {
 		{name: "upper-case key", m: good, edit: func(h map[string][]string) { h[central.HeaderMsgID] = []string{strings.ToUpper(good.Key) + "-x"} }, want: "header Nats-Msg-Id"},
 		{name: "short digest", m: good, edit: func(h map[string][]string) { h[central.HeaderDigest] = []string{"abc"} }, want: "header Rx-Digest"},
 		{name: "digest of other content", m: good, edit: func(h map[string][]string) { h[central.HeaderDigest] = []string{strings.Repeat("0", 64)} }, want: "payload digest"},
-		{name: "key of another movement", m: good, edit: func(h map[string][]string) { h[central.HeaderMsgID] = []string{strings.Repeat("a", 32) + "-x"} }, want: "payload movement_id"},
+		{name: "full: key of another movement", full: true, m: good, edit: func(h map[string][]string) { h[central.HeaderMsgID] = []string{strings.Repeat("a", 32) + "-x"} }, want: "payload movement_id"},
 		{name: "not json", m: resign(good, `{"movement_id":`), want: "payload json"},
 		{name: "two documents", m: resign(good, string(good.Payload)+string(good.Payload)), want: "payload json"},
 		{name: "unknown field", m: resign(good, `{"movement_id":"m-7","patient_name":"RX-SECRET"}`), want: "payload json"},
@@ -69,11 +71,32 @@ func TestParseRow(t *testing.T) {
 		{name: "bad time", m: withField("occurred_at", "yesterday"), want: "payload occurred_at"},
 		{name: "unknown type", m: withField("type", "steal"), want: "payload type"},
 		{name: "too large", m: resign(good, `{"note":"`+strings.Repeat("x", MaxPayload)+`"}`), want: "payload size"},
+		// The compact form has the digest in the message id only.
+		{name: "compact: digest in the id cut short", compact: true, m: good, edit: func(h map[string][]string) { h[central.HeaderMsgID] = []string{good.Key + "-" + good.Digest[:32]} }, want: "header Nats-Msg-Id"},
+		{name: "compact: digest in the id of other content", compact: true, m: good, edit: func(h map[string][]string) {
+			h[central.HeaderMsgID] = []string{good.Key + "-" + strings.Repeat("0", 64)}
+		}, want: "payload digest"},
+		{name: "compact: key in the id of another movement", compact: true, m: good, edit: func(h map[string][]string) {
+			h[central.HeaderMsgID] = []string{strings.Repeat("a", 32) + "-" + good.Digest}
+		}, want: "payload movement_id"},
+		// The full form (older agents, two years of the archive) has it
+		// in Rx-Digest, and only 128 bits of it in the message id.
+		{name: "full: a movement", full: true, m: good},
+		{name: "full: no Rx-Digest", full: true, m: good, edit: func(h map[string][]string) { delete(h, central.HeaderDigest) }, want: "header Nats-Msg-Id"},
+		{name: "full: Rx-Digest of other content", full: true, m: good, edit: func(h map[string][]string) { h[central.HeaderDigest] = []string{strings.Repeat("0", 64)} }, want: "payload digest"},
+		{name: "full: another store", full: true, m: good, edit: func(h map[string][]string) { h[central.HeaderStore] = []string{"S0002"} }, want: "header Rx-Store"},
+		{name: "full: no sequence", full: true, m: good, edit: func(h map[string][]string) { delete(h, central.HeaderSeq) }, want: "header Rx-Seq"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			msg := tc.m.Msg()
+			if tc.full {
+				msg = natstest.FullForm(tc.m, "CII")
+			}
 			h := map[string][]string(msg.Header)
+			if tc.compact && (h[central.HeaderDigest] != nil || h[central.HeaderStore] != nil) {
+				t.Fatalf("not the compact form: %v", h)
+			}
 			if tc.edit != nil {
 				tc.edit(h)
 			}
@@ -88,7 +111,8 @@ func TestParseRow(t *testing.T) {
 			if strings.Contains(r.Reject, "SECRET") || strings.Contains(r.Reject, "RX-") {
 				t.Errorf("reject %q names a value", r.Reject)
 			}
-			if tc.want == "" && (r.Key != good.Key || r.Seq != 7 || r.M.DEAForm222 != "A1" || r.Store != "S0001") {
+			if tc.want == "" && (r.Key != good.Key || r.Digest != good.Digest || r.Seq != 7 || r.M.DEAForm222 != "A1" || r.Store != "S0001" ||
+				!r.EnqueuedAt.Equal(good.EnqueuedAt.Truncate(time.Microsecond))) {
 				t.Errorf("row %+v", r)
 			}
 		})
