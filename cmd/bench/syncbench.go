@@ -173,16 +173,27 @@ type syncResult struct {
 	n       int
 	elapsed time.Duration
 	rate    float64
+	// archived is the share of the delivery the archive held when its
+	// last movement was acknowledged (drain scenario only; the minimum
+	// over a sum).
+	archived float64
 }
 
 func (r syncResult) plus(o syncResult) syncResult {
-	s := syncResult{n: r.n + o.n, elapsed: r.elapsed + o.elapsed}
+	s := syncResult{n: r.n + o.n, elapsed: r.elapsed + o.elapsed, archived: o.archived}
+	if r.n > 0 {
+		s.archived = min(r.archived, o.archived)
+	}
 	s.rate = rate(s.n, s.elapsed)
 	return s
 }
 
 func (r syncResult) String() string {
-	return fmt.Sprintf("%d in %s: %s/s", r.n, r.elapsed.Round(time.Millisecond), thousands(r.rate))
+	s := fmt.Sprintf("%d in %s: %s/s", r.n, r.elapsed.Round(time.Millisecond), thousands(r.rate))
+	if r.archived > 0 {
+		s += fmt.Sprintf(" (the archive held %.0f%% at the last acknowledgement)", 100*r.archived)
+	}
+	return s
 }
 
 // median is the run with the median rate.
@@ -301,12 +312,17 @@ type engineRig struct {
 }
 
 func (b *bench) newEngineRig(name string, n int, noSync bool) (*engineRig, error) {
+	return b.newEngineRigOf(name, storeSync, n, orderRandom, noSync)
+}
+
+// newEngineRigOf is a hub and a copy of store's backlog of n in order.
+func (b *bench) newEngineRigOf(name, store string, n int, order backlogOrder, noSync bool) (*engineRig, error) {
 	dir, err := b.dir("sync-" + name)
 	if err != nil {
 		return nil, err
 	}
 	dataDir := filepath.Join(dir, "agent")
-	path, err := b.backlog(storeSync, n, dataDir)
+	path, err := b.backlogIn(store, n, order, dataDir)
 	if err != nil {
 		return nil, err
 	}
@@ -314,7 +330,7 @@ func (b *bench) newEngineRig(name string, n int, noSync bool) (*engineRig, error
 	if err != nil {
 		return nil, err
 	}
-	o, err := agentOptions(storeSync, dataDir, h.URL())
+	o, err := agentOptions(store, dataDir, h.URL())
 	if err != nil {
 		h.Shutdown()
 		return nil, err
