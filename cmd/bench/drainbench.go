@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/hex"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -255,10 +254,7 @@ func (b *bench) rawAtomicRun(ctx context.Context, name string, n int, lin centra
 				msgs = msgs[:0]
 				for i := from; i < min(from+size, n); i++ {
 					p := generate(storeDrain, i, b.now)
-					msgs = append(msgs, central.Message{
-						File: lin, Store: storeDrain, Key: p.KeyString(), Digest: hex.EncodeToString(p.Digest[:]),
-						Seq: uint64(i + 1), Schedule: p.Schedule, EnqueuedAt: enqueuedAt, Payload: p.Payload,
-					}.Msg())
+					msgs = append(msgs, rawMessage(storeDrain, lin, uint64(i+1), enqueuedAt, &p))
 				}
 				ack, err := jetstreamext.PublishMsgBatch(gctx, js, msgs)
 				if err != nil {

@@ -57,6 +57,11 @@ func benchSync(ctx context.Context, b *bench) error {
 	// Above the backlog: the sender never sees a backlog due, and sends
 	// single publishes only.
 	trickle.o.BatchThreshold = n + 1
+	lin, err := fileLineage(trickle.path)
+	if err != nil {
+		return err
+	}
+	raw.lin = lin
 
 	drainAt := map[int]bool{0: true, rounds / 2: true, rounds - 1: true}
 	var rawRes, trickleRes syncResult
@@ -129,6 +134,7 @@ func benchSync(ctx context.Context, b *bench) error {
 		return err
 	}
 	defer rawNoSync.close()
+	rawNoSync.lin = lin
 	rawNS, err := rawNoSync.publish(ctx, items, 1, b.now)
 	if err != nil {
 		return fmt.Errorf("raw baseline without SyncAlways: %w", err)
@@ -217,10 +223,11 @@ func startHub(dir string, noSync bool) (*hub.Hub, error) {
 	return hub.Start(hub.Options{Listen: "127.0.0.1:0", StoreDir: dir, NoSync: noSync, Provision: provision.Provision})
 }
 
-// rawMessage is the message the agent publishes for a movement: the
-// same subject, headers and payload.
-func rawMessage(store string, seq uint64, enqueuedAt time.Time, p *movement.Prepared) *nats.Msg {
+// rawMessage is the message the agent publishes for a movement of the
+// data file whose lineage is lin: the same subject, headers and payload.
+func rawMessage(store string, lin central.FileLineage, seq uint64, enqueuedAt time.Time, p *movement.Prepared) *nats.Msg {
 	return central.Message{
+		File:       lin,
 		Store:      store,
 		Key:        p.KeyString(),
 		Digest:     hex.EncodeToString(p.Digest[:]),
@@ -236,6 +243,8 @@ type rawRig struct {
 	h  *hub.Hub
 	nc *nats.Conn
 	js jetstream.JetStream
+	// lin is the lineage the messages carry: the agent's file's.
+	lin central.FileLineage
 }
 
 func (b *bench) newRawRig(name string, noSync bool) (*rawRig, error) {
@@ -276,7 +285,7 @@ func (r *rawRig) publish(ctx context.Context, items []movement.Prepared, firstSe
 		if i%1024 == 0 && ctx.Err() != nil {
 			return syncResult{}, ctx.Err()
 		}
-		f, err := r.js.PublishMsgAsync(rawMessage(storeSync, firstSeq+uint64(i), enqueuedAt, &items[i]), jetstream.WithStallWait(30*time.Second))
+		f, err := r.js.PublishMsgAsync(rawMessage(storeSync, r.lin, firstSeq+uint64(i), enqueuedAt, &items[i]), jetstream.WithStallWait(30*time.Second))
 		if err != nil {
 			return syncResult{}, fmt.Errorf("publish %d: %w", i, err)
 		}
