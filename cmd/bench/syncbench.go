@@ -373,7 +373,9 @@ func (r *engineRig) deliver(ctx context.Context, target int) (syncResult, error)
 	start := time.Now()
 	go func() { done <- e.Run(ectx) }()
 	var synced uint64
-	err = waitFor(ctx, 10*time.Minute, 5*time.Millisecond, func() (bool, error) {
+	// A million movements on a machine loaded by other work can take more
+	// than ten minutes: the deadline grows with the backlog.
+	err = waitFor(ctx, 10*time.Minute+time.Duration(target)*time.Millisecond, 5*time.Millisecond, func() (bool, error) {
 		st, err := q.Stats()
 		if err != nil {
 			return false, err
