@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/rxedge/agent/movement"
+	"github.com/rxedge/agent/queue"
 )
 
 // tinyBench is a bench with sizes small enough for a unit test.
@@ -57,7 +61,8 @@ func TestIngestAndSyncScenarios(t *testing.T) {
 		t.Fatalf("sync: %v\n%s", err, log)
 	}
 	got := b.rep.json()
-	for _, name := range []string{"ingest_vs_naive", "ingest_http_p50_ms", "ingest_http_p99_ms", "trickle_vs_raw_durable", "backlog_drain_vs_raw_durable", "sync_drain_nosync_rate"} {
+	for _, name := range []string{"ingest_vs_naive", "ingest_http_p50_ms", "ingest_http_p99_ms", "trickle_vs_raw_durable", "backlog_drain_vs_raw_durable", "sync_drain_nosync_rate",
+		"ingest_vs_http_batch", "ingest_http_batch_p99_ms", "decode_ns", "decode_allocs", "decode_vs_unmarshal"} {
 		if v, ok := got.Figures[name]; !ok || !(v > 0) {
 			t.Errorf("figure %s = %v (present %v), want a positive number", name, v, ok)
 		}
@@ -120,5 +125,94 @@ func TestQuickRunMarksMillionFiguresNotMeasured(t *testing.T) {
 	r.writeMarkdown(&md)
 	if !strings.Contains(md.String(), "Quick run") || !strings.Contains(md.String(), "not measured") {
 		t.Errorf("report:\n%s", md.String())
+	}
+}
+
+// TestPendingRecordPutsMatchQueue pins the raw bulk baseline to the
+// queue's record layout: what pendingRecordPuts writes for a movement is
+// byte for byte what queue.Enqueue wrote for it. When the queue's layout
+// changes, this fails until pendingRecordPuts follows.
+func TestPendingRecordPutsMatchQueue(t *testing.T) {
+	now := time.Unix(1_800_000_000, 123456789)
+	path := filepath.Join(t.TempDir(), "agent.db")
+	q, err := queue.Open(queue.Options{Path: path, StoreID: "S0001", Clock: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := []movement.Prepared{generate("S0001", 5, now), generate("S0001", 6, now)}
+	res, err := q.Enqueue(items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.View(func(tx *bolt.Tx) error {
+		for i := range items {
+			for _, p := range pendingRecordPuts(&items[i], res[i].Seq, now) {
+				bk := tx.Bucket(p.bucket)
+				if bk == nil {
+					t.Errorf("the queue has no bucket %q", p.bucket)
+					continue
+				}
+				got := bk.Get(p.key)
+				if got == nil && !keyIn(bk, p.key) {
+					t.Errorf("movement %d: bucket %q has no key %x", i, p.bucket, p.key)
+					continue
+				}
+				if !bytes.Equal(got, p.value) {
+					t.Errorf("movement %d: bucket %q key %x:\n got  %x\n want %x (the queue's)", i, p.bucket, p.key, p.value, got)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func keyIn(b *bolt.Bucket, k []byte) bool {
+	got, _ := b.Cursor().Seek(k)
+	return bytes.Equal(got, k)
+}
+
+// TestDrainAndBulkScenarios runs the drain and bulk scenarios at a tiny
+// size against real hubs, data files and the built agent binary, and
+// checks that every figure they promise comes out: at sizes other than a
+// million, the million figures are reported as not measured.
+func TestDrainAndBulkScenarios(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts hubs and builds the agent")
+	}
+	b, log := tinyBench(t)
+	b.size.drainN, b.size.drainRounds, b.size.bytesN = 3000, 2, 4000
+	b.size.bulkN, b.size.bulkRounds = 2000, 2
+	ctx := context.Background()
+	if err := benchDrain(ctx, b); err != nil {
+		t.Fatalf("drain: %v\n%s", err, log)
+	}
+	if err := benchBulk(ctx, b); err != nil {
+		t.Fatalf("bulk: %v\n%s", err, log)
+	}
+	got := b.rep.json()
+	for _, name := range []string{"drain_random_vs_raw_atomic_3k", "drain_sorted_vs_raw_atomic_3k", "drain_random_vs_sorted_3k",
+		"bytes_per_pending_vs_payload_4k", "bytes_per_synced_key_4k", "bulk_enqueue_vs_raw_bulk_2k"} {
+		if v, ok := got.Figures[name]; !ok || !(v > 0) {
+			t.Errorf("figure %s = %v (present %v), want a positive number", name, v, ok)
+		}
+	}
+	for _, name := range []string{"drain_random_vs_raw_atomic", "drain_sorted_vs_raw_atomic", "bytes_per_pending_vs_payload", "bytes_per_synced_key", "bulk_enqueue_vs_raw_bulk"} {
+		if got.NotMeasured[name] == "" {
+			t.Errorf("figure %s is not reported as not measured at these sizes", name)
+		}
+	}
+	if v := got.Figures["bytes_per_pending_vs_payload_4k"]; v < 1 {
+		t.Errorf("bytes per pending movement / payload = %v: a file cannot hold a payload in less than its size", v)
 	}
 }

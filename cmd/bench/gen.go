@@ -78,39 +78,66 @@ func generateN(store string, from, n int, now time.Time) []movement.Prepared {
 	return out
 }
 
-// buildChunk is the submission size used to build a backlog: large
-// submissions make few, large commits.
-const buildChunk = 50_000
+// backlogOrder is the order a backlog is enqueued in.
+type backlogOrder int
+
+const (
+	// orderRandom enqueues movements in the order of their movement ids,
+	// so their keys (hashes) arrive in random order, as `agent enqueue`
+	// and live intake write them, in submissions of enqueueChunkLines
+	// (`agent enqueue`'s request size). Every drain figure uses it unless
+	// its name says sorted.
+	orderRandom backlogOrder = iota
+	// orderSorted enqueues them in key order, in submissions of
+	// sortedChunk: the order no store writes, kept as a second figure.
+	orderSorted
+)
+
+func (o backlogOrder) String() string {
+	if o == orderSorted {
+		return "sorted"
+	}
+	return "random"
+}
+
+// sortedChunk is the submission size of a sorted backlog: large
+// submissions make few, large commits, each appending to the key index.
+const sortedChunk = 50_000
 
 // buildBacklog writes a data file for store holding n pending movements
-// (0..n-1) at path, quickly: in submissions of buildChunk, in key order.
+// (0..n-1) at path, in order.
 //
-// Key order matters. Large commits of movements in arbitrary key order
-// each rewrite most pages of the key index, and the file is left with as
-// many free pages as the last commit rewrote (over 100 MiB for a million);
-// bbolt writes its whole freelist on every commit, so every later commit
-// pays for them. A store that accumulated its backlog commit by commit has
-// few free pages. In key order each commit appends to the key index, and
-// the file has almost none, like the store's.
-func buildBacklog(path, store string, n int, now time.Time) error {
-	type keyed struct {
-		key [16]byte
-		i   int
+// A random-order backlog is built the way `agent enqueue -f` builds one:
+// submissions of enqueueChunkLines, each a commit that rewrites the pages
+// of the key index its random keys fall in, leaving the free pages such
+// commits leave. A sorted one is built in large submissions in key order:
+// each commit appends to the key index, and the file has almost no free
+// pages. (Large commits in random order would each rewrite most of the key
+// index and leave the file with over 100 MiB of free pages for a million,
+// which bbolt writes with every later commit: no store's file looks so.)
+func buildBacklog(path, store string, n int, now time.Time, order backlogOrder) error {
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
 	}
-	order := make([]keyed, n)
-	for i := range order {
-		order[i] = keyed{movement.Key(store, movementID(store, i)), i}
+	chunk := enqueueChunkLines
+	if order == orderSorted {
+		chunk = sortedChunk
+		keys := make([][16]byte, n)
+		for i := range keys {
+			keys[i] = movement.Key(store, movementID(store, i))
+		}
+		slices.SortFunc(idx, func(a, b int) int { return bytes.Compare(keys[a][:], keys[b][:]) })
 	}
-	slices.SortFunc(order, func(a, b keyed) int { return bytes.Compare(a.key[:], b.key[:]) })
 	q, err := queue.Open(queue.Options{Path: path, StoreID: store})
 	if err != nil {
 		return err
 	}
-	items := make([]movement.Prepared, 0, min(buildChunk, n))
-	for from := 0; from < n; from += buildChunk {
+	items := make([]movement.Prepared, 0, min(chunk, n))
+	for from := 0; from < n; from += chunk {
 		items = items[:0]
-		for _, k := range order[from:min(from+buildChunk, n)] {
-			items = append(items, generate(store, k.i, now))
+		for _, i := range idx[from:min(from+chunk, n)] {
+			items = append(items, generate(store, i, now))
 		}
 		if _, err := q.Enqueue(items); err != nil {
 			q.Close()
@@ -121,28 +148,44 @@ func buildBacklog(path, store string, n int, now time.Time) error {
 }
 
 // backlog returns a copy, in dataDir, of a data file of store with n
-// pending movements. The first call for a store and size builds the file;
-// later calls copy it.
+// pending movements enqueued in random key order (see orderRandom).
 func (b *bench) backlog(store string, n int, dataDir string) (string, error) {
-	id := fmt.Sprintf("%s-%d", store, n)
-	src, ok := b.backlogs[id]
-	if !ok {
-		src = filepath.Join(b.root, "backlogs", id+".db")
-		if err := os.MkdirAll(filepath.Dir(src), 0o750); err != nil {
-			return "", err
-		}
-		t0 := time.Now()
-		if err := buildBacklog(src, store, n, b.now); err != nil {
-			return "", err
-		}
-		b.logf("built a backlog of %d movements in %s", n, time.Since(t0).Round(100*time.Millisecond))
-		b.backlogs[id] = src
+	return b.backlogIn(store, n, orderRandom, dataDir)
+}
+
+// backlogIn returns a copy, in dataDir, of a data file of store with n
+// pending movements enqueued in order. The first call for a store, size
+// and order builds the file; later calls copy it.
+func (b *bench) backlogIn(store string, n int, order backlogOrder, dataDir string) (string, error) {
+	src, err := b.backlogFile(store, n, order)
+	if err != nil {
+		return "", err
 	}
 	dst := settings.DataFile(dataDir)
 	if err := copyFile(src, dst); err != nil {
 		return "", err
 	}
 	return dst, nil
+}
+
+// backlogFile is the built (cached) backlog file of store, n and order;
+// callers must not change it.
+func (b *bench) backlogFile(store string, n int, order backlogOrder) (string, error) {
+	id := fmt.Sprintf("%s-%d-%s", store, n, order)
+	if src, ok := b.backlogs[id]; ok {
+		return src, nil
+	}
+	src := filepath.Join(b.root, "backlogs", id+".db")
+	if err := os.MkdirAll(filepath.Dir(src), 0o750); err != nil {
+		return "", err
+	}
+	t0 := time.Now()
+	if err := buildBacklog(src, store, n, b.now, order); err != nil {
+		return "", err
+	}
+	b.logf("built a backlog of %d movements in %s order in %s", n, order, time.Since(t0).Round(100*time.Millisecond))
+	b.backlogs[id] = src
+	return src, nil
 }
 
 func copyFile(src, dst string) error {

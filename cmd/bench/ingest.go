@@ -60,6 +60,15 @@ func benchIngest(ctx context.Context, b *bench) error {
 	client := newClient(s.ingestConns)
 	defer client.CloseIdleConnections()
 
+	if dir, err = b.dir("ingest-http-batch"); err != nil {
+		return err
+	}
+	hb, err := startHTTPBatch(filepath.Join(dir, "batch.db"))
+	if err != nil {
+		return fmt.Errorf("HTTP batch baseline: %w", err)
+	}
+	defer hb.close()
+
 	if dir, err = b.dir("ingest-queue"); err != nil {
 		return err
 	}
@@ -70,8 +79,8 @@ func benchIngest(ctx context.Context, b *bench) error {
 	defer q.Close()
 	commits := q.Commits()
 
-	var naive, web, inproc ingestResult
-	var lat []time.Duration
+	var naive, web, inproc, batch ingestResult
+	var lat, batchLat []time.Duration
 	var roundRatios []float64
 	rounds := s.ingestRounds
 	for r := range rounds {
@@ -104,9 +113,18 @@ func benchIngest(ctx context.Context, b *bench) error {
 			inproc = inproc.plus(res)
 			return nil
 		}
-		steps := []func() error{doNaive, doHTTP, doQueue}
+		doBatch := func() error {
+			res, l, err := postAll(ctx, client, hb.addr, items[lo:hi], s.ingestConns)
+			if err != nil {
+				return fmt.Errorf("HTTP batch baseline: %w", err)
+			}
+			batch = batch.plus(res)
+			batchLat = append(batchLat, l...)
+			return nil
+		}
+		steps := []func() error{doNaive, doBatch, doHTTP, doQueue}
 		if r%2 == 1 {
-			steps = []func() error{doQueue, doHTTP, doNaive}
+			steps = []func() error{doQueue, doHTTP, doBatch, doNaive}
 		}
 		for _, step := range steps {
 			if err := step(); err != nil {
@@ -117,8 +135,12 @@ func benchIngest(ctx context.Context, b *bench) error {
 		b.logf("ingest: round %d/%d: naive %s mov/s, HTTP %s mov/s", r+1, rounds, thousands(nr.rate), thousands(wr.rate))
 	}
 	web.p50, web.p99 = quantile(lat, 0.50), quantile(lat, 0.99)
+	batch.p50, batch.p99 = quantile(batchLat, 0.50), quantile(batchLat, 0.99)
 	inproc.perCommit = float64(inproc.n) / float64(max(q.Commits()-commits, 1))
-	b.logf("ingest: naive %s; HTTP %s; queue %s", naive, web, inproc)
+	b.logf("ingest: naive %s; HTTP %s; queue %s; HTTP batch baseline %s", naive, web, inproc, batch)
+	if got, err := hb.count(); err != nil || got != len(items) {
+		return fmt.Errorf("the HTTP batch baseline holds %d movements after %d were acknowledged (%v)", got, len(items), err)
+	}
 
 	// Every movement acknowledged is pending in the agent's file.
 	st, err := getStatus(ctx, client, "http://"+agent.addr+"/v1/status")
@@ -150,11 +172,16 @@ func benchIngest(ctx context.Context, b *bench) error {
 	b.rep.value(scn, "ingest_http_p50_ms", "HTTP ack latency p50 (after fsync)", ms(web.p50), "ms", nil)
 	b.rep.value(scn, "ingest_http_p99_ms", "HTTP ack latency p99 (after fsync)", ms(web.p99), "ms", nil)
 	b.rep.value(scn, "ingest_naive_rate", "naive rate", naive.rate, "mov/s", nil)
+	b.rep.ratio(scn, "ingest_vs_http_batch", fmt.Sprintf("HTTP ingest, the same %s movements (%s mov/s; ack p50 %.2f ms, p99 %.2f ms) vs a trivial HTTP handler", thousands(float64(web.n)), thousands(web.rate), ms(web.p50), ms(web.p99)),
+		web.rate/batch.rate, fmt.Sprintf("net/http handler putting the raw body under a counter with bbolt DB.Batch (MaxBatchSize %d), answered after its commit, the same %d keep-alive clients and rounds: %s mov/s, p50 %.2f ms, p99 %.2f ms",
+			httpBatchMax, s.ingestConns, thousands(batch.rate), ms(batch.p50), ms(batch.p99)), atLeast(0.5))
+	b.rep.value(scn, "ingest_http_batch_rate", "HTTP batch baseline rate", batch.rate, "mov/s", nil)
+	b.rep.value(scn, "ingest_http_batch_p99_ms", "HTTP batch baseline ack latency p99 (after its commit)", ms(batch.p99), "ms", nil)
 	b.rep.ratio(scn, "ingest_queue_vs_naive", fmt.Sprintf("queue.Enqueue in-process (%d goroutines, one movement per call) vs naive", s.ingestConns),
 		inproc.rate/naive.rate, base, nil)
 	b.rep.value(scn, "ingest_queue_rate", "queue.Enqueue in-process rate", inproc.rate, "mov/s", nil)
 	b.rep.value(scn, "ingest_queue_group_avg", "movements per group commit (in-process)", inproc.perCommit, "", nil)
-	return nil
+	return b.decodeCost(scn)
 }
 
 // ingestResult is the outcome of one ingest method.

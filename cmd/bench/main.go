@@ -5,8 +5,12 @@
 //
 // Scenarios (NAMES is a comma-separated subset):
 //
-//	ingest   HTTP intake and group commit against one bbolt Update per movement
+//	ingest   HTTP intake and group commit against one bbolt Update per movement and
+//	         against a trivial HTTP handler with bbolt DB.Batch; movement.Decode's cost
 //	sync     backlog drain and trickle against raw PublishAsync to a SyncAlways stream
+//	drain    backlog drains (random and key order) against the raw atomic-batch
+//	         publisher into the production layout; data file bytes per movement
+//	bulk     `agent enqueue -f` against raw bbolt writing the queue's records
 //	scale    start-up, heap, status and step costs with 10k, 100k and 1M pending
 //	herd     a fleet of stores resuming after central comes back, with and without jitter
 //	compact  file size before and after compacting a drained file

@@ -23,7 +23,7 @@ func (e usageError) Error() string { return e.msg }
 // scenarioNames lists the scenarios in the order they run.
 // The central scenario is heavy: it runs only when -central or -only
 // names it.
-var scenarioNames = []string{"ingest", "sync", "scale", "herd", "compact", "intake", "sink", "central", "archive"}
+var scenarioNames = []string{"ingest", "sync", "drain", "bulk", "scale", "herd", "compact", "intake", "sink", "central", "archive"}
 
 // sizes are the sizes of one run.
 type sizes struct {
@@ -36,6 +36,13 @@ type sizes struct {
 
 	syncN      int // backlog of the sync scenario
 	syncRounds int // turns the raw baseline and the trickle take
+
+	drainN      int // backlog of the drain scenario
+	drainRounds int // turns the raw atomic publisher and the drains take
+	bytesN      int // pending movements the data file's bytes are measured at
+
+	bulkN      int // lines of the `agent enqueue -f` file
+	bulkRounds int // turns enqueue and the raw bulk baseline take
 
 	scaleNs     []int // pending backlogs of the scale scenario
 	stepSamples int   // single steps timed per size
@@ -69,6 +76,8 @@ func fullSizes() sizes {
 	return sizes{
 		ingestN: 50_000, naiveN: 5_000, ingestConns: 64, ingestRounds: 10,
 		syncN: 100_000, syncRounds: 5,
+		drainN: 1_000_000, drainRounds: 2, bytesN: 1_000_000,
+		bulkN: 1_000_000, bulkRounds: 2,
 		scaleNs: []int{10_000, 100_000, 1_000_000}, stepSamples: 201, statusCalls: 100,
 		herdStores: 2000, herdPerStore: 3, herdJitter: 5 * time.Second, herdOutage: 3 * time.Second,
 		compactN: 1_000_000,
@@ -85,6 +94,8 @@ func quickSizes() sizes {
 		quick:   true,
 		ingestN: 10_000, naiveN: 1_000, ingestConns: 64, ingestRounds: 5,
 		syncN: 10_000, syncRounds: 3,
+		drainN: 20_000, drainRounds: 2, bytesN: 100_000,
+		bulkN: 50_000, bulkRounds: 2,
 		scaleNs: []int{10_000, 100_000}, stepSamples: 101, statusCalls: 100,
 		herdStores: 200, herdPerStore: 5, herdJitter: 5 * time.Second, herdOutage: 2 * time.Second,
 		compactN: 100_000,
@@ -209,6 +220,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	scenarios := map[string]func(context.Context, *bench) error{
 		"ingest":  benchIngest,
 		"sync":    benchSync,
+		"drain":   benchDrain,
+		"bulk":    benchBulk,
 		"scale":   benchScale,
 		"herd":    benchHerd,
 		"compact": benchCompact,

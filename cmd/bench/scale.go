@@ -40,7 +40,7 @@ const million = 1_000_000
 // agent. The file was just written, so it is in the page cache: this is a
 // warm start. Step costs are measured here, on all sizes in turn, so that
 // a slow moment of the disk hits every size alike. The backlog files are
-// built as buildBacklog describes, with few free pages.
+// built as buildBacklog describes, in random key order.
 func benchScale(ctx context.Context, b *bench) error {
 	const scn = "3 scale"
 	type sized struct {

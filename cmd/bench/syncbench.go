@@ -57,6 +57,11 @@ func benchSync(ctx context.Context, b *bench) error {
 	// Above the backlog: the sender never sees a backlog due, and sends
 	// single publishes only.
 	trickle.o.BatchThreshold = n + 1
+	lin, err := fileLineage(trickle.path)
+	if err != nil {
+		return err
+	}
+	raw.lin = lin
 
 	drainAt := map[int]bool{0: true, rounds / 2: true, rounds - 1: true}
 	var rawRes, trickleRes syncResult
@@ -129,6 +134,7 @@ func benchSync(ctx context.Context, b *bench) error {
 		return err
 	}
 	defer rawNoSync.close()
+	rawNoSync.lin = lin
 	rawNS, err := rawNoSync.publish(ctx, items, 1, b.now)
 	if err != nil {
 		return fmt.Errorf("raw baseline without SyncAlways: %w", err)
@@ -173,16 +179,27 @@ type syncResult struct {
 	n       int
 	elapsed time.Duration
 	rate    float64
+	// archived is the share of the delivery the archive held when its
+	// last movement was acknowledged (drain scenario only; the minimum
+	// over a sum).
+	archived float64
 }
 
 func (r syncResult) plus(o syncResult) syncResult {
-	s := syncResult{n: r.n + o.n, elapsed: r.elapsed + o.elapsed}
+	s := syncResult{n: r.n + o.n, elapsed: r.elapsed + o.elapsed, archived: o.archived}
+	if r.n > 0 {
+		s.archived = min(r.archived, o.archived)
+	}
 	s.rate = rate(s.n, s.elapsed)
 	return s
 }
 
 func (r syncResult) String() string {
-	return fmt.Sprintf("%d in %s: %s/s", r.n, r.elapsed.Round(time.Millisecond), thousands(r.rate))
+	s := fmt.Sprintf("%d in %s: %s/s", r.n, r.elapsed.Round(time.Millisecond), thousands(r.rate))
+	if r.archived > 0 {
+		s += fmt.Sprintf(" (the archive held %.0f%% at the last acknowledgement)", 100*r.archived)
+	}
+	return s
 }
 
 // median is the run with the median rate.
@@ -206,10 +223,11 @@ func startHub(dir string, noSync bool) (*hub.Hub, error) {
 	return hub.Start(hub.Options{Listen: "127.0.0.1:0", StoreDir: dir, NoSync: noSync, Provision: provision.Provision})
 }
 
-// rawMessage is the message the agent publishes for a movement: the
-// same subject, headers and payload.
-func rawMessage(store string, seq uint64, enqueuedAt time.Time, p *movement.Prepared) *nats.Msg {
+// rawMessage is the message the agent publishes for a movement of the
+// data file whose lineage is lin: the same subject, headers and payload.
+func rawMessage(store string, lin central.FileLineage, seq uint64, enqueuedAt time.Time, p *movement.Prepared) *nats.Msg {
 	return central.Message{
+		File:       lin,
 		Store:      store,
 		Key:        p.KeyString(),
 		Digest:     hex.EncodeToString(p.Digest[:]),
@@ -225,6 +243,8 @@ type rawRig struct {
 	h  *hub.Hub
 	nc *nats.Conn
 	js jetstream.JetStream
+	// lin is the lineage the messages carry: the agent's file's.
+	lin central.FileLineage
 }
 
 func (b *bench) newRawRig(name string, noSync bool) (*rawRig, error) {
@@ -265,7 +285,7 @@ func (r *rawRig) publish(ctx context.Context, items []movement.Prepared, firstSe
 		if i%1024 == 0 && ctx.Err() != nil {
 			return syncResult{}, ctx.Err()
 		}
-		f, err := r.js.PublishMsgAsync(rawMessage(storeSync, firstSeq+uint64(i), enqueuedAt, &items[i]), jetstream.WithStallWait(30*time.Second))
+		f, err := r.js.PublishMsgAsync(rawMessage(storeSync, r.lin, firstSeq+uint64(i), enqueuedAt, &items[i]), jetstream.WithStallWait(30*time.Second))
 		if err != nil {
 			return syncResult{}, fmt.Errorf("publish %d: %w", i, err)
 		}
@@ -301,12 +321,17 @@ type engineRig struct {
 }
 
 func (b *bench) newEngineRig(name string, n int, noSync bool) (*engineRig, error) {
+	return b.newEngineRigOf(name, storeSync, n, orderRandom, noSync)
+}
+
+// newEngineRigOf is a hub and a copy of store's backlog of n in order.
+func (b *bench) newEngineRigOf(name, store string, n int, order backlogOrder, noSync bool) (*engineRig, error) {
 	dir, err := b.dir("sync-" + name)
 	if err != nil {
 		return nil, err
 	}
 	dataDir := filepath.Join(dir, "agent")
-	path, err := b.backlog(storeSync, n, dataDir)
+	path, err := b.backlogIn(store, n, order, dataDir)
 	if err != nil {
 		return nil, err
 	}
@@ -314,7 +339,7 @@ func (b *bench) newEngineRig(name string, n int, noSync bool) (*engineRig, error
 	if err != nil {
 		return nil, err
 	}
-	o, err := agentOptions(storeSync, dataDir, h.URL())
+	o, err := agentOptions(store, dataDir, h.URL())
 	if err != nil {
 		h.Shutdown()
 		return nil, err
@@ -348,7 +373,9 @@ func (r *engineRig) deliver(ctx context.Context, target int) (syncResult, error)
 	start := time.Now()
 	go func() { done <- e.Run(ectx) }()
 	var synced uint64
-	err = waitFor(ctx, 10*time.Minute, 5*time.Millisecond, func() (bool, error) {
+	// A million movements on a machine loaded by other work can take more
+	// than ten minutes: the deadline grows with the backlog.
+	err = waitFor(ctx, 10*time.Minute+time.Duration(target)*time.Millisecond, 5*time.Millisecond, func() (bool, error) {
 		st, err := q.Stats()
 		if err != nil {
 			return false, err
