@@ -114,7 +114,7 @@ func TestPowerLossDuringASAPFile(t *testing.T) {
 		done := filepath.Join(dir, "done", name)
 		off := r.fs.Off()
 		deadline := time.Now().Add(30 * time.Second)
-		seen := false
+		seen, outcome := false, "before "+name+" showed in done/"
 	wait:
 		for {
 			if _, err := os.Stat(done); err == nil && !seen {
@@ -123,7 +123,7 @@ func TestPowerLossDuringASAPFile(t *testing.T) {
 				// shows before it is durable, so until the agent reports
 				// the move, a cut may bring the file back to the folder
 				// (to be taken again), never make it vanish.
-				seen = true
+				seen, outcome = true, "after "+name+" showed in done/"
 				r.mu.Lock()
 				for _, id := range ids {
 					r.acked[id] = movement.KeyString(storeID, id)
@@ -138,6 +138,7 @@ func TestPowerLossDuringASAPFile(t *testing.T) {
 			if seen && r.filesDone() > before {
 				// Reported done: the move is durable.
 				r.expectAfter(expectation{what: name + " reported done", file: done, content: []string{"TT*PL"}})
+				outcome = "after " + name + " was reported done"
 				break
 			}
 			select {
@@ -151,6 +152,7 @@ func TestPowerLossDuringASAPFile(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 		r.powerCycle()
+		t.Logf("cut %d: the power went off %s", r.cuts, outcome)
 	}
 	// After the last cut: every file handed over, or kept by the cut, is
 	// taken, and central stores each of its dispenses once.
