@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -57,19 +58,49 @@ type fileFacts struct {
 	foreign string // the unknown file central named (Lineage.Foreign)
 }
 
-func readFacts(path string) fileFacts {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: 100 * time.Millisecond})
+// readFacts reads what the meta of the file at path says. The file may be
+// a compaction's new file that a power cut left part-written (it is only
+// synced before its rename): its meta may name pages past its end, or
+// pages that hold something else. bbolt maps the file into memory, and
+// touching a page past the end of a mapped file raises SIGBUS, which would
+// kill the process; so a file too short for the pages its meta names is
+// not read, and a fault or a bbolt assertion while reading one is taken
+// as what it is, a copy cut short (not a complete agent file).
+func readFacts(path string) (f fileFacts) {
+	fi, err := os.Stat(path)
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() < minFileSize {
+		return fileFacts{}
+	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	var db *bolt.DB
+	defer func() {
+		if recover() != nil {
+			f = fileFacts{}
+		}
+		if db != nil {
+			db.Close()
+		}
+	}()
+	db, err = bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: 100 * time.Millisecond})
 	if err != nil {
 		return fileFacts{}
 	}
-	defer db.Close()
-	var f fileFacts
 	db.View(func(tx *bolt.Tx) error {
+		if tx.Size() > fi.Size() {
+			return nil // its meta names pages past its end
+		}
 		f = factsOf(tx)
 		return nil
 	})
 	return f
 }
+
+// minFileSize is the smallest size of a complete data file: bbolt writes
+// its first four pages (two meta pages, the freelist, the root leaf) when
+// it creates a file, and its pages are 4 KiB or more. A shorter file could
+// make bbolt's open read the second meta page past the file's end; a fault
+// there is still recovered, but leaves that file's descriptor open.
+const minFileSize = 4 * 4096
 
 func factsOf(tx *bolt.Tx) fileFacts {
 	meta := tx.Bucket(bucketMeta)

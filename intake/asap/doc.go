@@ -9,9 +9,12 @@
 // with '.' or ending in .tmp or .part are never taken, so writing under
 // such a name and renaming in works too.
 //
-// Its promises: a file reaches done/ only after every movement in it is
-// in an fsynced commit and the move itself is durable (both folders
-// fsynced); a crash or power cut before that leaves the file where it was,
+// Its promises: a file is moved to done/ only after every movement in it
+// is in an fsynced commit, and it counts as done (status files_done, the
+// ASAP_FILE_DONE log line) only once the move is durable (both folders
+// fsynced). A rename shows before it is durable: a power cut in between
+// may bring the file back to the folder, never lose it. A crash or power
+// cut before the file counts as done leaves it in the folder (or in done/),
 // and taking it again finds its movements already held, so nothing is
 // stored twice (DESIGN P1, P2). A dispense is identified by its
 // prescription number, refill number and date filled (DSP02, DSP06,

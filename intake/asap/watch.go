@@ -244,7 +244,8 @@ func (w *Watcher) store(ctx context.Context, name string, recs []Record, items [
 }
 
 // finish moves a taken file to done/ or, with its report, to rejected/,
-// durably.
+// durably, and only then counts and logs it: the file shows in its new
+// folder as soon as it is renamed, before both folders are synced.
 func (w *Watcher) finish(path string, rep *Report, rejected bool) error {
 	name := filepath.Base(path)
 	if !rejected {

@@ -7,7 +7,11 @@
 // yet durable is discarded, and the next mount shows only the durable
 // state. With Options.Torn, a cut keeps a seeded random subset of the page
 // writes that were not synced and a random prefix of each directory's
-// unsynced changes, as a disk that reorders its writes would.
+// unsynced changes, as a disk that reorders its writes would; a rename from
+// one directory to another is kept in both or in neither, as a journalling
+// filesystem commits it (strict cuts keep what each directory's fsync made
+// durable: after an fsync of only one of the two, the file may be in both,
+// or in neither when only the old directory was synced).
 //
 // A cut can be made on demand (Cut) or at a chosen request (CutWhen,
 // CutAfter): the cut happens before that request is carried out, and every

@@ -1,6 +1,7 @@
 package powerfs
 
 import (
+	"cmp"
 	"math/rand/v2"
 	"slices"
 	stdsync "sync"
@@ -50,6 +51,8 @@ type FS struct {
 	offC    chan struct{}
 	durable *node // the state a cut kept, until the next mount
 	cuts    int
+	renames int           // cross-directory renames so far, to number them
+	kept    map[*node]int // during a cut: the unsynced entry changes each directory keeps
 }
 
 // node is a file, a directory or a socket.
@@ -80,11 +83,15 @@ type change struct {
 }
 
 // entryChange sets name to n in a directory (nil n removes it); a rename
-// inside one directory also removes from.
+// inside one directory also removes from. A rename from one directory to
+// another is two changes, one in each, with the same rename number: a cut
+// keeps both or neither, as a journalling filesystem commits a rename
+// whole.
 type entryChange struct {
-	name string
-	n    *node
-	from string
+	name   string
+	n      *node
+	from   string
+	rename int
 }
 
 const pageSize = 4096
@@ -227,8 +234,60 @@ func (f *FS) cutLocked() {
 	}
 	f.off = true
 	f.cuts++
+	f.kept = f.keptChanges()
 	f.durable = f.keep(f.root, map[*node]*node{})
+	f.kept = nil
 	close(f.offC)
+}
+
+// keptChanges chooses, for a torn cut, how many of its unsynced entry
+// changes each directory keeps: a random prefix, shortened until no
+// rename between two directories is kept in one and lost in the other.
+func (f *FS) keptChanges() map[*node]int {
+	kept := map[*node]int{}
+	if f.opts.Torn <= 0 {
+		return kept
+	}
+	var dirs []*node
+	for _, n := range f.inodes {
+		if n.isDir() && len(n.dirLog) > 0 {
+			dirs = append(dirs, n)
+		}
+	}
+	slices.SortFunc(dirs, func(a, b *node) int { return cmp.Compare(a.ino, b.ino) }) // the random choices follow a fixed order
+	type half struct {
+		dir *node
+		at  int
+	}
+	halves := map[int][]half{} // rename number → its changes
+	for _, d := range dirs {
+		kept[d] = f.rnd.IntN(len(d.dirLog) + 1)
+		for i, c := range d.dirLog {
+			if c.rename != 0 {
+				halves[c.rename] = append(halves[c.rename], half{d, i})
+			}
+		}
+	}
+	// A half is kept when its directory keeps it, or when it is no longer
+	// in the directory's log (the directory was synced since).
+	for changed := true; changed; {
+		changed = false
+		for _, hs := range halves {
+			if len(hs) != 2 {
+				continue // the other half was synced
+			}
+			a, b := hs[0], hs[1]
+			if aKept, bKept := a.at < kept[a.dir], b.at < kept[b.dir]; aKept != bKept {
+				if aKept {
+					kept[a.dir] = a.at
+				} else {
+					kept[b.dir] = b.at
+				}
+				changed = true
+			}
+		}
+	}
+	return kept
 }
 
 // keep returns the durable copy of n: its synced data, or its synced
@@ -243,10 +302,8 @@ func (f *FS) keep(n *node, seen map[*node]*node) *node {
 	switch {
 	case n.isDir():
 		kids := cloneMap(n.syncedKids)
-		if f.opts.Torn > 0 && len(n.dirLog) > 0 {
-			for _, c := range n.dirLog[:f.rnd.IntN(len(n.dirLog)+1)] {
-				c.apply(kids)
-			}
+		for _, c := range n.dirLog[:f.kept[n]] {
+			c.apply(kids)
 		}
 		d.kids = map[string]*node{}
 		names := make([]string, 0, len(kids))
@@ -399,6 +456,11 @@ func (f *FS) rename(from *node, oldName string, to *node, newName string) {
 		from.mtime = time.Now()
 		return
 	}
-	f.unlink(from, oldName)
-	f.link(to, newName, n)
+	f.renames++
+	delete(from.kids, oldName)
+	from.dirLog = append(from.dirLog, entryChange{name: oldName, rename: f.renames})
+	from.mtime = time.Now()
+	to.kids[newName] = n
+	to.dirLog = append(to.dirLog, entryChange{name: newName, n: n, rename: f.renames})
+	to.mtime = time.Now()
 }

@@ -3,6 +3,7 @@ package powerfs
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -296,4 +297,67 @@ func TestTorn(t *testing.T) {
 	if !bytes.ContainsRune([]byte(a), 'n') || !bytes.ContainsRune([]byte(a), 'o') {
 		t.Errorf("a torn cut kept %s: want some pages of each", a)
 	}
+}
+
+// TestRenameAcrossDirectories cuts the power before each request of a
+// durable move from one directory to another (rename, fsync of the new
+// directory, fsync of the old one, as disk.Rename does), strictly and torn
+// with many seeds: the file is always in one of the two directories
+// afterwards (a journalling filesystem commits a rename whole), and in the
+// new one once the move returned.
+func TestRenameAcrossDirectories(t *testing.T) {
+	for _, torn := range []float64{0, 0.5} {
+		for cutAt := 1; cutAt <= 4; cutAt++ {
+			for seed := uint64(1); seed <= 20; seed++ {
+				if torn == 0 && seed > 1 {
+					break
+				}
+				f := New(Options{Seed: seed, Torn: torn})
+				m := mount(t, f)
+				a, b := filepath.Join(m.Dir(), "a"), filepath.Join(m.Dir(), "b")
+				for _, d := range []string{a, b} {
+					if err := os.Mkdir(d, 0o750); err != nil {
+						t.Fatal(err)
+					}
+				}
+				syncDir(t, m.Dir())
+				writeFile(t, filepath.Join(a, "f"), []byte("data"), true)
+				syncDir(t, a)
+				f.CutAfter(cutAt)
+				err := move(filepath.Join(a, "f"), filepath.Join(b, "f"))
+				m = powerCycle(t, f, m)
+				inA := content(t, filepath.Join(m.Dir(), "a", "f"))
+				inB := content(t, filepath.Join(m.Dir(), "b", "f"))
+				where := fmt.Sprintf("torn %v, cut before request %d of the move, seed %d: a/f %q, b/f %q", torn, cutAt, seed, inA, inB)
+				switch {
+				case inA != "data" && inB != "data":
+					t.Fatalf("%s: the file is gone", where)
+				case err == nil && inB != "data":
+					t.Fatalf("%s: the move returned, and the file is not in b", where)
+				case err == nil && cutAt < 4:
+					t.Fatalf("%s: the move succeeded across the cut", where)
+				}
+				m.Unmount()
+			}
+		}
+	}
+}
+
+// move renames src to dst and syncs dst's directory, then src's.
+func move(src, dst string) error {
+	if err := os.Rename(src, dst); err != nil {
+		return err
+	}
+	for _, dir := range []string{filepath.Dir(dst), filepath.Dir(src)} {
+		d, err := os.Open(dir)
+		if err != nil {
+			return err
+		}
+		err = d.Sync()
+		d.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -2,7 +2,9 @@ package powerloss
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,8 +62,9 @@ func writeDurably(path string, b []byte) error {
 
 // TestPowerLossDuringASAPFile cuts the power while the agent takes ASAP
 // files from a drop folder on the powerfs mount (half the time while it
-// also drains to central): a file seen in done/ is still there after the
-// cut and every dispense of it is held; a file cut mid-way is taken again
+// also drains to central): every dispense of a file seen in done/ is held
+// after the cut, and the file is in done/ or back in the folder; a file the
+// agent reported done is still in done/; a file cut mid-way is taken again
 // after the restart; and at the end central holds every dispense of every
 // file once.
 func TestPowerLossDuringASAPFile(t *testing.T) {
@@ -84,6 +87,9 @@ func TestPowerLossDuringASAPFile(t *testing.T) {
 	}
 	written := map[string][]string{} // file name → its movement ids, for files handed over
 	for i := 0; i < cuts(4); i++ {
+		// The files this run of the agent takes before this round's: those
+		// left in the folder by earlier rounds.
+		before := dropped(t, dir)
 		if !r.start(i%2 == 1) {
 			t.Fatalf("cut %d: the power went off with no cut armed", r.cuts)
 		}
@@ -94,6 +100,10 @@ func TestPowerLossDuringASAPFile(t *testing.T) {
 		// the file; every other pair of rounds, more often after the file
 		// reached done/.
 		r.arm(150 + 450*(i/2%2))
+		// Half the rounds cut the power as soon as the file shows in done/,
+		// when the agent may not have made the move durable yet; the others
+		// once the agent reported the file done.
+		untilReported := r.rnd.IntN(2) == 0
 		if err := writeDurably(filepath.Join(dir, name), body); err != nil {
 			// The power went off while the sender wrote: the file was not
 			// handed over (it may or may not be there after the cut).
@@ -101,19 +111,34 @@ func TestPowerLossDuringASAPFile(t *testing.T) {
 			continue
 		}
 		written[name] = ids
+		done := filepath.Join(dir, "done", name)
 		off := r.fs.Off()
 		deadline := time.Now().Add(30 * time.Second)
+		seen, outcome := false, "before "+name+" showed in done/"
 	wait:
 		for {
-			if _, err := os.Stat(filepath.Join(dir, "done", name)); err == nil {
-				// Taken: every dispense must survive, and the file stay done.
+			if _, err := os.Stat(done); err == nil && !seen {
+				// The agent moves a file only once every dispense of it
+				// is in an fsynced commit: they must all survive. A rename
+				// shows before it is durable, so until the agent reports
+				// the move, a cut may bring the file back to the folder
+				// (to be taken again), never make it vanish.
+				seen, outcome = true, "after "+name+" showed in done/"
 				r.mu.Lock()
 				for _, id := range ids {
 					r.acked[id] = movement.KeyString(storeID, id)
 				}
 				r.totalAcks += len(ids)
 				r.mu.Unlock()
-				r.expectAfter(expectation{what: name + " moved to done/", file: filepath.Join(dir, "done", name), content: []string{"TT*PL"}})
+				r.expectAfter(expectation{what: name + " seen in done/", file: done, orFile: filepath.Join(dir, name), content: []string{"TT*PL"}})
+				if !untilReported {
+					break
+				}
+			}
+			if seen && r.filesDone() > before {
+				// Reported done: the move is durable.
+				r.expectAfter(expectation{what: name + " reported done", file: done, content: []string{"TT*PL"}})
+				outcome = "after " + name + " was reported done"
 				break
 			}
 			select {
@@ -122,11 +147,12 @@ func TestPowerLossDuringASAPFile(t *testing.T) {
 			default:
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("cut %d: %s not in done/ after 30s with the power on\n%s", r.cuts, name, r.agent.stderr)
+				t.Fatalf("cut %d: %s not reported done after 30s with the power on (seen in done/: %v)\n%s", r.cuts, name, seen, r.agent.stderr)
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
 		r.powerCycle()
+		t.Logf("cut %d: the power went off %s", r.cuts, outcome)
 	}
 	// After the last cut: every file handed over, or kept by the cut, is
 	// taken, and central stores each of its dispenses once.
@@ -188,4 +214,46 @@ func TestPowerLossDuringASAPFile(t *testing.T) {
 	}
 	r.kill()
 	r.summary()
+}
+
+// dropped is the number of files in the drop folder the agent will take.
+func dropped(t *testing.T, dir string) int {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if e.Type().IsRegular() && !strings.HasPrefix(e.Name(), ".") && !strings.HasSuffix(e.Name(), ".tmp") && !strings.HasSuffix(e.Name(), ".part") {
+			n++
+		}
+	}
+	return n
+}
+
+// filesDone is the number of ASAP files the running agent reports moved
+// to done/ since it started (0 when it does not answer): it counts a file
+// once the move is durable.
+func (r *rig) filesDone() int {
+	resp, err := http.Get("http://" + r.addr + "/v1/status")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Intakes []struct {
+			Name      string `json:"name"`
+			FilesDone int    `json:"files_done"`
+		} `json:"intakes"`
+	}
+	if json.NewDecoder(resp.Body).Decode(&st) != nil {
+		return 0
+	}
+	for _, in := range st.Intakes {
+		if in.Name == "asap" {
+			return in.FilesDone
+		}
+	}
+	return 0
 }

@@ -102,7 +102,8 @@ type expectation struct {
 	keys    []string    // ... naming each of these keys
 	count   int         // ... at least this many entries of it in all
 	state   queue.State // when set, the state every key must be in
-	file    string      // when set, a file that must exist ...
+	file    string      // when set, a file that must exist (or orFile) ...
+	orFile  string      // ... when set, where file may be instead
 	content []string    // ... holding each of these strings
 	lines   int         // ... and at least this many lines
 }
@@ -541,17 +542,23 @@ func (r *rig) check() {
 				}
 			}
 		}
-		if x.file != "" {
-			b, err := os.ReadFile(x.file)
+		if file := x.file; file != "" {
+			b, err := os.ReadFile(file)
+			if errors.Is(err, fs.ErrNotExist) && x.orFile != "" {
+				file = x.orFile
+				if b, err = os.ReadFile(file); err != nil {
+					t.Fatalf("cut %d: %s, and its file is gone after the power cut: neither %s nor %s is there (%v)", r.cuts, x.what, x.file, x.orFile, err)
+				}
+			}
 			if err != nil {
 				t.Fatalf("cut %d: %s completed, and its file is gone after the power cut: %v", r.cuts, x.what, err)
 			}
 			if n := bytes.Count(b, []byte("\n")); n < x.lines {
-				t.Fatalf("cut %d: %s completed, and %s holds %d lines after the power cut, want %d", r.cuts, x.what, x.file, n, x.lines)
+				t.Fatalf("cut %d: %s completed, and %s holds %d lines after the power cut, want %d", r.cuts, x.what, file, n, x.lines)
 			}
 			for _, s := range x.content {
 				if !bytes.Contains(b, []byte(s)) {
-					t.Fatalf("cut %d: %s completed, and %s lacks %s after the power cut", r.cuts, x.what, x.file, s)
+					t.Fatalf("cut %d: %s completed, and %s lacks %s after the power cut", r.cuts, x.what, file, s)
 				}
 			}
 		}
