@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	stdsync "sync"
 	"sync/atomic"
 	"time"
@@ -199,6 +200,12 @@ func (n *Notary) publish(ctx context.Context) error {
 	if nc == nil || !nc.IsConnected() {
 		return nil
 	}
+	lin := n.o.Queue.Lineage()
+	if !lin.Confirmed() {
+		// Until the file was checked against central, the sequences it
+		// gave since this start may still change (see Msg).
+		return nil
+	}
 	cps, err := n.o.Queue.UnpublishedCheckpoints()
 	if err != nil || len(cps) == 0 {
 		return err
@@ -208,7 +215,11 @@ func (n *Notary) publish(ctx context.Context) error {
 		return err
 	}
 	for _, c := range cps {
-		if err := n.publishOne(ctx, js, c); err != nil {
+		last, err := n.o.Queue.LastSeq()
+		if err != nil {
+			return err
+		}
+		if err := n.publishOne(ctx, js, Msg(n.o.StoreID, c, last, lin.FileID)); err != nil {
 			return fmt.Errorf("notary: publish checkpoint %s/%d: %w", c.Log, c.Size, err)
 		}
 		if err := n.o.Queue.CheckpointPublished(c.ID); err != nil {
@@ -222,21 +233,30 @@ func (n *Notary) publish(ctx context.Context) error {
 // Msg is the NATS message of a stored checkpoint: on the store's subject
 // under the checkpoint's token, with the headers that make it stored at
 // most once (a message id no other store can know first, and an expected
-// last subject sequence of 0).
-func Msg(store string, c queue.StoredCheckpoint) *nats.Msg {
+// last subject sequence of 0). Its Rx-Seq and Rx-File are the last
+// sequence the store gave when it published (lastSeq, confirmed: every
+// movement central holds of the store is at or below it) and the file
+// that gave it: a checkpoint is often the newest message of the store's
+// subjects, which is what a data file reads at start to continue after
+// central's record (package lineage).
+func Msg(store string, c queue.StoredCheckpoint, lastSeq uint64, fileID string) *nats.Msg {
 	tok := ledger.CheckpointToken(c.Log, c.Size)
 	m := nats.NewMsg(central.Subject(store, tok))
 	m.Header.Set(central.HeaderMsgID, ledger.CheckpointMsgID(tok, c.Message))
 	m.Header.Set(central.HeaderExpectLast, "0")
 	m.Header.Set(central.HeaderStore, store)
+	m.Header.Set(central.HeaderSeq, strconv.FormatUint(lastSeq, 10))
+	if fileID != "" {
+		m.Header.Set(central.HeaderFile, fileID)
+	}
 	m.Data = c.Message
 	return m
 }
 
-func (n *Notary) publishOne(ctx context.Context, js jetstream.JetStream, c queue.StoredCheckpoint) error {
+func (n *Notary) publishOne(ctx context.Context, js jetstream.JetStream, m *nats.Msg) error {
 	ctx, cancel := context.WithTimeout(ctx, n.o.AttemptTimeout)
 	defer cancel()
-	_, err := js.PublishMsg(ctx, Msg(n.o.StoreID, c), jetstream.WithRetryAttempts(0))
+	_, err := js.PublishMsg(ctx, m, jetstream.WithRetryAttempts(0))
 	var api *jetstream.APIError
 	if errors.As(err, &api) && api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
 		// Central holds a checkpoint under this token already: this one

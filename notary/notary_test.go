@@ -12,6 +12,7 @@ import (
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/central/ledger"
+	"github.com/rxedge/agent/lineage"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/notary"
 	"github.com/rxedge/agent/queue"
@@ -143,6 +144,14 @@ func TestPublishesCheckpointsOffline(t *testing.T) {
 		t.Fatal(err)
 	}
 	stored(t, srv, st.Log, 12, cp1.Root, vs)
+
+	// The checkpoint is now the store's newest message centrally: a file
+	// reading central's record at start still reads the last sequence
+	// the store gave.
+	rec, err := lineage.Read(ctx, natstest.Connect(t, srv.URL()), store, 5*time.Second)
+	if err != nil || rec.Highest != 12 || rec.FileID != q.Lineage().FileID {
+		t.Fatalf("central's record with a checkpoint newest: %+v, %v", rec, err)
+	}
 	// Nothing new: no checkpoint.
 	if err := n.Tick(ctx); err != nil {
 		t.Fatal(err)
