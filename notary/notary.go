@@ -2,6 +2,8 @@ package notary
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -233,7 +235,8 @@ func (n *Notary) publish(ctx context.Context) error {
 // Msg is the NATS message of a stored checkpoint: on the store's subject
 // under the checkpoint's token, with the headers that make it stored at
 // most once (a message id no other store can know first, and an expected
-// last subject sequence of 0). Its Rx-Seq and Rx-File are the last
+// last subject sequence of 0), and Rx-Digest, the body's SHA-256, as a
+// movement's (a stream migration copies what has one). Its Rx-Seq and Rx-File are the last
 // sequence the store gave when it published (lastSeq, confirmed: every
 // movement central holds of the store is at or below it) and the file
 // that gave it: a checkpoint is often the newest message of the store's
@@ -245,6 +248,8 @@ func Msg(store string, c queue.StoredCheckpoint, lastSeq uint64, fileID string) 
 	m.Header.Set(central.HeaderMsgID, ledger.CheckpointMsgID(tok, c.Message))
 	m.Header.Set(central.HeaderExpectLast, "0")
 	m.Header.Set(central.HeaderStore, store)
+	sum := sha256.Sum256(c.Message)
+	m.Header.Set(central.HeaderDigest, hex.EncodeToString(sum[:]))
 	m.Header.Set(central.HeaderSeq, strconv.FormatUint(lastSeq, 10))
 	if fileID != "" {
 		m.Header.Set(central.HeaderFile, fileID)
