@@ -142,6 +142,7 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 	prune(d.q, opts, log)
 
 	d.wire()
+	d.notary.PrepareKey()
 	var err error
 	if d.hl7Srv, d.watcher, err = startIntakes(opts, d.q, d.counters, log); err != nil {
 		return err

@@ -125,9 +125,12 @@ type Rotation struct {
 }
 
 // RotateKey replaces the key at path with a new one for store. The old
-// key file is moved aside to path.old-<UTC time> when keep is set, else
-// removed. A running agent signs with the new key from its next
-// checkpoint on (it reads the key file for each).
+// key file is kept beside it as path.old-<UTC time> when keep is set (a
+// kept key is never overwritten), else removed. The new key is written
+// whole before the old one is touched, and takes its place with one
+// rename: a crash leaves the old key or the new one. A running agent
+// signs with the new key from its next checkpoint on (it reads the key
+// file for each).
 func RotateKey(path, store string, keep bool, now time.Time) (Rotation, error) {
 	var r Rotation
 	old, err := LoadKey(path, store)
@@ -137,20 +140,40 @@ func RotateKey(path, store string, keep bool, now time.Time) (Rotation, error) {
 		return r, err
 	default:
 		r.Old = old.VKey
-		aside := path + ".old-" + now.UTC().Format("20060102T150405Z")
-		if err := os.Rename(path, aside); err != nil {
-			return r, fmt.Errorf("notary: move the old key aside: %w", err)
-		}
-		if keep {
-			r.Kept = aside
-		} else if err := os.Remove(aside); err != nil {
-			return r, fmt.Errorf("notary: remove the old key: %w", err)
-		}
 	}
-	k, err := CreateKey(path, store)
+	skey, vkey, err := ledger.GenerateKey(rand.Reader, store)
 	if err != nil {
 		return r, err
 	}
-	r.New = k.VKey
+	next := path + ".new"
+	os.Remove(next) // a rotation that stopped before its rename
+	if err := writeNew(next, []byte(skey+"\n"+vkey+"\n")); err != nil {
+		return r, fmt.Errorf("notary: write the new signing key: %w", err)
+	}
+	defer os.Remove(next)
+	if old != nil && keep {
+		base := path + ".old-" + now.UTC().Format("20060102T150405Z")
+		for i := 0; ; i++ {
+			aside := base
+			if i > 0 {
+				aside = fmt.Sprintf("%s-%d", base, i)
+			}
+			err := os.Link(path, aside)
+			if err == nil {
+				r.Kept = aside
+				break
+			}
+			if !errors.Is(err, fs.ErrExist) || i == 100 {
+				return r, fmt.Errorf("notary: keep the old key: %w", err)
+			}
+		}
+	}
+	if err := os.Rename(next, path); err != nil {
+		return r, fmt.Errorf("notary: put the new key in place: %w", err)
+	}
+	if err := disk.SyncDir(filepath.Dir(path)); err != nil {
+		return r, err
+	}
+	r.New = vkey
 	return r, nil
 }

@@ -40,6 +40,8 @@ type Notary struct {
 
 	mu    stdsync.Mutex
 	state State
+
+	used string // the verifier key of the last key read; Run's only
 }
 
 // State is the notary's part of the status document.
@@ -94,9 +96,19 @@ func (n *Notary) State() State {
 	return n.state
 }
 
+// PrepareKey reads the signing key, making it when it is missing, so the
+// status shows the public key from the start. A key that cannot be read
+// stops nothing but the signing: its error is in the state.
+func (n *Notary) PrepareKey() {
+	if _, err := n.key(); err != nil {
+		n.mu.Lock()
+		n.state.Error = err.Error()
+		n.mu.Unlock()
+	}
+}
+
 // Run signs and publishes until ctx ends.
 func (n *Notary) Run(ctx context.Context) {
-	n.key() // make a lost key, and show the public key, at start
 	retry := time.Second
 	for {
 		wait := n.o.CheckpointInterval
@@ -140,15 +152,29 @@ func (n *Notary) Tick(ctx context.Context) error {
 // key reads the key file, making a new key when it is missing.
 func (n *Notary) key() (*Key, error) {
 	k, err := LoadKey(n.o.KeyFile, n.o.StoreID)
+	made := false
 	if errors.Is(err, ErrNoKey) {
 		if k, err = CreateKey(n.o.KeyFile, n.o.StoreID); err == nil {
+			made = true
 			n.created(k)
 		}
+	}
+	if k != nil && !made && n.used != "" && k.VKey != n.used {
+		// The key file was replaced while the agent ran (agent ledger
+		// rotate-key): say so in the journal.
+		jerr := n.o.Queue.Journal(queue.Event{At: n.o.Clock(), Action: queue.ActionLedger, Actor: queue.ActorAgent,
+			Reason: "the signing key changed while the agent ran (rotated): checkpoints are signed with the new key",
+			Detail: map[string]string{"old_public_key": n.used, "public_key": k.VKey}})
+		if jerr != nil {
+			n.o.Logger.Warn("JOURNAL_FAILED", "error", jerr.Error())
+		}
+		n.o.Logger.Info("LEDGER_KEY_CHANGED", "store", n.o.StoreID, "public_key", k.VKey)
 	}
 	n.mu.Lock()
 	n.state.PublicKey = ""
 	if k != nil {
 		n.state.PublicKey = k.VKey
+		n.used = k.VKey
 	}
 	n.mu.Unlock()
 	if err != nil {

@@ -253,6 +253,14 @@ func TestRotateKey(t *testing.T) {
 			if n.State().PublicKey != r.New || !n.State().KeyLost.IsZero() {
 				t.Fatalf("state after rotation %+v", n.State())
 			}
+			var journalled bool
+			q.Events(time.Time{}, func(e queue.Event) bool {
+				journalled = journalled || e.Action == queue.ActionLedger && e.Detail["old_public_key"] == r.Old && e.Detail["public_key"] == r.New
+				return true
+			})
+			if !journalled {
+				t.Fatal("the running notary did not journal the rotation")
+			}
 			cps, _ := q.Checkpoints()
 			if _, _, err := ledger.Open([]byte(cps[0].Note), verifiers(t, r.Old)); err != nil {
 				t.Fatal(err)
@@ -307,5 +315,35 @@ func TestValidate(t *testing.T) {
 	_, p = notary.Config{CheckpointInterval: time.Millisecond}.Validate("ledger", "/data")
 	if len(p) != 1 || !strings.HasPrefix(p[0], "ledger.checkpoint_interval:") {
 		t.Fatalf("problems %v", p)
+	}
+}
+
+// TestRotateKeyNeverOverwritesAKeptKey: two rotations in the same second,
+// both keeping the old key, keep both.
+func TestRotateKeyNeverOverwritesAKeptKey(t *testing.T) {
+	keyFile := filepath.Join(t.TempDir(), "ledger.key")
+	first, err := notary.CreateKey(keyFile, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	r1, err := notary.RotateKey(keyFile, store, true, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := notary.RotateKey(keyFile, store, true, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r1.Kept == r2.Kept {
+		t.Fatalf("both rotations kept the old key at %s", r1.Kept)
+	}
+	for want, p := range map[string]string{first.VKey: r1.Kept, r1.New: r2.Kept, r2.New: keyFile} {
+		if k, err := notary.LoadKey(p, store); err != nil || k.VKey != want {
+			t.Errorf("%s: %v, want the key %s", p, err, want)
+		}
+	}
+	if _, err := os.Stat(keyFile + ".new"); !os.IsNotExist(err) {
+		t.Errorf("the rotation left its temporary file: %v", err)
 	}
 }
