@@ -14,6 +14,7 @@ import (
 
 	"github.com/rxedge/agent/central/ledger"
 	"github.com/rxedge/agent/internal/disk"
+	"github.com/rxedge/agent/queue"
 )
 
 // KeyFileName is the key file's name in the data directory, its default
@@ -109,6 +110,9 @@ func writeNew(path string, b []byte) error {
 		return err
 	}
 	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := queue.OwnLikeDir(tmp.Name()); err != nil {
 		return err
 	}
 	if err := os.Link(tmp.Name(), path); err != nil {

@@ -659,3 +659,10 @@ func cutNote(n string) (text, sigs string, ok bool) {
 	}
 	return n, "", false
 }
+
+// OwnLikeDir gives a file the process just created the owner and group of
+// its directory (on Windows it does nothing: the file takes its
+// directory's ACL): the store's signing key written by an administrator's
+// command must stay readable by the service's account, which owns the
+// data directory.
+func OwnLikeDir(path string) error { return ownLikeDir(path) }
