@@ -23,7 +23,7 @@ func (e usageError) Error() string { return e.msg }
 // scenarioNames lists the scenarios in the order they run.
 // The central scenario is heavy: it runs only when -central or -only
 // names it.
-var scenarioNames = []string{"ingest", "sync", "scale", "herd", "compact", "intake", "sink", "central"}
+var scenarioNames = []string{"ingest", "sync", "scale", "herd", "compact", "intake", "sink", "central", "ledger"}
 
 // sizes are the sizes of one run.
 type sizes struct {
@@ -215,6 +215,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		"intake":  benchIntake,
 		"sink":    benchSink,
 		"central": benchCentral,
+		"ledger":  benchLedger,
 	}
 	var failed []string
 	for _, name := range scenarioNames {

@@ -93,6 +93,10 @@ type rig struct {
 	totalAcks int
 	held      string // the states held at the last check
 	fileID    string // the data file's identity at the last check
+	// logSize and checkpoints are the log's size and the checkpoints
+	// signed, at the last check.
+	logSize     int64
+	checkpoints int
 }
 
 // expectation is what one completed command left behind.
@@ -147,8 +151,9 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	r.cfg = filepath.Join(t.TempDir(), "agent.yaml")
-	// A short resume jitter: the drain starts as soon as the agent is up.
-	if err := os.WriteFile(r.cfg, []byte("sync:\n  resume_jitter: 10ms\n"), 0o600); err != nil {
+	// A short resume jitter: the drain starts as soon as the agent is up;
+	// checkpoints every second, so cuts fall while they are signed too.
+	if err := os.WriteFile(r.cfg, []byte("sync:\n  resume_jitter: 10ms\nledger:\n  checkpoint_interval: 1s\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	r.addr = agentbin.FreeAddr(t)
@@ -456,6 +461,7 @@ func (r *rig) check() {
 	if err := copyFile(copied, path); err != nil {
 		t.Fatalf("cut %d: reading the data file after the power cut: %v", r.cuts, err)
 	}
+	r.checkLog(copied)
 	q, err := queue.Open(queue.Options{Path: copied, StoreID: storeID})
 	if err != nil {
 		t.Fatalf("cut %d: the data file does not open after the power cut: %v", r.cuts, err)
@@ -639,5 +645,5 @@ func exported(out string) (int, string, bool) {
 func (r *rig) summary() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.t.Logf("%d power cuts (%d torn), %d movements acknowledged in all, %d commands completed, %d changing filesystem requests; held at the last check: %s", r.cuts, r.torn, r.totalAcks, len(r.expect), r.fs.Seq(), r.held)
+	r.t.Logf("%d power cuts (%d torn), %d movements acknowledged in all, %d commands completed, %d changing filesystem requests; held at the last check: %s; log of %d leaves, %d checkpoints signed", r.cuts, r.torn, r.totalAcks, len(r.expect), r.fs.Seq(), r.held, r.logSize, r.checkpoints)
 }

@@ -1,0 +1,56 @@
+package powerloss
+
+import (
+	"context"
+
+	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/central/ledger"
+	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/testkit/natstest"
+)
+
+// checkLog checks, on the file as the power cut left it (opened read-only,
+// before an open could start a new log over a broken one), that the
+// store's log and its queue agree: the log ends where the queue's logged
+// sequences end, its root is the root of the movements the file holds for
+// its sequences, every checkpoint of the log covers only logged
+// sequences with that prefix's root (so none covers a movement that was
+// not acknowledged: a leaf is committed with its movement), and every
+// checkpoint the file says central acknowledged is held by central.
+func (r *rig) checkLog(path string) {
+	t := r.t
+	t.Helper()
+	q, err := queue.Open(queue.Options{Path: path, StoreID: storeID, ReadOnly: true})
+	if err != nil {
+		t.Fatalf("cut %d: the data file does not open read-only after the power cut: %v", r.cuts, err)
+	}
+	defer q.Close()
+	if err := q.CheckLog(); err != nil {
+		t.Fatalf("cut %d: the log and the queue disagree after the power cut: %v", r.cuts, err)
+	}
+	st, err := q.Ledger()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cps, err := q.Checkpoints()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.logSize, r.checkpoints = st.Size, len(cps)
+	if r.hub == nil {
+		return
+	}
+	js := natstest.JetStream(t, natstest.Connect(t, r.hub.URL()))
+	stream, err := js.Stream(context.Background(), central.StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cps {
+		if !c.Published {
+			continue
+		}
+		if _, err := stream.GetLastMsgForSubject(context.Background(), central.Subject(storeID, ledger.CheckpointToken(c.Log, c.Size))); err != nil {
+			t.Fatalf("cut %d: checkpoint %s/%d is marked published and central does not hold it: %v", r.cuts, c.Log, c.Size, err)
+		}
+	}
+}
