@@ -85,8 +85,9 @@ func CreateKey(path, store string) (*Key, error) {
 	return LoadKey(path, store)
 }
 
-// writeNew writes b to path through a synced temporary file linked into
-// place, never replacing a file.
+// writeNew writes b to path through a synced temporary file linked (or,
+// where the filesystem has no hard links, renamed) into place, never
+// replacing a file.
 func writeNew(path string, b []byte) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -116,7 +117,17 @@ func writeNew(path string, b []byte) error {
 		return err
 	}
 	if err := os.Link(tmp.Name(), path); err != nil {
-		return err
+		if errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		// A filesystem without hard links: rename, once nothing is
+		// there (only the agent and an operator's command write keys).
+		if _, serr := os.Lstat(path); serr == nil {
+			return fs.ErrExist
+		}
+		if err := os.Rename(tmp.Name(), path); err != nil {
+			return err
+		}
 	}
 	return disk.SyncDir(dir)
 }
