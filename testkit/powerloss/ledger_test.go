@@ -94,15 +94,15 @@ func TestPowerLossDuringCheckpoints(t *testing.T) {
 	r := newRig(t)
 	r.hub = natstest.StartHub(t)
 	client := &http.Client{}
-	for i := 0; i < cuts(3); i++ {
+	for i := 0; i < cuts(2); i++ {
 		if !r.start(true) {
 			r.powerCycle()
 			continue
 		}
 		r.post(client, 20, "")
 		r.waitLedger(30 * time.Second)
-		r.arm(4000)
-		r.loadUntilCut(2, 10*time.Second)
+		r.arm(3000)
+		r.loadUntilCut(2, 5*time.Second)
 		r.powerCycle()
 	}
 	r.summary()
