@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/central/ledger"
@@ -109,4 +112,21 @@ func TestPowerLossDuringCheckpoints(t *testing.T) {
 	if r.checkpoints == 0 {
 		t.Fatal("no checkpoint was signed in the whole run: the scenario did not test what it is for")
 	}
+}
+
+// movementsHeld counts the messages central holds on the store's
+// subjects that are movements, not its checkpoints.
+func movementsHeld(t *testing.T, s jetstream.Stream) uint64 {
+	t.Helper()
+	info, err := s.Info(context.Background(), jetstream.WithSubjectFilter(central.Subject(storeID, ">")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for subj, c := range info.State.Subjects {
+		if !ledger.IsCheckpointToken(subj[strings.LastIndexByte(subj, '.')+1:]) {
+			n += c
+		}
+	}
+	return n
 }
