@@ -31,4 +31,7 @@
 //	synced_at   time (8) + key (16) → nothing (pruning index)
 //	quarantine  key (16) → quarantined record with its failure context
 //	journal     sequence (8) → audit event (JSON)
+//	ledger, ledger_leaves, ledger_checkpoints
+//	            the store's verifiable log, its leaf hashes since the last
+//	            acknowledged checkpoint, the checkpoints signed (ledger.go)
 package queue
