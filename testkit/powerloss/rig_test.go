@@ -151,9 +151,8 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	r.cfg = filepath.Join(t.TempDir(), "agent.yaml")
-	// A short resume jitter: the drain starts as soon as the agent is up;
-	// checkpoints every second, so cuts fall while they are signed too.
-	if err := os.WriteFile(r.cfg, []byte("sync:\n  resume_jitter: 10ms\nledger:\n  checkpoint_interval: 1s\n"), 0o600); err != nil {
+	// A short resume jitter: the drain starts as soon as the agent is up.
+	if err := os.WriteFile(r.cfg, []byte("sync:\n  resume_jitter: 10ms\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	r.addr = agentbin.FreeAddr(t)
