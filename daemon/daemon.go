@@ -35,6 +35,7 @@ import (
 	"github.com/rxedge/agent/internal/version"
 	"github.com/rxedge/agent/lineage"
 	"github.com/rxedge/agent/metrics"
+	"github.com/rxedge/agent/notary"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/remote"
 	"github.com/rxedge/agent/settings"
@@ -114,6 +115,7 @@ type daemon struct {
 	engine    *sync.Engine
 	checker   *lineage.Checker
 	responder *remote.Responder
+	notary    *notary.Notary
 
 	ctlLn, ingestLn, metricsLn net.Listener
 	servers                    []*http.Server
@@ -140,6 +142,7 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 	prune(d.q, opts, log)
 
 	d.wire()
+	d.notary.PrepareKey()
 	var err error
 	if d.hl7Srv, d.watcher, err = startIntakes(opts, d.q, d.counters, log); err != nil {
 		return err
@@ -195,7 +198,9 @@ func (d *daemon) wire() {
 		return status.Connection{State: status.Idle, Reason: "no central servers configured: set nats.servers"}
 	}
 	connection := func() status.Connection { return d.conn() }
-	d.st = builder.New(builder.Sources{Queue: d.q, Connection: connection, Running: true, Intakes: d.counters.Snapshot})
+	d.notary = notary.New(notary.Options{Queue: d.q, StoreID: opts.StoreID, Settings: opts.Ledger,
+		AttemptTimeout: opts.AttemptTimeout, Logger: d.log})
+	d.st = builder.New(builder.Sources{Queue: d.q, Connection: connection, Running: true, Intakes: d.counters.Snapshot, Ledger: d.ledgerKey})
 	d.m.WatchConnection(connection)
 	d.srv = control.New(control.Options{
 		Queue: d.q, StoreID: opts.StoreID,
@@ -206,6 +211,17 @@ func (d *daemon) wire() {
 	})
 }
 
+// ledgerKey is the notary's part of the status document.
+func (d *daemon) ledgerKey() status.Ledger {
+	ns := d.notary.State()
+	l := status.Ledger{PublicKey: ns.PublicKey, Error: ns.Error}
+	if !ns.KeyLost.IsZero() {
+		at := ns.KeyLost.UTC()
+		l.KeyLostAt = &at
+	}
+	return l
+}
+
 // wireSync builds the sender, the lineage checker and the remote-command
 // responder, for an agent with central servers configured.
 func (d *daemon) wireSync() {
@@ -213,9 +229,11 @@ func (d *daemon) wireSync() {
 	checker := lineage.New(q, opts.StoreID, log, opts.Sync().AttemptTimeout)
 	engine := sync.New(q, opts.Sync(), log, d.m, d.st.Status)
 	engine.OnConnect(checker.OnConnect)
+	engine.OnConnect(d.notary.OnConnect)
 	d.conn = engine.Connection
 	responder := remote.New(remote.Options{Queue: q, DLQ: d.svc, StoreID: opts.StoreID, OperatorKeys: opts.OperatorKeys,
-		AllowUnsignedReads: opts.AllowUnsignedReads, Status: d.st.Status, Logger: log})
+		AllowUnsignedReads: opts.AllowUnsignedReads, Status: d.st.Status, Logger: log,
+		PublicKey: func() string { return d.notary.State().PublicKey }})
 	engine.OnConnect(responder.Subscribe)
 	engine.OnHeartbeat(func(ctx context.Context, nc *nats.Conn, st *status.Status) error {
 		// Until the file was checked against central, its summary
@@ -321,6 +339,7 @@ func (d *daemon) start(g *errgroup.Group, gctx context.Context) string {
 		g.Go(func() error { return d.watcher.Run(gctx) })
 	}
 	g.Go(func() error { prunePeriodically(gctx, d.q, d.opts, d.log); return nil })
+	g.Go(func() error { d.notary.Run(gctx); return nil })
 	if d.engine != nil {
 		g.Go(func() error { d.checker.Run(gctx); return nil })
 		g.Go(func() error { return d.engine.Run(gctx) })

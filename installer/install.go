@@ -16,7 +16,9 @@ import (
 
 	"github.com/kardianos/service"
 
+	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/internal/disk"
+	"github.com/rxedge/agent/notary"
 )
 
 // State is the service's state as `agent status` shows it.
@@ -125,10 +127,54 @@ func install(ctx context.Context, p *Plan, out io.Writer, h host) error {
 			}
 		}
 	}
+	if err := writeLedgerKey(p, out, h); err != nil {
+		return err
+	}
 	if err := h.register(ctx, p); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "installed %s; start it with `"+Command()+" start`\n", p.Paths.ServiceName)
+	return nil
+}
+
+// writeLedgerKey writes the store's signing key when missing, for the
+// store_id of the config now in place, and sets its permissions; it
+// prints the public key for the roster.
+func writeLedgerKey(p *Plan, out io.Writer, h host) error {
+	f := p.LedgerKey
+	if f.Path == "" {
+		return nil
+	}
+	b, err := os.ReadFile(p.Config.Path)
+	if err != nil {
+		return fmt.Errorf("installer: read %s: %w", p.Config.Path, err)
+	}
+	c, err := ReadConfig(b)
+	if err != nil || !central.ValidStoreID(c.StoreID) {
+		fmt.Fprintf(out, "no store_id in %s yet: the agent makes its ledger signing key at its first start (see agent status)\n", p.Config.Path)
+		return nil
+	}
+	k, err := notary.LoadKey(f.Path, c.StoreID)
+	created := false
+	if errors.Is(err, notary.ErrNoKey) {
+		k, err = notary.CreateKey(f.Path, c.StoreID)
+		created = err == nil
+	}
+	if err != nil {
+		return fmt.Errorf("installer: %s %s: %w", f.Purpose, f.Path, err)
+	}
+	if err := notSymlink(f.Path); err != nil {
+		return err
+	}
+	if err := h.applyPerm(f.Path, f.Perm); err != nil {
+		return fmt.Errorf("installer: set permissions of %s: %w", f.Path, err)
+	}
+	if created {
+		fmt.Fprintf(out, "wrote %s %s\n", f.Purpose, f.Path)
+	} else {
+		fmt.Fprintf(out, "kept existing %s %s\n", f.Purpose, f.Path)
+	}
+	fmt.Fprintf(out, "roster line for this store: %s %s\n", c.StoreID, k.VKey)
 	return nil
 }
 

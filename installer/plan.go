@@ -139,8 +139,11 @@ type Plan struct {
 	Dirs       []Dir
 	Token      File
 	Config     File
-	Unit       *Unit           // Linux
-	Windows    *WindowsService // Windows
+	// LedgerKey is the store's signing key (package notary), written
+	// when missing for the store_id of the config install keeps or writes.
+	LedgerKey File
+	Unit      *Unit           // Linux
+	Windows   *WindowsService // Windows
 	// PackagedUnit: the package's unit runs the service; Unit is not
 	// written and the service is not registered again.
 	PackagedUnit string

@@ -1,6 +1,8 @@
 package installer
 
 import (
+	"github.com/rxedge/agent/notary"
+
 	"crypto/sha1"
 	"encoding/binary"
 	"fmt"
@@ -49,6 +51,7 @@ func prepareWindows(p *Plan) {
 	}
 	p.Token = File{Purpose: "ingest token", Path: ps.TokenFile, Perm: Perm{ACL: withService("R", false)}}
 	p.Config = File{Purpose: "config", Path: ps.ConfigFile, Perm: Perm{ACL: withService("R", false)}}
+	p.LedgerKey = File{Purpose: "ledger signing key", Path: joinPath("windows", ps.DataDir, notary.KeyFileName), Perm: Perm{ACL: withService("R", false)}}
 
 	bin := escapeArg(p.Executable)
 	for _, a := range p.Args {

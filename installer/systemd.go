@@ -1,6 +1,8 @@
 package installer
 
 import (
+	"github.com/rxedge/agent/notary"
+
 	"fmt"
 	"maps"
 	"slices"
@@ -113,6 +115,7 @@ func prepareLinux(p *Plan) error {
 	filePerm := Perm{Mode: 0o640, Owner: "root", Group: ps.User}
 	p.Token = File{Purpose: "ingest token", Path: ps.TokenFile, Perm: filePerm}
 	p.Config = File{Purpose: "config", Path: ps.ConfigFile, Perm: filePerm}
+	p.LedgerKey = File{Purpose: "ledger signing key", Path: joinPath("linux", ps.DataDir, notary.KeyFileName), Perm: Perm{Mode: 0o600, Owner: ps.User, Group: ps.User}}
 	text, err := renderUnit(unitTemplate, unitData(p.ServiceConfig()))
 	if err != nil {
 		return fmt.Errorf("installer: render systemd unit: %w", err)

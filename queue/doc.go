@@ -33,6 +33,9 @@
 //	synced      seq (8) → key, digest, class, central sequence, time
 //	quarantine  key (16) → quarantined record with its seq and failure context
 //	journal     sequence (8) → audit event (JSON)
+//	ledger, ledger_leaves, ledger_checkpoints
+//	            the store's verifiable log, its leaf hashes since the last
+//	            acknowledged checkpoint, the checkpoints signed (ledger.go)
 //
 // Acknowledging a movement moves it from pending to synced, both keyed by
 // sequence, without writing its key's entry: a settlement writes in

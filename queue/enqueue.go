@@ -5,6 +5,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/rxedge/agent/central/ledger"
 	"github.com/rxedge/agent/movement"
 )
 
@@ -157,6 +158,7 @@ func (q *Queue) store(tx *bolt.Tx, items []movement.Prepared, s *sorted) error {
 	b.pending.FillPercent, b.due.FillPercent = 1.0, 1.0
 	seq := getU64(b.meta, metaNextSeq)
 	var added [2]int64
+	leaves := make([]ledger.Leaf, 0, len(s.fresh))
 	for _, i := range s.fresh {
 		it := &items[i]
 		seq++
@@ -176,6 +178,7 @@ func (q *Queue) store(tx *bolt.Tx, items []movement.Prepared, s *sorted) error {
 		}
 		s.res[i].Seq = seq
 		added[it.Class]++
+		leaves = append(leaves, ledger.Leaf{Seq: seq, Key: it.Key, Digest: it.Digest})
 	}
 	for c, n := range added {
 		if n != 0 {
@@ -185,6 +188,9 @@ func (q *Queue) store(tx *bolt.Tx, items []movement.Prepared, s *sorted) error {
 		}
 	}
 	if err := b.meta.Put(metaNextSeq, u64(seq)); err != nil {
+		return err
+	}
+	if err := q.logLeaves(tx, leaves); err != nil {
 		return err
 	}
 	for i := range items {

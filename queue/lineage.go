@@ -248,6 +248,9 @@ func (q *Queue) confirm(tx *bolt.Tx, rec CentralRecord, out *Confirmation) (Line
 		return Lineage{}, err
 	}
 	out.Lineage = readLineage(b.meta)
+	if err := q.logConfirmed(tx, b, out.Behind, rec.Highest, out.Origin); err != nil {
+		return Lineage{}, err
+	}
 	return out.Lineage, nil
 }
 
@@ -400,6 +403,9 @@ func (q *Queue) Adopt(actor, reason string, detail map[string]string) error {
 			if err := meta.Delete(metaForeign); err != nil {
 				return err
 			}
+		}
+		if err := q.logAdopted(tx); err != nil {
+			return err
 		}
 		d := map[string]string{"file": string(meta.Get(metaFileID))}
 		for k, v := range detail {

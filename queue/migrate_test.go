@@ -124,7 +124,11 @@ func dumpState(t testing.TB, q *Queue, ids []string) dumpedState {
 	must(err)
 	s.Lookup.Scanned = 0
 	must(q.Events(time.Time{}, func(ev Event) bool {
-		s.Events = append(s.Events, ev)
+		// Schema 2 kept no log: the first open of such a file starts one
+		// and journals it (see ledger.go), which schema 2 could not say.
+		if ev.Action != ActionLedger {
+			s.Events = append(s.Events, ev)
+		}
 		return true
 	}))
 	s.Lineage = q.Lineage()

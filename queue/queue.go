@@ -141,6 +141,10 @@ type Options struct {
 	// Lineage). The agent sets it when it sends to central; tools that
 	// only read or repair a file do not.
 	Lineage bool
+	// NoLedger turns the store's log off (see ledger.go): for the
+	// benchmark's baseline only. A file written without the log starts a
+	// new log at its next open with it.
+	NoLedger bool
 }
 
 // Queue is an open data file. Its methods are safe for concurrent use.
@@ -407,6 +411,9 @@ func (q *Queue) init(tx *bolt.Tx) error {
 		if err := setFence(meta); err != nil {
 			return err
 		}
+	}
+	if err := q.ledgerOpen(tx); err != nil {
+		return err
 	}
 	q.lineage = readLineage(meta)
 	q.spread = spreadWindow{until: time.Unix(0, int64(getU64(meta, metaSpreadUntil))), length: time.Duration(getU64(meta, metaSpreadLength))}

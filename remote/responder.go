@@ -37,7 +37,7 @@ const (
 )
 
 // storeCommands are the commands one store answers on its own subjects.
-var storeCommands = []string{command.CmdStatus, command.CmdDLQList, command.CmdDLQRedrive, command.CmdReconcile}
+var storeCommands = []string{command.CmdStatus, command.CmdDLQList, command.CmdDLQRedrive, command.CmdReconcile, command.CmdLedger}
 
 // Options configure a Responder.
 type Options struct {
@@ -56,6 +56,9 @@ type Options struct {
 	AllowUnsignedReads bool
 	// Clock is the agent's clock for expiries. Default time.Now.
 	Clock func() time.Time
+	// PublicKey is the store's current verifier key, for the ledger
+	// command ("" when it has none).
+	PublicKey func() string
 }
 
 // Responder answers the control commands of one store.
@@ -498,6 +501,15 @@ func (r *Responder) prepare(c request) (run func() (any, error), reasonText stri
 			return nil, "", err
 		}
 		return func() (any, error) { return r.reconcile(a, n) }, "", nil
+	case command.CmdLedger:
+		var a command.LedgerArgs
+		if err := args(c, &a); err != nil {
+			return nil, "", err
+		}
+		if err := checkLeaves(a.Leaves); err != nil {
+			return nil, "", err
+		}
+		return func() (any, error) { return r.ledger(a) }, "", nil
 	}
 	return nil, "", &badRequest{"no such command"}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/rxedge/agent/intake"
 	"github.com/rxedge/agent/internal/logging"
 	"github.com/rxedge/agent/metrics"
+	"github.com/rxedge/agent/notary"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/remote"
 	"github.com/rxedge/agent/retry"
@@ -76,6 +77,10 @@ type Config struct {
 	// Intake is the HL7 listener, the ASAP drop folder and the formulary
 	// (package intake validates it).
 	Intake intake.Options `yaml:"intake"`
+
+	// Ledger is the store's signing key and checkpoint interval (package
+	// notary validates it).
+	Ledger notary.Config `yaml:"ledger"`
 }
 
 // PolicyConfig is the retry policy of one class.
@@ -241,6 +246,9 @@ type Options struct {
 
 	// Intake is the HL7 listener, the ASAP drop folder and the formulary.
 	Intake intake.Options
+
+	// Ledger is the signing key's file and the checkpoint interval.
+	Ledger notary.Settings
 }
 
 // Log formats.
@@ -303,6 +311,9 @@ func (c Config) Validate() (Options, error) {
 
 	o.Intake = c.Intake
 	errs = append(errs, o.Intake.Validate()...)
+
+	o.Ledger, p = c.Ledger.Validate("ledger", o.DataDir)
+	errs = append(errs, p...)
 
 	if len(errs) > 0 {
 		return o, &Error{Problems: errs}

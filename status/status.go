@@ -49,12 +49,34 @@ type Status struct {
 	Rates            Rates    `json:"rates"`
 	DataFile         DataFile `json:"data_file"`
 	// Intakes counts what each intake took since the agent started.
-	Intakes     []Intake  `json:"intakes,omitempty"`
+	Intakes []Intake `json:"intakes,omitempty"`
+	// Ledger is the store's verifiable log and its signing key.
+	Ledger      *Ledger   `json:"ledger,omitempty"`
 	GeneratedAt time.Time `json:"generated_at"`
 	// Judged is what the reader of the document judged needs attention,
 	// with the thresholds it was given (see Judge); the agent itself
 	// leaves it empty.
 	Judged []Problem `json:"problems,omitempty"`
+}
+
+// Ledger is the store's log (DESIGN P9): its public key (the note
+// verifier key that goes into the roster after the store id), the log as
+// it stands, and its newest checkpoint.
+type Ledger struct {
+	PublicKey string `json:"public_key,omitempty"`
+	// KeyLostAt is when the agent made a new key because the key file was
+	// missing: the new public key must go into the roster.
+	KeyLostAt *time.Time `json:"key_lost_at,omitempty"`
+	Log       string     `json:"log"`
+	First     uint64     `json:"first_seq"`
+	Size      int64      `json:"size"`
+	// Signed and Published are the sizes of the log's newest signed and
+	// newest acknowledged checkpoints.
+	Signed           int64      `json:"signed"`
+	Published        int64      `json:"published"`
+	LastCheckpointAt *time.Time `json:"last_checkpoint_at,omitempty"`
+	// Error is the notary's last failure to sign or publish.
+	Error string `json:"error,omitempty"`
 }
 
 // Intake is what one intake (http, hl7, asap) took since the agent
@@ -260,6 +282,7 @@ func Render(w io.Writer, s *Status, maxAge time.Duration) {
 	renderCounts(&b, s)
 	renderQueue(&b, s)
 	renderIntakes(&b, s)
+	renderLedger(&b, s)
 	renderAttention(&b, s, maxAge)
 	io.WriteString(w, b.String())
 }
@@ -373,6 +396,28 @@ func renderIntakes(b *strings.Builder, s *Status) {
 			fmt.Fprintf(b, " (files: %d done, %d rejected)", in.FilesDone, in.FilesRejected)
 		}
 		b.WriteString("\n")
+	}
+}
+
+// renderLedger writes the log and the signing key, when known.
+func renderLedger(b *strings.Builder, s *Status) {
+	l := s.Ledger
+	if l == nil {
+		return
+	}
+	fmt.Fprintf(b, "\nLedger      log %s, sequences %d..%d (%d), signed %d, published %d", l.Log, l.First, l.First+uint64(l.Size)-1, l.Size, l.Signed, l.Published)
+	if l.LastCheckpointAt != nil {
+		fmt.Fprintf(b, ", last checkpoint %s", ago(l.LastCheckpointAt, s.GeneratedAt))
+	}
+	b.WriteString("\n")
+	if l.PublicKey != "" {
+		fmt.Fprintf(b, "Public key  %s\n", l.PublicKey)
+	}
+	if l.KeyLostAt != nil {
+		fmt.Fprintf(b, "WARNING     the signing key was lost and a new one made %s: add the public key above to the roster\n", ago(l.KeyLostAt, s.GeneratedAt))
+	}
+	if l.Error != "" {
+		fmt.Fprintf(b, "Ledger error  %s\n", l.Error)
 	}
 }
 

@@ -239,3 +239,23 @@ func TestParseMessage(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckpointMsgID(t *testing.T) {
+	tok := ledger.CheckpointToken("0123456789abcdef", 42)
+	id := ledger.CheckpointMsgID(tok, []byte(`{"note":"x"}`))
+	if !ledger.IsCheckpointToken(id) {
+		t.Fatalf("%s is not told a checkpoint", id)
+	}
+	log, size, err := ledger.ParseCheckpointMsgID(id)
+	if err != nil || log != "0123456789abcdef" || size != 42 {
+		t.Fatalf("ledger.ParseCheckpointMsgID(%s) = %s, %d, %v", id, log, size, err)
+	}
+	if ledger.CheckpointMsgID(tok, []byte(`{"note":"y"}`)) == id {
+		t.Fatal("two bodies share a message id")
+	}
+	for _, bad := range []string{tok, tok + "-", tok + "-0123", id + "0", "cp-xyz-1-" + id[len(id)-32:], id[:len(id)-1] + "G"} {
+		if _, _, err := ledger.ParseCheckpointMsgID(bad); err == nil {
+			t.Errorf("ledger.ParseCheckpointMsgID(%q) accepted", bad)
+		}
+	}
+}

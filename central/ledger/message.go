@@ -1,6 +1,8 @@
 package ledger
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -67,4 +69,26 @@ func ParseMessage(b []byte) (Message, error) {
 		return Message{}, errors.New("ledger: checkpoint message is not of its form")
 	}
 	return m, nil
+}
+
+// CheckpointMsgID is the Nats-Msg-Id of a published checkpoint: its token,
+// a dash and the first 128 bits of the SHA-256 of the message body in hex.
+// Central's duplicate window spans every store's subjects, and a log id is
+// public once archived: an id of the token alone would let another store
+// publish it first on its own subject and have central answer this
+// store's publish "duplicate" while storing nothing. The body's hash needs
+// the signed note, which only the store has before it publishes.
+func CheckpointMsgID(token string, body []byte) string {
+	sum := sha256.Sum256(body)
+	return token + "-" + hex.EncodeToString(sum[:16])
+}
+
+// ParseCheckpointMsgID splits CheckpointMsgID's form into the log and size
+// of its token.
+func ParseCheckpointMsgID(id string) (log string, size int64, err error) {
+	i := strings.LastIndexByte(id, '-')
+	if i < 0 || len(id)-i-1 != 32 || strings.Trim(id[i+1:], "0123456789abcdef") != "" {
+		return "", 0, errors.New("ledger: not a checkpoint message id")
+	}
+	return ParseCheckpointToken(id[:i])
 }

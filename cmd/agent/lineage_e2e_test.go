@@ -26,6 +26,7 @@ import (
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/central/command"
+	"github.com/rxedge/agent/central/ledger"
 	"github.com/rxedge/agent/headoffice/reconcile"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/settings"
@@ -153,11 +154,15 @@ func (r *lineageRig) centralHeld(want int) (held, map[string]int) {
 		r.t.Fatal(err)
 	}
 	h, files := held{}, map[string]int{}
-	for range want {
+	for n := 0; n < want; {
 		m, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second))
 		if err != nil {
 			r.t.Fatalf("read the archive: %v", err)
 		}
+		if ledger.IsCheckpointToken(m.Headers().Get(central.HeaderMsgID)) {
+			continue // the store's checkpoint, not a movement
+		}
+		n++
 		seq, _ := strconv.ParseUint(m.Headers().Get(central.HeaderSeq), 10, 64)
 		file := m.Headers().Get(central.HeaderFile)
 		h[seq] = append(h[seq], central.KeyOfMsgID(m.Headers().Get(central.HeaderMsgID))+"@"+file)

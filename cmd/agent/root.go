@@ -53,6 +53,7 @@ delivered wait in a local quarantine for an operator.`,
 		newCentralCmd(s),
 		newCompactCmd(s),
 		newDataCmd(s),
+		newLedgerCmd(s),
 		newVersionCmd(s),
 	)
 	root.AddCommand(newServiceCmds(s)...)

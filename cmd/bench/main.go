@@ -16,6 +16,7 @@
 //	compact  file size before and after compacting a drained file
 //	intake   HL7 over MLLP against HTTP ingest; an ASAP file against `agent enqueue -f`
 //	sink     head office's sink into PostgreSQL against a raw COPY of the same rows
+//	ledger   ingest with the store's verifiable log against without it; bytes it adds
 //
 // Every ratio is taken against a baseline measured in the same run, because
 // the machines it runs on are noisy. It prints a Markdown table and, with

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/central/ledger"
 	"github.com/rxedge/agent/headoffice/migrate"
 	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/testkit/natstest"
@@ -486,4 +487,58 @@ func watchProgress(t *testing.T, what string) progressWatch {
 		}
 		ticks <- tick{done, total}
 	}}
+}
+
+// checkpointMsg is a store's checkpoint as its agent publishes it
+// (central/ledger; the headers of notary.Msg).
+func checkpointMsg(store string, size int64) *nats.Msg {
+	tok := ledger.CheckpointToken("0123456789abcdef", size)
+	m := nats.NewMsg(central.Subject(store, tok))
+	m.Data = fmt.Appendf(nil, `{"note":"checkpoint %d","prev_size":0}`, size)
+	sum := sha256.Sum256(m.Data)
+	m.Header.Set(central.HeaderMsgID, ledger.CheckpointMsgID(tok, m.Data))
+	m.Header.Set(central.HeaderExpectLast, "0")
+	m.Header.Set(central.HeaderStore, store)
+	m.Header.Set(central.HeaderDigest, hex.EncodeToString(sum[:]))
+	m.Header.Set(central.HeaderSeq, fmt.Sprint(size))
+	return m
+}
+
+// TestMigrateCopiesCheckpoints: a store's checkpoints are copied into its
+// partition like its movements, once, under the same token, with their
+// headers and body unchanged.
+func TestMigrateCopiesCheckpoints(t *testing.T) {
+	srv := natstest.StartHub(t, natstest.WithSkipProvision())
+	nc := natstest.Connect(t, srv.URL())
+	js := natstest.JetStream(t, nc)
+	createStreams(t, js, 1)
+	createStreams(t, js, partitions)
+	cp := checkpointMsg("S0042", 2)
+	publish(t, js, []*nats.Msg{mv("S0042", 0, "").Msg(), mv("S0042", 1, "").Msg(), cp})
+
+	ctx := testContext(t)
+	sum, err := migrate.Run(ctx, nc, migrate.Options{Partitions: partitions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Migrated != 3 || !sum.OK() {
+		t.Fatalf("run: %+v, want the two movements and the checkpoint migrated", sum)
+	}
+	p := central.Partition("S0042", partitions)
+	s, err := js.Stream(ctx, central.MovementStream(p, partitions))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := ledger.CheckpointToken("0123456789abcdef", 2)
+	got, err := s.GetLastMsgForSubject(ctx, central.PartitionSubject(p, partitions, "S0042", tok))
+	if err != nil {
+		t.Fatalf("the checkpoint is not in its partition: %v", err)
+	}
+	if string(got.Data) != string(cp.Data) || got.Header.Get(central.HeaderMsgID) != cp.Header.Get(central.HeaderMsgID) || got.Header.Get(central.HeaderSeq) != "2" {
+		t.Fatalf("migrated checkpoint %q %v, want %q", got.Data, got.Header, cp.Data)
+	}
+	waitArchives(t, js, 3)
+	if sum, err = migrate.Run(ctx, nc, migrate.Options{Partitions: partitions}); err != nil || sum.Migrated != 0 || sum.Already != 3 {
+		t.Fatalf("second run: %+v, %v; want everything already migrated", sum, err)
+	}
 }

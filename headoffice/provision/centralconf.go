@@ -10,8 +10,11 @@ import (
 	"strings"
 	"text/template"
 
+	"golang.org/x/mod/sumdb/note"
+
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/central/command"
+	"github.com/rxedge/agent/central/ledger"
 	"github.com/rxedge/agent/headoffice/migrate"
 )
 
@@ -30,40 +33,119 @@ var reservedAccounts = []string{"RX", "SYS", "AUDIT", "admin", "audit", "migrate
 // ReadRosterFile is ReadRoster of the file at path; its errors name the
 // flag that gave it, --roster.
 func ReadRosterFile(path string) ([]string, error) {
+	r, err := ParseRosterFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return r.Stores, nil
+}
+
+// ParseRosterFile is ParseRoster of the file at path; its errors name the
+// flag that gave it, --roster.
+func ParseRosterFile(path string) (*Roster, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("--roster: %w", err)
 	}
 	defer f.Close()
-	stores, err := ReadRoster(f)
+	r, err := ParseRoster(f)
 	if err != nil {
 		return nil, fmt.Errorf("--roster %s: %w", path, err)
 	}
-	return stores, nil
+	return r, nil
 }
 
-// ReadRoster reads a roster: one store id per line; blank lines and
-// everything after a # are ignored. It refuses invalid, reserved and
-// repeated ids, naming their lines.
+// ReadRoster reads a roster's store ids (see ParseRoster).
 func ReadRoster(r io.Reader) ([]string, error) {
+	ro, err := ParseRoster(r)
+	if err != nil {
+		return nil, err
+	}
+	return ro.Stores, nil
+}
+
+// Roster is the list of stores the server configuration is generated
+// from, with each store's checkpoint verifier keys (central/ledger).
+type Roster struct {
+	// Stores are the store ids, in the roster's order.
+	Stores []string
+	keys   map[string][]string
+}
+
+// Keys are the verifier keys a roster lists for store, in its order
+// (several while a key is rotated; none when it lists none).
+func (r *Roster) Keys(store string) []string { return slices.Clone(r.keys[store]) }
+
+// Verifiers are the verifier keys of every store of the roster, for
+// ledger.Open (which accepts a checkpoint only when signed by a key named
+// for its own store).
+func (r *Roster) Verifiers() note.Verifiers {
+	var vs []note.Verifier
+	for _, s := range r.Stores {
+		for _, k := range r.keys[s] {
+			v, _ := note.NewVerifier(k) // checked by ParseRoster
+			vs = append(vs, v)
+		}
+	}
+	return note.VerifierList(vs...)
+}
+
+// ParseRoster reads a roster: one store id per line, optionally followed
+// by one of the store's checkpoint verifier keys ("S0042 <vkey>", the
+// key `agent status` shows as ledger.public_key); several lines of one
+// store, each with a key, give it several keys (a key being rotated).
+// Blank lines and everything after a # are ignored. It refuses invalid,
+// reserved and repeated ids, keys that are not note verifier keys named
+// for their store (ledger.KeyName), and a key listed twice, naming their
+// lines.
+func ParseRoster(rd io.Reader) (*Roster, error) {
 	var (
-		stores []string
-		bad    []string
+		r    = &Roster{keys: map[string][]string{}}
+		bad  []string
+		seen = map[string]bool{} // store ids on lines with no key
 	)
-	sc := bufio.NewScanner(r)
+	sc := bufio.NewScanner(rd)
 	for n := 1; sc.Scan(); n++ {
 		line, _, _ := strings.Cut(sc.Text(), "#")
-		id := strings.TrimSpace(line)
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		id := f[0]
+		listed := slices.Contains(r.Stores, id)
 		switch {
-		case id == "":
+		case len(f) > 2:
+			bad = append(bad, fmt.Sprintf("line %d: a line is a store id and at most one verifier key", n))
+			continue
 		case slices.Contains(reservedAccounts, id):
 			bad = append(bad, fmt.Sprintf("line %d: %q is reserved", n, id))
+			continue
 		case !central.ValidStoreID(id):
 			bad = append(bad, fmt.Sprintf("line %d: %q is not a store id (letters, digits, _ and -, at most 32)", n, id))
-		case slices.Contains(stores, id):
-			bad = append(bad, fmt.Sprintf("line %d: %s is listed twice", n, id))
-		default:
-			stores = append(stores, id)
+			continue
+		case listed && (len(f) == 1 || seen[id]):
+			bad = append(bad, fmt.Sprintf("line %d: %s is listed twice (a store repeats only on lines that each give one of its keys)", n, id))
+			continue
+		}
+		if len(f) == 1 {
+			seen[id] = true
+		} else {
+			v, err := note.NewVerifier(f[1])
+			switch {
+			case err != nil:
+				bad = append(bad, fmt.Sprintf("line %d: the key of %s is not a note verifier key (agent status shows it as ledger.public_key)", n, id))
+				continue
+			case v.Name() != ledger.KeyName(id):
+				bad = append(bad, fmt.Sprintf("line %d: the key is named %q, not %q: it is not %s's key", n, v.Name(), ledger.KeyName(id), id))
+				continue
+			case slices.Contains(r.keys[id], f[1]):
+				bad = append(bad, fmt.Sprintf("line %d: %s's key is listed twice", n, id))
+				continue
+			}
+			r.keys[id] = append(r.keys[id], f[1])
+		}
+		if !listed {
+			r.Stores = append(r.Stores, id)
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -72,10 +154,10 @@ func ReadRoster(r io.Reader) ([]string, error) {
 	if len(bad) > 0 {
 		return nil, fmt.Errorf("roster:\n  %s", strings.Join(bad, "\n  "))
 	}
-	if len(stores) == 0 {
+	if len(r.Stores) == 0 {
 		return nil, fmt.Errorf("roster: no store ids")
 	}
-	return stores, nil
+	return r, nil
 }
 
 // migrateGrants are the migrating user's grants for n partitions; none

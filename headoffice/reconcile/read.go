@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/central/ledger"
 )
 
 // StreamRead is what was read of one archive stream.
@@ -181,6 +182,8 @@ func readStream(ctx context.Context, js jetstream.JetStream, name string, f read
 		store, ok := strings.CutPrefix(m.Subject(), central.ArchivePrefix)
 		switch {
 		case !ok:
+		case ledger.IsCheckpointToken(m.Headers().Get(central.HeaderMsgID)):
+			// A store's checkpoint (central/ledger), not a movement.
 		case f.skip != nil && m.Headers().Get(central.HeaderMigratedFrom) != "" && f.skip(store, m.Headers()):
 			out.MigratedCopies++
 		default:

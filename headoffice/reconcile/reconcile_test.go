@@ -16,6 +16,7 @@ import (
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/central/command"
+	"github.com/rxedge/agent/central/ledger"
 	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/headoffice/fleet"
 	"github.com/rxedge/agent/headoffice/reconcile"
@@ -423,5 +424,40 @@ func TestRunSkipsMigratedCopies(t *testing.T) {
 	s1 = storeOf(t, rep, "S0001")
 	if len(rep.Streams) != 1 || rep.Streams[0].MigratedCopies != 0 || s1.Held != 4 || s1.Repeats != 0 || !rep.OK() {
 		t.Errorf("the partition's archive alone: streams %+v, S0001 %+v; want its 4 records held", rep.Streams, s1)
+	}
+}
+
+// checkpointMsg is a store's published checkpoint as the archive holds it
+// (central/ledger; the store's notary sets these headers).
+func checkpointMsg(store string, lastSeq uint64) *nats.Msg {
+	tok := ledger.CheckpointToken("0123456789abcdef", int64(lastSeq))
+	m := nats.NewMsg(central.ArchiveSubject(store))
+	m.Data = []byte(`{"note":"not read here","prev_size":0}`)
+	m.Header.Set(central.HeaderMsgID, ledger.CheckpointMsgID(tok, m.Data))
+	m.Header.Set(central.HeaderStore, store)
+	m.Header.Set(central.HeaderSeq, fmt.Sprint(lastSeq))
+	return m
+}
+
+// TestRunSkipsCheckpoints: a store's checkpoints in its archive change
+// nothing in its reconciliation: they are not movements, their Rx-Seq
+// is not a sequence held, and they are not malformed records.
+func TestRunSkipsCheckpoints(t *testing.T) {
+	r := newRig(t, map[string][]string{central.ArchiveStreamName: {"S0001"}})
+	now := time.Now()
+	r.put(checkpointMsg("S0001", 2))
+	for seq := uint64(1); seq <= 5; seq++ {
+		r.put(archiveMsg("S0001", seq, "", "", now))
+	}
+	r.put(checkpointMsg("S0001", 9)) // a store that gave 9 once published
+	r.fleet("S0001", 5)
+	k := &asker{answer: allPending}
+	rep, err := reconcile.Run(r.ctx, reconcile.Options{Conn: r.nc, Asker: k})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1 := storeOf(t, rep, "S0001")
+	if s1.Held != 5 || s1.Missing != 0 || s1.Malformed != 0 || s1.Repeats != 0 || !s1.OK() || len(k.asked) != 0 {
+		t.Errorf("S0001 with checkpoints in its archive: %+v, asked %v; want 5 held, nothing else", s1, k.asked)
 	}
 }

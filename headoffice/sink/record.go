@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/central/ledger"
 )
 
 // Row is one archive message as the sink writes it: a movement, or, when
@@ -24,6 +25,10 @@ type Row struct {
 	// Reject names what is wrong (a header or field, never a value); the
 	// fields below it are then unset.
 	Reject string
+	// Checkpoint marks a store's published checkpoint (central/ledger):
+	// not a movement, so neither a row nor a reject; the position moves
+	// past it. The fields below it are unset.
+	Checkpoint bool
 
 	Key, Digest string
 	Seq         uint64
@@ -86,6 +91,10 @@ func parseRow(stream string, streamSeq uint64, archivedAt time.Time, subject str
 			return v[0]
 		}
 		return ""
+	}
+	if ledger.IsCheckpointToken(get(central.HeaderMsgID)) {
+		r.Checkpoint = true
+		return r
 	}
 	if !central.StoreAgrees(h, store) {
 		r.Reject = "header " + central.HeaderStore

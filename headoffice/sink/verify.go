@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/central/ledger"
 )
 
 // VerifyOptions configure Verify.
@@ -308,6 +309,9 @@ func (sc *StreamCheck) compare(m jetstream.Msg, s uint64, w *rowWalk, store func
 		w.next()
 	}
 	h := m.Headers()
+	if ledger.IsCheckpointToken(h.Get(central.HeaderMsgID)) {
+		return // a store's checkpoint: the database holds no row for it
+	}
 	id, _ := strings.CutPrefix(m.Subject(), central.ArchivePrefix)
 	seq, _ := strconv.ParseUint(h.Get(central.HeaderSeq), 10, 64)
 	key, digest := central.KeyOfMsgID(h.Get(central.HeaderMsgID)), central.DigestOf(h)

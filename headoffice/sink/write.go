@@ -52,6 +52,8 @@ type Counts struct {
 	Repeats   uint64 `json:"repeats"`
 	Conflicts uint64 `json:"conflicts"`
 	Rejects   uint64 `json:"rejects"`
+	// Checkpoints are the stores' checkpoints passed over (not movements).
+	Checkpoints uint64 `json:"checkpoints,omitempty"`
 }
 
 func (c *Counts) add(o Counts) {
@@ -59,10 +61,11 @@ func (c *Counts) add(o Counts) {
 	c.Repeats += o.Repeats
 	c.Conflicts += o.Conflicts
 	c.Rejects += o.Rejects
+	c.Checkpoints += o.Checkpoints
 }
 
 // Total is every message counted.
-func (c Counts) Total() uint64 { return c.Rows + c.Repeats + c.Conflicts + c.Rejects }
+func (c Counts) Total() uint64 { return c.Rows + c.Repeats + c.Conflicts + c.Rejects + c.Checkpoints }
 
 // text is s, or NULL when empty.
 func text(s string) any {
@@ -84,7 +87,8 @@ func writeBatch(ctx context.Context, conn *pgx.Conn, stream string, from uint64,
 	to := rows[len(rows)-1].StreamSeq
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		c, staged = Counts{}, false
-		good, bad := splitRejects(rows)
+		good, bad, cps := splitRejects(rows)
+		c.Checkpoints = cps
 		if len(good) > 0 {
 			done := false
 			if direct {
@@ -184,16 +188,21 @@ func rowValues(r *Row) []any {
 		r.Stream, int64(r.StreamSeq), enq, r.ArchivedAt}
 }
 
-// splitRejects splits rows into the movements and the rejects, in order.
-func splitRejects(rows []Row) (good, bad []Row) {
+// splitRejects splits rows into the movements and the rejects, in order,
+// and counts the checkpoints, which are neither.
+func splitRejects(rows []Row) (good, bad []Row, checkpoints uint64) {
 	for _, r := range rows {
+		if r.Checkpoint {
+			checkpoints++
+			continue
+		}
 		if r.Reject != "" {
 			bad = append(bad, r)
 		} else {
 			good = append(good, r)
 		}
 	}
-	return good, bad
+	return good, bad, checkpoints
 }
 
 // writeMovements stages good and inserts it into movements, then records
@@ -274,9 +283,10 @@ func writeRejects(ctx context.Context, tx pgx.Tx, bad []Row, c *Counts) error {
 // its counts; ErrPositionMoved when the position is no longer from.
 func movePosition(ctx context.Context, tx pgx.Tx, stream string, from, to uint64, c Counts) error {
 	tag, err := tx.Exec(ctx, `UPDATE sink_positions
-			SET last_seq = $3, rows = rows + $4, repeats = repeats + $5, conflicts = conflicts + $6, rejects = rejects + $7, updated_at = now()
+			SET last_seq = $3, rows = rows + $4, repeats = repeats + $5, conflicts = conflicts + $6, rejects = rejects + $7,
+				checkpoints = checkpoints + $8, updated_at = now()
 			WHERE archive_stream = $1 AND last_seq = $2`,
-		stream, int64(from), int64(to), int64(c.Rows), int64(c.Repeats), int64(c.Conflicts), int64(c.Rejects))
+		stream, int64(from), int64(to), int64(c.Rows), int64(c.Repeats), int64(c.Conflicts), int64(c.Rejects), int64(c.Checkpoints))
 	if err != nil {
 		return fmt.Errorf("position: %w", err)
 	}

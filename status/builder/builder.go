@@ -24,6 +24,9 @@ type Sources struct {
 	Clock func() time.Time
 	// Intakes counts what each intake took; nil when not running.
 	Intakes func() []status.Intake
+	// Ledger reports the signing key's part of the ledger (the public
+	// key, a lost key, the last error); nil when not known.
+	Ledger func() status.Ledger
 }
 
 // Builder builds the status document from the queue's counters (no scan),
@@ -123,6 +126,18 @@ func (b *Builder) Status() (*status.Status, error) {
 		if at, err := q.LastSyncedAt(); err == nil && !at.IsZero() {
 			st.Connection.LastSyncAt = &at
 		}
+	}
+	if ls, err := q.Ledger(); err == nil {
+		l := status.Ledger{}
+		if b.src.Ledger != nil {
+			l = b.src.Ledger()
+		}
+		l.Log, l.First, l.Size, l.Signed, l.Published = ls.Log, ls.First, ls.Size, ls.Signed, ls.Published
+		if ls.Latest != nil {
+			at := ls.Latest.SignedAt.UTC()
+			l.LastCheckpointAt = &at
+		}
+		st.Ledger = &l
 	}
 	st.Rates = b.rates.perMinute()
 	if b.src.Intakes != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/central/ledger"
 	"github.com/rxedge/agent/intake/hl7"
 	"github.com/rxedge/agent/testkit/agentbin"
 	"github.com/rxedge/agent/testkit/natstest"
@@ -176,6 +177,9 @@ func centralMessages(t *testing.T, hub *natstest.Server) []*jetstream.RawStreamM
 		m, err := s.GetMsg(ctx, seq)
 		if err != nil {
 			continue // deleted or not there
+		}
+		if ledger.IsCheckpointToken(m.Header.Get(central.HeaderMsgID)) {
+			continue // the store's checkpoint, not a movement
 		}
 		out = append(out, m)
 	}

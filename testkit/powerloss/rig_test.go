@@ -93,6 +93,10 @@ type rig struct {
 	totalAcks int
 	held      string // the states held at the last check
 	fileID    string // the data file's identity at the last check
+	// logSize and checkpoints are the log's size and the checkpoints
+	// signed, at the last check.
+	logSize     int64
+	checkpoints int
 }
 
 // expectation is what one completed command left behind.
@@ -457,6 +461,7 @@ func (r *rig) check() {
 	if err := copyFile(copied, path); err != nil {
 		t.Fatalf("cut %d: reading the data file after the power cut: %v", r.cuts, err)
 	}
+	r.checkLog(copied)
 	q, err := queue.Open(queue.Options{Path: copied, StoreID: storeID})
 	if err != nil {
 		t.Fatalf("cut %d: the data file does not open after the power cut: %v", r.cuts, err)
@@ -646,5 +651,5 @@ func exported(out string) (int, string, bool) {
 func (r *rig) summary() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.t.Logf("%d power cuts (%d torn), %d movements acknowledged in all, %d commands completed, %d changing filesystem requests; held at the last check: %s", r.cuts, r.torn, r.totalAcks, len(r.expect), r.fs.Seq(), r.held)
+	r.t.Logf("%d power cuts (%d torn), %d movements acknowledged in all, %d commands completed, %d changing filesystem requests; held at the last check: %s; log of %d leaves, %d checkpoints signed", r.cuts, r.torn, r.totalAcks, len(r.expect), r.fs.Seq(), r.held, r.logSize, r.checkpoints)
 }

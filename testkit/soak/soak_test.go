@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/central/ledger"
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/movement"
@@ -639,7 +640,9 @@ func (r *rig) centralSubjects() map[string]int {
 		}
 		n := 0
 		for m := range batch.Messages() {
-			counts[strings.TrimPrefix(m.Subject(), prefix)]++
+			if tok := strings.TrimPrefix(m.Subject(), prefix); !ledger.IsCheckpointToken(tok) {
+				counts[tok]++ // a movement; the store's checkpoints are not
+			}
 			n++
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
