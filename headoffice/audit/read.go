@@ -112,20 +112,25 @@ func snapshotLast(ctx context.Context, js jetstream.JetStream, names []string) (
 // message on a store's archive subject; progress gets the messages read.
 func scan(ctx context.Context, js jetstream.JetStream, name string, last uint64, subjects []string, headersOnly bool,
 	fn func(record) error, progress func(uint64)) (uint64, error) {
-	return scanPrefix(ctx, js, name, central.ArchivePrefix, last, subjects, headersOnly, fn, progress)
+	return scanPrefix(ctx, js, name, central.ArchivePrefix, 0, last, subjects, headersOnly, fn, progress)
 }
 
-// scanPrefix is scan for a stream whose subjects are prefix<store>.
-func scanPrefix(ctx context.Context, js jetstream.JetStream, name, prefix string, last uint64, subjects []string, headersOnly bool,
+// scanPrefix is scan for a stream whose subjects are prefix<store>,
+// from stream sequence from (0: the start).
+func scanPrefix(ctx context.Context, js jetstream.JetStream, name, prefix string, from, last uint64, subjects []string, headersOnly bool,
 	fn func(record) error, progress func(uint64)) (uint64, error) {
-	if last == 0 {
+	if last == 0 || from > last {
 		return 0, nil
 	}
 	st, err := js.Stream(ctx, name)
 	if err != nil {
 		return 0, fmt.Errorf("audit: stream %s: %w", name, err)
 	}
-	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: subjects, HeadersOnly: headersOnly, InactiveThreshold: time.Minute})
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: subjects, HeadersOnly: headersOnly, InactiveThreshold: time.Minute}
+	if from > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from
+	}
+	cons, err := st.OrderedConsumer(ctx, cfg)
 	if err != nil {
 		return 0, fmt.Errorf("audit: read %s: %w", name, err)
 	}

@@ -569,7 +569,7 @@ func (v *verifier) readWitness(ctx context.Context) error {
 	for _, s := range v.o.Stores {
 		subjects = append(subjects, WitnessSubject(s))
 	}
-	_, err = scanPrefix(ctx, v.js, v.o.WitnessStream, WitnessPrefix, last, subjects, false, func(r record) error {
+	_, err = scanPrefix(ctx, v.js, v.o.WitnessStream, WitnessPrefix, 0, last, subjects, false, func(r record) error {
 		if !v.wanted(r.store) {
 			return nil
 		}
