@@ -12,7 +12,7 @@ import (
 	"github.com/rxedge/agent/testkit/ledgertest"
 )
 
-func newWitness(t *testing.T, r *rig, state string) (*audit.Witness, note.Signer, note.Verifier) {
+func newWitness(t *testing.T, r *rig, state string) (*audit.Witness, note.Signer, note.Verifier, string) {
 	t.Helper()
 	skey, vkey, err := audit.GenerateWitnessKey(rand.Reader, "")
 	if err != nil {
@@ -20,7 +20,7 @@ func newWitness(t *testing.T, r *rig, state string) (*audit.Witness, note.Signer
 	}
 	signer, _ := note.NewSigner(skey)
 	v, _ := note.NewVerifier(vkey)
-	return openWitness(t, r, state, signer), signer, v
+	return openWitness(t, r, state, signer), signer, v, vkey
 }
 
 // openWitness starts a witness on its state file, as after a restart.
@@ -45,7 +45,7 @@ func witnessMsgs(t *testing.T, r *rig) uint64 {
 func TestWitnessCountersignsAndVerifyChecksIt(t *testing.T) {
 	r := newRig(t)
 	state := filepath.Join(t.TempDir(), "witness.json")
-	w, signer, wv := newWitness(t, r, state)
+	w, signer, wv, _ := newWitness(t, r, state)
 	run, err := w.Once(r.ctx)
 	if err != nil || run.Countersigned != 5 || len(run.Refused) != 0 {
 		t.Fatalf("first pass: %+v %v", run, err)
@@ -98,7 +98,7 @@ func TestWitnessCountersignsAndVerifyChecksIt(t *testing.T) {
 
 func TestWitnessRefusesForkAndForgery(t *testing.T) {
 	r := newRig(t)
-	w, _, wv := newWitness(t, r, filepath.Join(t.TempDir(), "witness.json"))
+	w, _, wv, _ := newWitness(t, r, filepath.Join(t.TempDir(), "witness.json"))
 	if _, err := w.Once(r.ctx); err != nil {
 		t.Fatal(err)
 	}
