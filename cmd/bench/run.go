@@ -23,7 +23,7 @@ func (e usageError) Error() string { return e.msg }
 // scenarioNames lists the scenarios in the order they run.
 // The central scenario is heavy: it runs only when -central or -only
 // names it.
-var scenarioNames = []string{"ingest", "sync", "scale", "herd", "compact", "intake", "sink", "central"}
+var scenarioNames = []string{"ingest", "sync", "scale", "herd", "compact", "intake", "sink", "verify", "central"}
 
 // sizes are the sizes of one run.
 type sizes struct {
@@ -214,6 +214,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		"compact": benchCompact,
 		"intake":  benchIntake,
 		"sink":    benchSink,
+		"verify":  benchVerify,
 		"central": benchCentral,
 	}
 	var failed []string
