@@ -243,7 +243,10 @@ type storeState struct {
 	order  []*logState // by first
 	cands  map[string][]loc
 	before struct{ n, from, to uint64 } // movements before any log
-	answer *command.LedgerResult
+	// unlearned are logs with signed checkpoints the first read did not
+	// find the start of.
+	unlearned map[string]bool
+	answer    *command.LedgerResult
 }
 
 type loc struct {
@@ -252,7 +255,7 @@ type loc struct {
 }
 
 // maxCandidates bounds the checkpoints of a log tried to learn its first
-// sequence.
+// sequence: that many of the first and of the latest.
 const maxCandidates = 8
 
 type verifier struct {
@@ -381,8 +384,12 @@ func (v *verifier) readLogs(ctx context.Context, names []string, last lastSeqs, 
 				return nil // reported by the second read
 			}
 			st := v.store(r.store)
-			if len(st.cands[log]) < maxCandidates {
-				st.cands[log] = append(st.cands[log], loc{r.stream, r.streamSeq})
+			// The first maxCandidates and the latest maxCandidates.
+			if c := st.cands[log]; len(c) < 2*maxCandidates {
+				st.cands[log] = append(c, loc{r.stream, r.streamSeq})
+			} else {
+				copy(c[maxCandidates:], c[maxCandidates+1:])
+				c[len(c)-1] = loc{r.stream, r.streamSeq}
 			}
 			lg := st.logs[log]
 			if lg == nil {
@@ -643,11 +650,23 @@ func (v *verifier) checkpoint(r record) {
 		return
 	}
 	lg := st.logs[c.Log]
-	if lg == nil || lg.first != c.First {
-		lg = v.logOf(st, c)
-		if lg == nil {
-			return
+	if lg == nil || lg.snap == nil {
+		// A log the first read could not learn the start of: none of the
+		// checkpoints it tried verified (an archive stuffed with
+		// unsigned ones). Its leaves are not checked, which must not pass.
+		if !st.unlearned[c.Log] {
+			if st.unlearned == nil {
+				st.unlearned = map[string]bool{}
+			}
+			st.unlearned[c.Log] = true
+			v.find(Finding{Store: r.store, Log: c.Log, Kind: KindAltered, Sizes: []int64{c.Size},
+				Detail: "a signed checkpoint of a log whose start the first read did not learn (its first and latest checkpoint records there do not verify): its leaves are not checked"})
 		}
+		return
+	}
+	if lg.first != c.First {
+		v.logOf(st, c)
+		return
 	}
 	lg.checkpoints++
 	lg.signed = max(lg.signed, c.Size)
