@@ -125,15 +125,11 @@ func Prove(ctx context.Context, o ProveOptions) (ledger.Proof, error) {
 	if !ok {
 		return p, errors.New("audit: the archived movement has no usable sequence, key or digest")
 	}
-	st, err := js.Stream(ctx, found.stream)
-	if err != nil {
-		return p, err
-	}
-	raw, err := st.GetMsg(ctx, found.streamSeq)
+	payload, _, err := readOne(ctx, js, found.stream, found.store, found.streamSeq)
 	if err != nil {
 		return p, fmt.Errorf("audit: read the movement: %w", err)
 	}
-	if !payloadMatches(leaf, raw.Data) {
+	if !payloadMatches(leaf, payload) {
 		return p, errors.New("audit: the archived payload does not match its digest: run agent central verify")
 	}
 	// The newest checkpoint of the movement's log.
@@ -234,22 +230,18 @@ func Prove(ctx context.Context, o ProveOptions) (ledger.Proof, error) {
 	if err != nil {
 		return p, err
 	}
-	return ledger.Proof{Format: ledger.ProofFormat, Store: found.store, Payload: string(raw.Data), Leaf: ledger.LeafOf(leaf),
+	return ledger.Proof{Format: ledger.ProofFormat, Store: found.store, Payload: string(payload), Leaf: ledger.LeafOf(leaf),
 		Index: index, Inclusion: incl, Checkpoint: bestNote}, nil
 }
 
 // fetchNote reads the checkpoint message at l: its signed note and
 // checkpoint, checked against the roster when there is one.
 func fetchNote(ctx context.Context, js jetstream.JetStream, l loc, store string, roster Roster) (string, ledger.Checkpoint, error) {
-	st, err := js.Stream(ctx, l.stream)
+	data, _, err := readOne(ctx, js, l.stream, store, l.seq)
 	if err != nil {
 		return "", ledger.Checkpoint{}, err
 	}
-	m, err := st.GetMsg(ctx, l.seq)
-	if err != nil {
-		return "", ledger.Checkpoint{}, err
-	}
-	msg, err := ledger.ParseMessage(m.Data)
+	msg, err := ledger.ParseMessage(data)
 	if err != nil {
 		return "", ledger.Checkpoint{}, err
 	}

@@ -447,15 +447,11 @@ func (v *verifier) thin(s []int64) []int64 {
 }
 
 func (v *verifier) fetchCheckpoint(ctx context.Context, store string, l loc) (ledger.Checkpoint, bool) {
-	st, err := v.js.Stream(ctx, l.stream)
+	data, _, err := readOne(ctx, v.js, l.stream, store, l.seq)
 	if err != nil {
 		return ledger.Checkpoint{}, false
 	}
-	m, err := st.GetMsg(ctx, l.seq)
-	if err != nil {
-		return ledger.Checkpoint{}, false
-	}
-	msg, err := ledger.ParseMessage(m.Data)
+	msg, err := ledger.ParseMessage(data)
 	if err != nil {
 		return ledger.Checkpoint{}, false
 	}

@@ -146,6 +146,14 @@ func TestVerifyUntouched(t *testing.T) {
 	if !rep.OK() || rep.Movements != 10 || len(rep.Logs) != 1 {
 		t.Fatalf("--store S0043: %+v\n%s", rep, dump(rep))
 	}
+	// Its consumers are gone: an archive allows 32 at once.
+	st, err := r.js.Stream(r.ctx, central.ArchiveStreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := st.CachedInfo().State.Consumers; n != 0 {
+		t.Errorf("%d consumers left on the archive", n)
+	}
 }
 
 // (a) an archive recreated with one movement left out.
