@@ -264,6 +264,7 @@ func newCentralProveCmd(s *streams) *cobra.Command {
 		store  string
 		out    string
 		roster string
+		noWit  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "prove KEY [--store ID] [--roster FILE] [--out FILE] --server URL [auth flags]",
@@ -271,7 +272,7 @@ func newCentralProveCmd(s *streams) *cobra.Command {
 		Long:  centralProveLong,
 		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o := audit.ProveOptions{Key: args[0], Store: store}
+			o := audit.ProveOptions{Key: args[0], Store: store, NoWitness: noWit}
 			if store != "" {
 				if err := storeFlag(store); err != nil {
 					return err
@@ -314,6 +315,7 @@ func newCentralProveCmd(s *streams) *cobra.Command {
 	fs.StringVar(&store, "store", "", "the movement's store (faster: reads only its archive)")
 	fs.StringVar(&roster, "roster", "", "take only checkpoints signed by a roster key of the store")
 	fs.StringVar(&out, "out", "", "the proof file to write (default stdout)")
+	fs.BoolVar(&noWit, "no-witness", false, "do not look for a countersigned checkpoint (an identity that may not read RX_WITNESS)")
 	conn.register(cmd, false)
 	return cmd
 }

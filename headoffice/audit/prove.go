@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -26,8 +27,10 @@ type ProveOptions struct {
 	Roster Roster
 	// WitnessStream is where countersigned checkpoints are looked for;
 	// default WitnessStreamName. A countersigned checkpoint that covers
-	// the movement is preferred.
+	// the movement is preferred. NoWitness does not look (an identity
+	// that may not read it).
 	WitnessStream string
+	NoWitness     bool
 	// MaxBuffered bounds the leaves held that arrive ahead of a missing
 	// one. Default DefaultMaxBuffered.
 	MaxBuffered int
@@ -150,7 +153,12 @@ func Prove(ctx context.Context, o ProveOptions) (ledger.Proof, error) {
 	}
 	// A countersigned checkpoint of the log that covers it, when there is
 	// one: the newest.
-	if wst, err := js.Stream(ctx, o.WitnessStream); err == nil && wst.CachedInfo().State.Msgs > 0 {
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if o.NoWitness {
+		cancel()
+	}
+	if wst, err := js.Stream(wctx, o.WitnessStream); err == nil && wst.CachedInfo().State.Msgs > 0 {
 		var wbest *ledger.Checkpoint
 		_, err := scanPrefix(ctx, js, o.WitnessStream, WitnessPrefix, 0, wst.CachedInfo().State.LastSeq, []string{WitnessSubject(found.store)}, false, func(r record) error {
 			text, _, _ := strings.Cut(string(r.data), "\n\n")
