@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/central/command"
 	"github.com/rxedge/agent/central/ledger"
 	hoaudit "github.com/rxedge/agent/headoffice/audit"
+	"github.com/rxedge/agent/headoffice/fleet"
 	"github.com/rxedge/agent/testkit/ledgertest"
 )
 
@@ -35,12 +37,20 @@ func TestAuditorVerifies(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// The store answers the signed ledger command on its own
+			// connection; the auditor asks it through its grants.
+			seed, pub := ledgertest.Operator(t)
+			s.Respond(t, a.nc, pub)
+			signer, err := command.NewSigner(seed)
+			if err != nil {
+				t.Fatal(err)
+			}
 			rep, err := hoaudit.Verify(ctx, hoaudit.Options{Conn: au.nc, APIPrefix: central.AuditAPIPrefix, Archives: central.ArchiveStreams(n),
-				Stores: []string{"S0001"}, Roster: roster, Timeout: time.Second})
+				Stores: []string{"S0001"}, Roster: roster, Timeout: 5 * time.Second, Asker: fleet.NewClient(au.nc, signer)})
 			if err != nil {
 				t.Fatalf("verify as the auditor: %v", err)
 			}
-			if !rep.OK() || len(rep.Logs) != 1 || rep.Logs[0].Matched != 12 || rep.Movements != 12 {
+			if !rep.OK() || len(rep.Logs) != 1 || rep.Logs[0].Matched != 12 || rep.Logs[0].StoreLatest != 12 || rep.Movements != 12 || len(rep.Notes) != 0 {
 				t.Fatalf("verify as the auditor: %+v %+v", rep, rep.Logs)
 			}
 			p, err := hoaudit.Prove(ctx, hoaudit.ProveOptions{Conn: au.nc, APIPrefix: central.AuditAPIPrefix, Archives: central.ArchiveStreams(n),
