@@ -46,7 +46,6 @@ func agentRun(t *testing.T, bin string, args ...string) (int, string, string) {
 // --json, and an archive recreated without one movement.
 func TestLedgerCommandsThroughTheBinary(t *testing.T) {
 	bin := agentbin.Build(t)
-	t.Cleanup(agentbin.Cleanup)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	srv := natstest.StartHub(t)
@@ -193,5 +192,77 @@ func TestLedgerCommandsThroughTheBinary(t *testing.T) {
 	srv.Stop()
 	if code, _, _ := agentRun(t, bin, append([]string{"central", "verify", "--no-ask", "--timeout", "1s"}, conn...)...); code != exitError {
 		t.Errorf("central down: exit %d", code)
+	}
+}
+
+// TestWitnessKilled kills the witness binary with SIGKILL while it
+// countersigns, restarts it, and checks that every checkpoint ends up
+// countersigned once (a repeat after the kill is deduplicated), its state
+// agrees with the stream, and verify with its key holds.
+func TestWitnessKilled(t *testing.T) {
+	bin := agentbin.Build(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	srv := natstest.StartHub(t)
+	nc := natstest.Connect(t, srv.URL())
+	js := natstest.JetStream(t, nc)
+	dir := t.TempDir()
+	s := ledgertest.NewStore(t, "S0042")
+	const checkpoints = 300
+	for i := 0; i < checkpoints; i++ {
+		s.Movements(ctx, t, js, 1)
+		s.Checkpoint(ctx, t, js)
+	}
+	ledgertest.WaitArchived(ctx, t, js, central.ArchiveStreamName, 2*checkpoints)
+	roster := filepath.Join(dir, "roster.txt")
+	os.WriteFile(roster, []byte(s.RosterLine()), 0o600)
+	wkey := filepath.Join(dir, "witness.key")
+	code, wpub, _ := agentRun(t, bin, "central", "witness-key", "--out", wkey)
+	if code != 0 {
+		t.Fatal("witness-key failed")
+	}
+	state := filepath.Join(dir, "witness.json")
+	args := []string{"central", "witness", "--signing-key", wkey, "--state", state, "--roster", roster, "--server", srv.URL(), "--interval", "1h"}
+	cmd := exec.Command(bin, args...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Kill it once it has countersigned some, not all.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		st, err := js.Stream(ctx, audit.WitnessStreamName)
+		if err == nil && st.CachedInfo().State.Msgs >= 20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("the witness countersigned fewer than 20 checkpoints in a minute")
+		}
+		time.Sleep(time.Millisecond) // polled: awaiting the witness's progress
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	st, _ := js.Stream(ctx, audit.WitnessStreamName)
+	killedAt := st.CachedInfo().State.Msgs
+	code, out, errs := agentRun(t, bin, append([]string{"central", "witness", "--once", "--json"}, args[2:len(args)-2]...)...)
+	var run audit.WitnessRun
+	if code != 0 || json.Unmarshal([]byte(out), &run) != nil || len(run.Refused) != 0 {
+		t.Fatalf("after the kill: exit %d: %s %s", code, out, errs)
+	}
+	st, _ = js.Stream(ctx, audit.WitnessStreamName)
+	if n := st.CachedInfo().State.Msgs; n != checkpoints {
+		t.Fatalf("killed at %d, the witness stream holds %d countersigned checkpoints after the restart, want %d", killedAt, n, checkpoints)
+	}
+	t.Logf("killed after %d countersignatures; the restart countersigned %d (%d again)", killedAt, run.Countersigned, int(run.Countersigned)-(checkpoints-int(killedAt)))
+	seed, pub := ledgertest.Operator(t)
+	s.Respond(t, nc, pub)
+	seedFile := filepath.Join(dir, "op.nk")
+	os.WriteFile(seedFile, seed, 0o600)
+	code, out, _ = agentRun(t, bin, "central", "verify", "--json", "--roster", roster, "--server", srv.URL(), "--nkey", seedFile, "--witness-key", strings.TrimSpace(wpub))
+	var rep audit.Report
+	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || rep.Logs[0].Witnessed != checkpoints {
+		t.Fatalf("verify after the kill: exit %d: %s", code, out)
 	}
 }
