@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -468,17 +469,33 @@ func (v *verifier) askLatest(ctx context.Context) {
 		v.rep.Notes = append(v.rep.Notes, "no store was asked for its latest checkpoint: a central that dropped the newest checkpoints is not caught")
 		return
 	}
-	for _, st := range v.sortedStores() {
-		rctx, cancel := context.WithTimeout(ctx, v.o.Timeout)
-		res, err := v.o.Asker.Ledger(rctx, st.id, command.LedgerArgs{})
-		cancel()
-		if err != nil {
+	stores := v.sortedStores()
+	errs := make([]error, len(stores))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, askConcurrency)
+	for i, st := range stores {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			rctx, cancel := context.WithTimeout(ctx, v.o.Timeout)
+			res, err := v.o.Asker.Ledger(rctx, st.id, command.LedgerArgs{})
+			cancel()
+			if errs[i] = err; err == nil {
+				st.answer = &res
+			}
+		}()
+	}
+	wg.Wait()
+	for i, st := range stores {
+		if errs[i] != nil {
 			v.rep.Notes = append(v.rep.Notes, fmt.Sprintf("store %s did not answer for its latest checkpoint: it is not compared", st.id))
-			continue
 		}
-		st.answer = &res
 	}
 }
+
+// askConcurrency is how many stores are asked at once.
+const askConcurrency = 16
 
 func (v *verifier) sortedStores() []*storeState {
 	out := make([]*storeState, 0, len(v.stores))
