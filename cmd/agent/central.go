@@ -18,14 +18,18 @@ import (
 func newCentralCmd(s *streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "central",
-		Short: "Head office's commands on central as a whole (reconcile, migrate, durability, sink, report)",
+		Short: "Head office's commands on central as a whole (reconcile, migrate, durability, sink, report, verify, prove, witness)",
 		Long: `Head office's commands on central as a whole:
 
   reconcile   check central's archive against what every store acknowledged
   migrate     copy a one-partition central's movements into N partitions
   durability  check that central fsyncs every write and replicates its streams
   sink        copy central's archives into PostgreSQL exactly once
-  report      print the inspection views the sink keeps in PostgreSQL`,
+  report      print the inspection views the sink keeps in PostgreSQL
+  verify      check the stores' signed logs against the archive
+  prove       write an inspector's proof of one movement
+  witness     countersign the stores' consistent checkpoints
+  witness-key generate the witness's key`,
 	}
 	for _, sub := range centralCommands {
 		cmd.AddCommand(sub(s))
@@ -40,6 +44,10 @@ var centralCommands = []func(*streams) *cobra.Command{
 	newCentralDurabilityCmd,
 	newCentralSinkCmd,
 	newCentralReportCmd,
+	newCentralVerifyCmd,
+	newCentralProveCmd,
+	newCentralWitnessCmd,
+	newCentralWitnessKeyCmd,
 }
 
 // centralReconcileLong is the help of `agent …`.

@@ -4,10 +4,13 @@ import (
 	"fmt"
 	"os"
 	"testing"
+
+	"github.com/rxedge/agent/testkit/agentbin"
 )
 
 // TestMain keeps the tests from reading the nats CLI's contexts and
-// variables of whoever runs them: `agent remote` and `provision` would.
+// variables of whoever runs them: `agent remote` and `provision` would;
+// and removes the agent binary the ledger tests built.
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "rxedge-agent-test-xdg")
 	if err != nil {
@@ -20,5 +23,6 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	agentbin.Cleanup()
 	os.Exit(code)
 }

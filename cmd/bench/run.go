@@ -23,7 +23,7 @@ func (e usageError) Error() string { return e.msg }
 // scenarioNames lists the scenarios in the order they run.
 // The central scenario is heavy: it runs only when -central or -only
 // names it.
-var scenarioNames = []string{"ingest", "sync", "drain", "bulk", "scale", "herd", "compact", "intake", "sink", "central", "archive", "ledger"}
+var scenarioNames = []string{"ingest", "sync", "drain", "bulk", "scale", "herd", "compact", "intake", "sink", "verify", "ledger", "central", "archive"}
 
 // sizes are the sizes of one run.
 type sizes struct {
@@ -227,6 +227,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		"compact": benchCompact,
 		"intake":  benchIntake,
 		"sink":    benchSink,
+		"verify":  benchVerify,
 		"central": benchCentral,
 		"archive": benchArchive,
 		"ledger":  benchLedger,

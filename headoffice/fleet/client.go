@@ -137,3 +137,12 @@ func (c *Client) Reconcile(ctx context.Context, store string, a command.Reconcil
 	err := c.call(ctx, store, command.CmdReconcile, a, &res)
 	return res, err
 }
+
+// Ledger asks a store for its latest signed checkpoint and, when a.Leaves
+// is set, the leaves it holds for those sequences (see LedgerArgs for the
+// limits). It must be signed.
+func (c *Client) Ledger(ctx context.Context, store string, a command.LedgerArgs) (command.LedgerResult, error) {
+	var res command.LedgerResult
+	err := c.call(ctx, store, command.CmdLedger, a, &res)
+	return res, err
+}

@@ -179,7 +179,7 @@ func migrateGrants(n int) []string {
 // reply subject of a JetStream request: the server answers into the
 // requester's own account. The auditor has an account of its own, AUDIT,
 // for the same reason: it imports from RX only the reads of the archives
-// and of the fleet view, and from each store only the command reconcile.
+// and of the fleet view, and from each store only the commands reconcile and ledger.
 //
 // With more than one partition each store account's imports map the
 // subjects an agent uses, which do not change, onto its partition's
@@ -214,6 +214,7 @@ func CentralConfig(w io.Writer, stores []string, partitions int) error {
 		Partitions                               []confPartition
 		Streams, FleetStream, Fleet, Status, Ctl string
 		Reconcile, ReconcileAll, AuditAPI        string
+		Ledger, LedgerAll                        string
 		Migrate                                  []string
 		AuditArchives                            []confPartition
 	}{
@@ -221,6 +222,7 @@ func CentralConfig(w io.Writer, stores []string, partitions int) error {
 		FleetStream: central.FleetStreamName, Fleet: central.FleetSubject("STORE"),
 		Status: central.StatusSubject("STORE"), Ctl: command.Subject("STORE", ">"),
 		Reconcile: command.Subject("STORE", "reconcile"), ReconcileAll: command.Subject("*", "reconcile"),
+		Ledger: command.Subject("STORE", command.CmdLedger), LedgerAll: command.Subject("*", command.CmdLedger),
 		AuditAPI: central.AuditAPIPrefix,
 	})
 	if err != nil {
@@ -479,14 +481,15 @@ accounts {
     exports: [
       { service: "{{for $.Ctl .ID}}", accounts: [RX] }
       { service: "{{for $.Reconcile .ID}}", accounts: [AUDIT] }
+      { service: "{{for $.Ledger .ID}}", accounts: [AUDIT] }
       { stream: "{{for $.Status .ID}}", accounts: [RX] }
     ]
   }
 {{end}}
-  # Head office's reconciliation: reads the archives with ordered consumers
+  # Head office's reconciliation and verification: reads the archives with ordered consumers
   # (nats.go jetstream.OrderedConsumer: create, next, info and delete of
   # its own ephemeral consumers) and the fleet view, and sends stores the
-  # signed read-only command reconcile. It cannot publish movements,
+  # signed read-only commands reconcile and ledger. It cannot publish movements,
   # delete, purge, or create or change a stream. An account of its own, so
   # that JetStream's answers to its requests come back into it: in RX, a
   # reply subject it named could have an answer stored as a movement. Its
@@ -511,6 +514,7 @@ accounts {
               "{{.AuditAPI}}DIRECT.GET.{{.FleetStream}}"
               "{{.AuditAPI}}DIRECT.GET.{{.FleetStream}}.>"
               "{{.ReconcileAll}}"
+              "{{.LedgerAll}}"
             ]
           }
           subscribe: { allow: ["_INBOX_audit.>"] }
@@ -529,6 +533,7 @@ accounts {
       { service: { account: RX, subject: "$JS.API.DIRECT.GET.{{.FleetStream}}.>" }, to: "{{.AuditAPI}}DIRECT.GET.{{.FleetStream}}.>" }
 {{- range .Stores}}
       { service: { account: {{.ID}}, subject: "{{for $.Reconcile .ID}}" } }
+      { service: { account: {{.ID}}, subject: "{{for $.Ledger .ID}}" } }
 {{- end}}
     ]
   }
