@@ -253,7 +253,10 @@ func TestCheckpointMsgID(t *testing.T) {
 	if ledger.CheckpointMsgID(tok, []byte(`{"note":"y"}`)) == id {
 		t.Fatal("two bodies share a message id")
 	}
-	for _, bad := range []string{tok, tok + "-", tok + "-0123", id + "0", "cp-xyz-1-" + id[len(id)-32:], id[:len(id)-1] + "G"} {
+	if log, size, err := ledger.ParseCheckpointMsgID(tok); err != nil || log != "0123456789abcdef" || size != 42 {
+		t.Errorf("the bare token: %s, %d, %v", log, size, err)
+	}
+	for _, bad := range []string{tok + "-", tok + "-0123", id + "0", "cp-xyz-1-" + id[len(id)-32:], id[:len(id)-1] + "G"} {
 		if _, _, err := ledger.ParseCheckpointMsgID(bad); err == nil {
 			t.Errorf("ledger.ParseCheckpointMsgID(%q) accepted", bad)
 		}

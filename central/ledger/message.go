@@ -84,11 +84,16 @@ func CheckpointMsgID(token string, body []byte) string {
 }
 
 // ParseCheckpointMsgID splits CheckpointMsgID's form into the log and size
-// of its token.
+// of its token. It also reads a bare CheckpointToken: a reader takes the
+// log and size from the id and trusts nothing of it before the note's
+// signature and text agree (the token's size has at most 19 digits, the
+// hash 32, so the two forms never meet).
 func ParseCheckpointMsgID(id string) (log string, size int64, err error) {
-	i := strings.LastIndexByte(id, '-')
-	if i < 0 || len(id)-i-1 != 32 || strings.Trim(id[i+1:], "0123456789abcdef") != "" {
+	if i := strings.LastIndexByte(id, '-'); i >= 0 && len(id)-i-1 == 32 && strings.Trim(id[i+1:], "0123456789abcdef") == "" {
+		id = id[:i]
+	}
+	if log, size, err = ParseCheckpointToken(id); err != nil {
 		return "", 0, errors.New("ledger: not a checkpoint message id")
 	}
-	return ParseCheckpointToken(id[:i])
+	return log, size, nil
 }

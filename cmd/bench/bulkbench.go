@@ -19,7 +19,6 @@ import (
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/daemon"
 	"github.com/rxedge/agent/movement"
-	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/settings"
 )
 
@@ -240,9 +239,8 @@ type rawPut struct {
 // that layout changes.
 func pendingRecordPuts(p *movement.Prepared, seq uint64, now time.Time) [3]rawPut {
 	ns := now.UnixNano()
-	rec := make([]byte, 0, 128+len(p.Payload))
-	rec = append(rec, 1) // record version
-	rec = binary.BigEndian.AppendUint64(rec, seq)
+	rec := make([]byte, 0, 96+len(p.Payload))
+	rec = append(rec, 2) // a pending record; its sequence is the bucket key
 	rec = append(rec, p.Key[:]...)
 	rec = append(rec, p.Digest[:]...)
 	rec = append(rec, byte(p.Class))
@@ -263,12 +261,7 @@ func pendingRecordPuts(p *movement.Prepared, seq uint64, now time.Time) [3]rawPu
 	binary.BigEndian.PutUint64(due, uint64(ns))
 	binary.BigEndian.PutUint64(due[8:], seq)
 
-	key := make([]byte, 0, 58)
-	key = append(key, byte(queue.Pending), byte(p.Class))
-	key = binary.BigEndian.AppendUint64(key, seq)
-	key = binary.BigEndian.AppendUint64(key, 0) // stream sequence
-	key = binary.BigEndian.AppendUint64(key, uint64(ns))
-	key = append(key, p.Digest[:]...)
+	key := binary.AppendUvarint([]byte{0x10}, seq) // a pending key: its sequence only
 
 	return [3]rawPut{
 		{rawBucketPending, binary.BigEndian.AppendUint64(nil, seq), rec},

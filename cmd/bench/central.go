@@ -992,7 +992,7 @@ func publishStore(ctx context.Context, url, store string, parts, inFlight int, p
 		for h, vs := range tmpl.Header {
 			m.Header[h] = vs
 		}
-		digest := tmpl.Header.Get(central.HeaderDigest)
+		digest := central.DigestOf(tmpl.Header)
 		m.Header.Set(central.HeaderMsgID, central.MsgID(key, digest))
 		m.Header.Set(central.HeaderStore, store)
 		m.Header.Set(central.HeaderSeq, fmt.Sprint(seq))

@@ -93,7 +93,7 @@ func Prove(ctx context.Context, o ProveOptions) (ledger.Proof, error) {
 	for _, name := range names {
 		_, err := scan(ctx, js, name, last[name], subjects, true, func(r record) error {
 			if r.token != "" {
-				log, size, err := ledger.ParseCheckpointToken(r.token)
+				log, size, err := ledger.ParseCheckpointMsgID(r.token)
 				if err != nil {
 					return nil
 				}

@@ -46,7 +46,7 @@ func leafOf(h nats.Header) (ledger.Leaf, bool) {
 		return l, false
 	}
 	k, kerr := hex.DecodeString(central.KeyOfMsgID(h.Get(central.HeaderMsgID)))
-	d, derr := hex.DecodeString(h.Get(central.HeaderDigest))
+	d, derr := hex.DecodeString(central.DigestOf(h))
 	if kerr != nil || derr != nil || len(k) != len(l.Key) || len(d) != len(l.Digest) {
 		return l, false
 	}

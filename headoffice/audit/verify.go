@@ -380,7 +380,7 @@ func (v *verifier) readLogs(ctx context.Context, names []string, last lastSeqs, 
 			if r.token == "" || !v.wanted(r.store) {
 				return nil
 			}
-			log, size, err := ledger.ParseCheckpointToken(r.token)
+			log, size, err := ledger.ParseCheckpointMsgID(r.token)
 			if err != nil {
 				return nil // reported by the second read
 			}
@@ -640,7 +640,7 @@ func (v *verifier) readTrees(ctx context.Context, names []string, last lastSeqs,
 }
 
 func (v *verifier) checkpoint(r record) {
-	log, size, err := ledger.ParseCheckpointToken(r.token)
+	log, size, err := ledger.ParseCheckpointMsgID(r.token)
 	if err != nil {
 		v.find(Finding{Store: r.store, Kind: KindAltered, Detail: "a record whose id starts as a checkpoint's is not a checkpoint token"})
 		return

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/central/ledger"
 	"github.com/rxedge/agent/headoffice/audit"
 	"github.com/rxedge/agent/testkit/ledgertest"
 	"github.com/rxedge/agent/testkit/natstest"
@@ -241,7 +242,7 @@ func TestTamperNewestCheckpointsRemoved(t *testing.T) {
 	ledgertest.RewriteArchive(r.ctx, t, r.js, central.ArchiveStreamName, func(recs []ledgertest.Record) []ledgertest.Record {
 		var out []ledgertest.Record
 		for _, rec := range recs {
-			if tok := rec.Token(); strings.HasSuffix(tok, "-50") || strings.HasSuffix(tok, "-60") {
+			if _, size, err := ledger.ParseCheckpointMsgID(rec.Token()); err == nil && (size == 50 || size == 60) {
 				if rec.Subject == central.ArchiveSubject("S0042") {
 					continue
 				}

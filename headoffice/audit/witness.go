@@ -235,7 +235,7 @@ func (w *Witness) refuse(run *WitnessRun, why, store, log string, sizes ...int64
 }
 
 func (w *Witness) checkpoint(ctx context.Context, r record, run *WitnessRun) error {
-	log, size, err := ledger.ParseCheckpointToken(r.token)
+	log, size, err := ledger.ParseCheckpointMsgID(r.token)
 	if err != nil {
 		w.refuse(run, RefusedMalformed, r.store, "")
 		return nil

@@ -1,8 +1,8 @@
 // Package ledgertest publishes a store's movements and signed checkpoints
 // to a real central the way an agent does (central/ledger's contract:
 // each movement on its subject with its headers, each checkpoint a
-// ledger.Message on Subject(store, CheckpointToken) with that token as its
-// message id), and answers the signed ledger command from what it
+// ledger.Message on Subject(store, CheckpointToken) with CheckpointMsgID as
+// its message id), and answers the signed ledger command from what it
 // published, for the tests of head office's verification. It also holds
 // the tampering an administrator of central could do to an archive.
 package ledgertest
@@ -143,7 +143,7 @@ func (s *Store) publish(ctx context.Context, tb testing.TB, js jetstream.JetStre
 	}
 	tok := ledger.CheckpointToken(c.Log, c.Size)
 	msg := nats.NewMsg(central.Subject(s.ID, tok))
-	msg.Header.Set(central.HeaderMsgID, tok)
+	msg.Header.Set(central.HeaderMsgID, ledger.CheckpointMsgID(tok, body))
 	msg.Header.Set(central.HeaderExpectLast, "0")
 	msg.Header.Set(central.HeaderStore, s.ID)
 	msg.Data = body
