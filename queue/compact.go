@@ -247,7 +247,7 @@ func upgradeFirst(path string, lockTimeout time.Duration) error {
 	old := false
 	db.View(func(tx *bolt.Tx) error {
 		if meta := tx.Bucket(bucketMeta); meta != nil {
-			old = getU64(meta, metaSchema) < SchemaVersion || meta.Get(metaMigrating) != nil
+			old = getU64(meta, metaSchema) < SchemaVersion || layoutMigrating(meta)
 		}
 		return nil
 	})

@@ -540,7 +540,8 @@ func (q *Queue) LogLeaves(from, to uint64, max int) ([]ledger.Leaf, error) {
 			want[s] = true
 		}
 		byseq := map[uint64]ledger.Leaf{}
-		for s := range want {
+		sr := b.syncedReader()
+		for s := from; s <= to; s++ {
 			if v := b.pending.Get(u64(s)); v != nil {
 				h, err := peekRecord(v)
 				if err != nil {
@@ -548,11 +549,9 @@ func (q *Queue) LogLeaves(from, to uint64, max int) ([]ledger.Leaf, error) {
 				}
 				byseq[s] = ledger.Leaf{Seq: s, Key: h.Key, Digest: h.Digest}
 				delete(want, s)
-			} else if v := b.synced.Get(u64(s)); v != nil {
-				e, err := unmarshalSyncedEntry(v)
-				if err != nil {
-					return err
-				}
+			} else if e, ok, err := sr.get(s); err != nil {
+				return err
+			} else if ok {
 				byseq[s] = ledger.Leaf{Seq: s, Key: e.Key, Digest: e.Digest}
 				delete(want, s)
 			}

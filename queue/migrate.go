@@ -2,59 +2,93 @@ package queue
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/rxedge/agent/movement"
 )
 
-// The upgrade from schema 2 to schema 3 changes the layout of the keys,
-// pending and quarantine buckets and replaces the synced_at bucket with
-// the synced bucket (see the package documentation). It rewrites every
-// key, so a large file is converted in transactions of at most
-// migrateChunk keys, in key order, each committed with the last key it
-// converted (meta "migrating"); a start after a crash continues after
-// that key. The opening transaction starts it (startLayoutMigration) and
-// sets the schema to 3 at once, so an older agent refuses the file from
-// the first converted key on; the last transaction removes the marker.
+// The layout upgrades, to schema 4, run in two phases, each in
+// transactions of a bounded size, resumed after a crash:
+//
+//   - From schema 2, the keys phase changes the layout of the keys,
+//     pending and quarantine buckets and replaces the synced_at bucket
+//     with schema 3's synced bucket (one entry per sequence). It rewrites
+//     every key, in key order, at most migrateChunk a transaction, each
+//     committed with the last key it converted (meta "migrating"); a
+//     start after a crash continues after that key. Each conversion of a
+//     key recognises an entry or record already in the new form and
+//     leaves it, so converting a key twice changes nothing.
+//   - From schema 3 (and after the keys phase), the packing phase moves
+//     schema 3's synced entries into blocks (synced.go), in sequence
+//     order, at most migrateChunk a transaction, deleting what it moved
+//     (meta "repacking" while any is left); what is left is where a start
+//     after a crash continues.
+//
+// The opening transaction starts them (startLayoutMigration) and sets the
+// schema to 4 at once, so an older agent refuses the file from the first
+// transaction on; the last transaction of each phase removes its marker.
 // Until then the file is only opened for writing, by Open, which finishes
-// the conversion before anything else reads it. Each conversion of a key
-// recognises an entry or record already in the new form and leaves it,
-// so converting a key twice changes nothing.
+// the upgrade before anything else reads it.
 
 var (
 	metaMigrating    = []byte("migrating")
+	metaRepacking    = []byte("repacking")
 	bucketSyncedAtV2 = []byte("synced_at")
+	bucketSyncedV3   = []byte("synced")
 )
 
-// migrateChunk is the number of keys converted per transaction;
-// migrateAfterChunk, when set, is called after each chunk's commit (tests
-// stop the conversion there).
+// migrateChunk is the number of keys or synced entries converted per
+// transaction; migrateAfterChunk, when set, is called after each chunk's
+// commit (tests stop the conversion there).
 var (
 	migrateChunk      = 20000
 	migrateAfterChunk func(chunks int) error
 )
 
-// startLayoutMigration marks the file as being converted to schema 3.
-func startLayoutMigration(tx *bolt.Tx) error {
+// startLayoutMigration marks the file, of schema from (2 or 3), as being
+// upgraded to schema 4.
+func startLayoutMigration(tx *bolt.Tx, from uint64) error {
 	meta := tx.Bucket(bucketMeta)
-	if err := meta.Put(metaMigrating, []byte{}); err != nil {
+	if _, err := tx.CreateBucketIfNotExists(bucketSyncedV3); err != nil {
 		return err
 	}
-	return meta.Put(metaSchema, u64(3))
+	if from == 2 {
+		if err := meta.Put(metaMigrating, []byte{}); err != nil {
+			return err
+		}
+	}
+	if err := meta.Put(metaRepacking, []byte{}); err != nil {
+		return err
+	}
+	return meta.Put(metaSchema, u64(4))
 }
 
-// migrateLayout converts, chunk by chunk, a file marked by
+// layoutMigrating says whether the file is being upgraded.
+func layoutMigrating(meta *bolt.Bucket) bool {
+	return meta.Get(metaMigrating) != nil || meta.Get(metaRepacking) != nil
+}
+
+// migrateLayout upgrades, chunk by chunk, a file marked by
 // startLayoutMigration; it does nothing to a file that is not. progress,
-// when set, is called after each chunk; after, when set, is called after
-// each chunk's commit with the number of chunks committed (tests stop it
-// there).
+// when set, is called after each chunk with the keys and synced entries
+// converted and the number known to convert; after, when set, is called
+// after each chunk's commit with the number of chunks committed (tests
+// stop it there).
 func migrateLayout(db *bolt.DB, progress func(done, total int64), chunk int, after func(int) error) error {
 	var total, done int64
 	marked := false
 	err := db.View(func(tx *bolt.Tx) error {
-		marked = tx.Bucket(bucketMeta).Get(metaMigrating) != nil
-		if marked && progress != nil {
-			total = int64(tx.Bucket(bucketKeys).Stats().KeyN)
+		meta := tx.Bucket(bucketMeta)
+		marked = layoutMigrating(meta)
+		if meta.Get(metaMigrating) != nil {
+			total += int64(tx.Bucket(bucketKeys).Stats().KeyN)
+		}
+		if old := tx.Bucket(bucketSyncedV3); old != nil && meta.Get(metaMigrating) == nil {
+			total += int64(old.Stats().KeyN)
 		}
 		return nil
 	})
@@ -64,16 +98,32 @@ func migrateLayout(db *bolt.DB, progress func(done, total int64), chunk int, aft
 	if progress != nil {
 		progress(0, total)
 	}
+	repacking := false
 	for chunks := 1; ; chunks++ {
 		finished := false
 		var n int
 		err := db.Update(func(tx *bolt.Tx) error {
+			meta := tx.Bucket(bucketMeta)
 			var err error
-			n, finished, err = migrateChunkTx(tx, chunk)
+			switch {
+			case meta.Get(metaMigrating) != nil:
+				n, _, err = migrateChunkTx(tx, chunk)
+			case meta.Get(metaRepacking) != nil:
+				if !repacking {
+					// The keys phase filled schema 3's synced bucket.
+					repacking = true
+					if done > 0 {
+						total += int64(tx.Bucket(bucketSyncedV3).Stats().KeyN)
+					}
+				}
+				n, err = repackChunkTx(tx, chunk)
+			default:
+				finished = true
+			}
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("queue: migrate schema 2 to 3: %w", classify(err))
+			return fmt.Errorf("queue: upgrade the data file to schema %d: %w", SchemaVersion, classify(err))
 		}
 		done += int64(n)
 		if progress != nil {
@@ -88,6 +138,42 @@ func migrateLayout(db *bolt.DB, progress func(done, total int64), chunk int, aft
 			}
 		}
 	}
+}
+
+// repackChunkTx moves up to chunk of schema 3's synced entries, the
+// lowest sequences first, into blocks; when none is left it removes the
+// old bucket and the marker.
+func repackChunkTx(tx *bolt.Tx, chunk int) (int, error) {
+	b := buckets(tx)
+	old := tx.Bucket(bucketSyncedV3)
+	var es []syncedEntry
+	if old != nil {
+		c := old.Cursor()
+		for k, v := c.First(); k != nil && len(es) < chunk; k, v = c.Next() {
+			e, err := unmarshalV3Synced(k, v)
+			if err != nil {
+				return 0, fmt.Errorf("synced sequence %x: %w", k, err)
+			}
+			es = append(es, e)
+		}
+	}
+	if len(es) == 0 {
+		if old != nil {
+			if err := tx.DeleteBucket(bucketSyncedV3); err != nil {
+				return 0, err
+			}
+		}
+		return 0, b.meta.Delete(metaRepacking)
+	}
+	if err := b.putSynced(es); err != nil {
+		return 0, err
+	}
+	for _, e := range es {
+		if err := old.Delete(u64(e.Seq)); err != nil {
+			return 0, err
+		}
+	}
+	return len(es), nil
 }
 
 // migrateChunkTx converts up to chunk keys after the marker and moves the
@@ -111,8 +197,9 @@ func migrateChunkTx(tx *bolt.Tx, chunk int) (int, bool, error) {
 	for ; k != nil && len(todo) < chunk; k, v = c.Next() {
 		todo = append(todo, kv{bytes.Clone(k), bytes.Clone(v)})
 	}
+	old := tx.Bucket(bucketSyncedV3)
 	for _, e := range todo {
-		if err := convertKey(b, e.k, e.v); err != nil {
+		if err := convertKey(b, old, e.k, e.v); err != nil {
 			return 0, false, fmt.Errorf("key %x: %w", e.k, err)
 		}
 	}
@@ -136,7 +223,7 @@ func migrateChunkTx(tx *bolt.Tx, chunk int) (int, bool, error) {
 
 // convertKey converts one key of schema 2 and the record or synced state
 // it names.
-func convertKey(b txBuckets, k, v []byte) error {
+func convertKey(b txBuckets, old *bolt.Bucket, k, v []byte) error {
 	if len(v) > 0 && (v[0] == entryShort || v[0] == entryLong) {
 		return nil // converted already
 	}
@@ -171,7 +258,7 @@ func convertKey(b txBuckets, k, v []byte) error {
 		return b.keys.Put(k, ne.marshal())
 	case Synced:
 		se := syncedEntry{Key: [16]byte(k), Digest: e.Digest, Class: e.Class, StreamSeq: e.StreamSeq, At: e.At}
-		if err := b.synced.Put(u64(e.Seq), se.marshal()); err != nil {
+		if err := old.Put(u64(e.Seq), marshalV3Synced(se)); err != nil {
 			return err
 		}
 		return b.keys.Put(k, shortEntry(e.Seq))
@@ -196,4 +283,36 @@ func convertKey(b txBuckets, k, v []byte) error {
 		return b.keys.Put(k, ne.marshal())
 	}
 	return fmt.Errorf("unknown state %d", e.State)
+}
+
+// The synced bucket of schema 3 (bucketSyncedV3) held one entry per
+// synced movement, keyed by its sequence; the upgrade to schema 4 packs
+// them into blocks (synced.go).
+
+// marshalV3Synced encodes e as schema 3 did (the sequence is the key).
+func marshalV3Synced(e syncedEntry) []byte {
+	b := make([]byte, 0, 16+32+1+10+10)
+	b = append(b, e.Key[:]...)
+	b = append(b, e.Digest[:]...)
+	b = append(b, byte(e.Class))
+	b = binary.AppendUvarint(b, e.StreamSeq)
+	return binary.AppendVarint(b, e.At.UnixNano())
+}
+
+func unmarshalV3Synced(k, b []byte) (syncedEntry, error) {
+	var e syncedEntry
+	if len(k) != 8 {
+		return e, errCorrupt
+	}
+	e.Seq = binary.BigEndian.Uint64(k)
+	d := decoder{b: b}
+	copy(e.Key[:], d.bytes(16))
+	copy(e.Digest[:], d.bytes(32))
+	e.Class = movement.Class(d.byte())
+	e.StreamSeq = d.uvarint()
+	e.At = time.Unix(0, d.varint())
+	if d.err || len(d.b) != 0 {
+		return e, errCorrupt
+	}
+	return e, nil
 }

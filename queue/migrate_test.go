@@ -9,7 +9,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,9 +20,13 @@ import (
 	"github.com/rxedge/agent/movement"
 )
 
-// The fixture testdata/v2.db.gz is a data file written by the queue of
-// schema 2, and testdata/v2.json.gz what that queue's API said of it
-// (testdata/v2gen made both; dumpState is its dump function).
+// The fixtures testdata/v2.db.gz and testdata/v3.db.gz are data files
+// written by the queue of schema 2 and of schema 3, and testdata/v2.json.gz
+// and v3.json.gz what that queue's API said of each (testdata/fixturegen
+// made them; dumpState is its dump function).
+
+// fixtures are the older schemas' fixtures.
+var fixtures = []string{"v2", "v3"}
 
 func gunzip(t testing.TB, path string) []byte {
 	t.Helper()
@@ -40,18 +46,18 @@ func gunzip(t testing.TB, path string) []byte {
 	return b
 }
 
-// v2File writes the schema 2 fixture at a new path and returns it.
-func v2File(t testing.TB) string {
+// fixtureFile writes the fixture of name at a new path and returns it.
+func fixtureFile(t testing.TB, name string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "agent.db")
-	if err := os.WriteFile(path, gunzip(t, filepath.Join("testdata", "v2.db.gz")), 0o600); err != nil {
+	if err := os.WriteFile(path, gunzip(t, filepath.Join("testdata", name+".db.gz")), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path
 }
 
-// v2IDs are the movement ids the fixture's generator submitted.
-func v2IDs() []string {
+// fixtureIDs are the movement ids the fixtures' generator submitted.
+func fixtureIDs() []string {
 	var ids []string
 	for i := 1; i <= 2190; i++ {
 		ids = append(ids, fmt.Sprintf("M%06d", i))
@@ -82,7 +88,7 @@ type dumpedKey struct {
 	Entry Entry
 }
 
-// dumpState is testdata/v2gen's dump: keep both alike. Its last part
+// dumpState is testdata/fixturegen's dump: keep both alike. Its last part
 // submits movements again, which adds the ones whose key was pruned.
 func dumpState(t testing.TB, q *Queue, ids []string) dumpedState {
 	t.Helper()
@@ -124,11 +130,7 @@ func dumpState(t testing.TB, q *Queue, ids []string) dumpedState {
 	must(err)
 	s.Lookup.Scanned = 0
 	must(q.Events(time.Time{}, func(ev Event) bool {
-		// Schema 2 kept no log: the first open of such a file starts one
-		// and journals it (see ledger.go), which schema 2 could not say.
-		if ev.Action != ActionLedger {
-			s.Events = append(s.Events, ev)
-		}
+		s.Events = append(s.Events, ev)
 		return true
 	}))
 	s.Lineage = q.Lineage()
@@ -228,86 +230,108 @@ func canonicalJSON(t testing.TB, v any) string {
 	return string(out)
 }
 
-// v2Want is the fixture's record, canonical, once read.
-var v2Want string
+// fixtureWant is each fixture's record, canonical, once read.
+var fixtureWant sync.Map
 
-// sameDump compares a dump with the fixture's record and reports the
-// first lines that differ.
-func sameDump(t testing.TB, got dumpedState) {
+// sameDump compares a dump with the record of the fixture name and
+// reports the first lines that differ.
+func sameDump(t testing.TB, name string, got dumpedState) {
 	t.Helper()
-	if v2Want == "" {
+	if _, ok := fixtureWant.Load(name); !ok {
 		var want dumpedState
-		if err := json.Unmarshal(gunzip(t, filepath.Join("testdata", "v2.json.gz")), &want); err != nil {
+		if err := json.Unmarshal(gunzip(t, filepath.Join("testdata", name+".json.gz")), &want); err != nil {
 			t.Fatal(err)
 		}
-		v2Want = canonicalJSON(t, want)
+		fixtureWant.Store(name, canonicalJSON(t, want))
 	}
-	g, w := canonicalJSON(t, got), v2Want
+	w0, _ := fixtureWant.Load(name)
+	if !strings.Contains(w0.(string), `"action": "`+string(ActionLedger)+`"`) {
+		// Schema 2 kept no log: the first open of such a file starts one
+		// and journals it (see ledger.go), which schema 2 could not say.
+		got.Events = slices.DeleteFunc(got.Events, func(ev Event) bool { return ev.Action == ActionLedger })
+	}
+	g, w := canonicalJSON(t, got), w0.(string)
 	if g == w {
 		return
 	}
 	gl, wl := strings.Split(g, "\n"), strings.Split(w, "\n")
 	for i := 0; i < min(len(gl), len(wl)); i++ {
 		if gl[i] != wl[i] {
-			t.Fatalf("the migrated file differs from what schema 2 said of it at line %d:\ngot  %s\nwant %s\n(context: %s)", i+1, gl[i], wl[i], strings.Join(wl[max(0, i-12):i], "\n"))
+			t.Fatalf("the migrated file differs from what the older schema said of it at line %d:\ngot  %s\nwant %s\n(context: %s)", i+1, gl[i], wl[i], strings.Join(wl[max(0, i-12):i], "\n"))
 		}
 	}
-	t.Fatalf("the migrated file's dump has %d lines, schema 2's %d", len(gl), len(wl))
+	t.Fatalf("the migrated file's dump has %d lines, the older schema's %d", len(gl), len(wl))
 }
 
-// TestMigrateV2 opens the file written by schema 2: once upgraded it
-// passes Verify, is at the current schema, has no schema 2 bucket left,
-// and says through every read (states, sequences, stream sequences,
-// times, records with their failure history, counters, journal,
-// lineage, answers to submissions) exactly what schema 2 said.
-func TestMigrateV2(t *testing.T) {
-	path := v2File(t)
-	var calls, last, total int64
-	q, err := Open(Options{Path: path, StoreID: "S0042", MigrateProgress: func(done, all int64) {
-		calls++
-		last, total = done, all
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
-	verify(t, q)
-	if calls < 2 || last != total || total == 0 {
-		t.Errorf("progress: %d calls, last %d of %d", calls, last, total)
-	}
-	s, _ := q.Stats()
-	if s.SchemaVersion != SchemaVersion {
-		t.Errorf("schema %d after the upgrade, want %d", s.SchemaVersion, SchemaVersion)
-	}
-	q.db.View(func(tx *bolt.Tx) error {
-		if tx.Bucket(bucketSyncedAtV2) != nil || tx.Bucket(bucketMeta).Get(metaMigrating) != nil {
-			t.Error("the schema 2 pruning index or the migration marker is left")
-		}
-		return tx.Bucket(bucketKeys).ForEach(func(k, v []byte) error {
-			if v[0] != entryShort && v[0] != entryLong {
-				t.Fatalf("key %x left in the schema 2 form", k)
+// TestMigrate opens the files written by schemas 2 and 3: once upgraded
+// each passes Verify, is at the current schema, has no older bucket or
+// marker left, and says through every read (states, sequences, stream
+// sequences, times, records with their failure history, counters,
+// journal, lineage, answers to submissions) exactly what the older
+// schema said.
+func TestMigrate(t *testing.T) {
+	for _, name := range fixtures {
+		t.Run(name, func(t *testing.T) {
+			path := fixtureFile(t, name)
+			var calls, last, total int64
+			q, err := Open(Options{Path: path, StoreID: "S0042", MigrateProgress: func(done, all int64) {
+				calls++
+				last, total = done, all
+			}})
+			if err != nil {
+				t.Fatal(err)
 			}
-			return nil
+			defer q.Close()
+			verify(t, q)
+			if calls < 2 || last != total || total == 0 {
+				t.Errorf("progress: %d calls, last %d of %d", calls, last, total)
+			}
+			s, _ := q.Stats()
+			if s.SchemaVersion != SchemaVersion {
+				t.Errorf("schema %d after the upgrade, want %d", s.SchemaVersion, SchemaVersion)
+			}
+			q.db.View(func(tx *bolt.Tx) error {
+				meta := tx.Bucket(bucketMeta)
+				if tx.Bucket(bucketSyncedAtV2) != nil || tx.Bucket(bucketSyncedV3) != nil || layoutMigrating(meta) {
+					t.Error("an older bucket or an upgrade marker is left")
+				}
+				if n := tx.Bucket(bucketSynced).Stats().KeyN; n == 0 || n > 1366/syncedBlockLen+2 {
+					t.Errorf("1,366 synced movements in %d blocks", n)
+				}
+				return tx.Bucket(bucketKeys).ForEach(func(k, v []byte) error {
+					if v[0] != entryShort && v[0] != entryLong {
+						t.Fatalf("key %x left in the schema 2 form", k)
+					}
+					return nil
+				})
+			})
+			sameDump(t, name, dumpState(t, q, fixtureIDs()))
 		})
-	})
-	sameDump(t, dumpState(t, q, v2IDs()))
+	}
 }
 
 var errStopped = errors.New("stopped after a chunk")
 
-// TestMigrateV2Resumes stops the upgrade after its first chunk and after
-// a middle one (100 keys a chunk, about 20 chunks), as a crash between two
-// transactions would, and checks
+// TestMigrateResumes stops the upgrade of the schema 2 file after its
+// first chunk, after a middle one of the keys phase (100 keys a chunk,
+// about 20 chunks) and after one of the packing phase that follows (100
+// synced entries a chunk), and that of the schema 3 file, which has only
+// the packing phase, after its first and a middle chunk, as a crash
+// between two transactions would, and checks
 // that an older agent would refuse the file then, that read-only opens
 // refuse it with a clear error, and that the next open finishes it with
 // the same result as an upgrade in one go.
-func TestMigrateV2Resumes(t *testing.T) {
+func TestMigrateResumes(t *testing.T) {
 	chunk, after := migrateChunk, migrateAfterChunk
 	t.Cleanup(func() { migrateChunk, migrateAfterChunk = chunk, after })
 	migrateChunk = 100
-	for _, stop := range []int{1, 12} {
-		t.Run(fmt.Sprint(stop), func(t *testing.T) {
-			path := v2File(t)
+	for _, c := range []struct {
+		name       string
+		stop, keys int // the chunk stopped after, the keys phase's chunks
+	}{{"v2", 1, 20}, {"v2", 12, 20}, {"v2", 26, 20}, {"v3", 1, 0}, {"v3", 7, 0}} {
+		stop := c.stop
+		t.Run(fmt.Sprintf("%s/%d", c.name, stop), func(t *testing.T) {
+			path := fixtureFile(t, c.name)
 			migrateAfterChunk = func(n int) error {
 				if n == stop {
 					return errStopped
@@ -324,14 +348,19 @@ func TestMigrateV2Resumes(t *testing.T) {
 			}
 			var schema uint64
 			var marker []byte
+			var repacking, packed bool
 			db.View(func(tx *bolt.Tx) error {
-				schema = getU64(tx.Bucket(bucketMeta), metaSchema)
-				marker = bytes.Clone(tx.Bucket(bucketMeta).Get(metaMigrating))
+				meta := tx.Bucket(bucketMeta)
+				schema = getU64(meta, metaSchema)
+				marker = bytes.Clone(meta.Get(metaMigrating))
+				repacking = meta.Get(metaRepacking) != nil
+				packed = tx.Bucket(bucketSynced).Stats().KeyN > 0
 				return nil
 			})
 			db.Close()
-			if schema != 3 || len(marker) != 16 {
-				t.Fatalf("stopped upgrade: schema %d (an agent of schema 2 must refuse it), marker %x", schema, marker)
+			inKeys := stop < c.keys
+			if schema != SchemaVersion || !repacking || inKeys != (len(marker) == 16) || inKeys == packed {
+				t.Fatalf("stopped upgrade: schema %d (older agents must refuse it), keys marker %x, repacking %v, blocks written %v", schema, marker, repacking, packed)
 			}
 			if _, err := Open(Options{Path: path, ReadOnly: true}); err == nil || !errors.Is(err, ErrOldLayout) {
 				t.Fatalf("read-only open of a file whose upgrade stopped: %v", err)
@@ -342,15 +371,22 @@ func TestMigrateV2Resumes(t *testing.T) {
 			}
 			defer q.Close()
 			verify(t, q)
-			sameDump(t, dumpState(t, q, v2IDs()))
+			sameDump(t, c.name, dumpState(t, q, fixtureIDs()))
 		})
 	}
 }
 
-// TestCompactUpgradesFirst compacts a schema 2 file: the compaction
-// upgrades it first, and the compacted file says what schema 2 said.
+// TestCompactUpgradesFirst compacts the files of schemas 2 and 3: the
+// compaction upgrades each first, and the compacted file says what the
+// older schema said.
 func TestCompactUpgradesFirst(t *testing.T) {
-	path := v2File(t)
+	for _, name := range fixtures {
+		t.Run(name, func(t *testing.T) { compactUpgradesFirst(t, name) })
+	}
+}
+
+func compactUpgradesFirst(t *testing.T, name string) {
+	path := fixtureFile(t, name)
 	if _, err := Compact(path, CompactOptions{Reason: "test"}); err != nil {
 		t.Fatal(err)
 	}
@@ -360,11 +396,11 @@ func TestCompactUpgradesFirst(t *testing.T) {
 	}
 	defer q.Close()
 	verify(t, q)
-	d := dumpState(t, q, v2IDs())
+	d := dumpState(t, q, fixtureIDs())
 	// The compaction journalled itself.
 	if n := len(d.Events); n == 0 || d.Events[n-1].Action != ActionCompact {
 		t.Fatalf("last event %+v, want the compaction", d.Events[len(d.Events)-1])
 	}
 	d.Events = d.Events[:len(d.Events)-1]
-	sameDump(t, d)
+	sameDump(t, name, d)
 }

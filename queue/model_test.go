@@ -358,6 +358,19 @@ func TestModel(t *testing.T) {
 					}
 				}
 			},
+			"upgrade3": func(rt *rapid.T) {
+				// The file as schema 3 would have held this state (one
+				// synced entry per sequence), upgraded by the next open.
+				if err := q.Close(); err != nil {
+					rt.Fatal(err)
+				}
+				downgradeV3(rt, path)
+				q, err = Open(Options{Path: path, StoreID: testStore, Clock: clk.Now, MaxGroup: 8})
+				if err != nil {
+					rt.Fatal(err)
+				}
+				clear(leased)
+			},
 			"tick": func(rt *rapid.T) {
 				clk.Add(time.Duration(rapid.IntRange(1, 40).Draw(rt, "seconds")) * time.Second)
 			},
@@ -433,6 +446,42 @@ func TestModel(t *testing.T) {
 			},
 		})
 	})
+}
+
+// downgradeV3 rewrites the file at path in the layout of schema 3: one
+// synced entry per sequence instead of blocks.
+func downgradeV3(t fataler, path string) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	defer db.Close()
+	err = db.Update(func(tx *bolt.Tx) error {
+		b := buckets(tx)
+		old, err := tx.CreateBucket(bucketSyncedV3)
+		if err != nil {
+			return err
+		}
+		err = b.forEachSyncedBlock(func(_ []byte, es []syncedEntry) (bool, error) {
+			for _, e := range es {
+				if err := old.Put(u64(e.Seq), marshalV3Synced(e)); err != nil {
+					return false, err
+				}
+			}
+			return true, nil
+		})
+		if err != nil {
+			return err
+		}
+		if err := tx.DeleteBucket(bucketSynced); err != nil {
+			return err
+		}
+		return b.meta.Put(metaSchema, u64(3))
+	})
+	if err != nil {
+		t.Fatalf("downgrade: %v", err)
+	}
 }
 
 // downgradeV2 rewrites the file at path in the layout of schema 2 (the

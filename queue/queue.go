@@ -107,7 +107,7 @@ type Migration struct {
 }
 
 // SchemaVersion is the schema this package writes.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // Options configure Open.
 type Options struct {
@@ -181,7 +181,7 @@ var (
 	bucketPending    = []byte("pending")
 	bucketDue        = []byte("due")
 	bucketKeys       = []byte("keys")
-	bucketSynced     = []byte("synced")
+	bucketSynced     = []byte("synced_blocks")
 	bucketQuarantine = []byte("quarantine")
 	bucketJournal    = []byte("journal")
 
@@ -385,13 +385,13 @@ func (q *Queue) init(tx *bolt.Tx) error {
 		return fmt.Errorf("queue: the file has schema version %d, newer than this agent's %d: upgrade the agent", v, SchemaVersion)
 	}
 	for ; v < SchemaVersion; v++ {
-		if v == 2 {
+		if v == 2 || v == 3 {
 			// Started here, finished by migrateLayout after this
 			// transaction, in transactions of its own.
-			if err := startLayoutMigration(tx); err != nil {
-				return fmt.Errorf("queue: migrate schema 2 to 3: %w", err)
+			if err := startLayoutMigration(tx, v); err != nil {
+				return fmt.Errorf("queue: upgrade schema %d to %d: %w", v, SchemaVersion, err)
 			}
-			continue
+			break
 		}
 		m, ok := findMigration(q.opts.Migrations, v)
 		if !ok {
@@ -434,8 +434,8 @@ func (q *Queue) checkMeta(tx *bolt.Tx) error {
 			return fmt.Errorf("%w: the file is for store %s, not %s", ErrStoreMismatch, s, q.opts.StoreID)
 		}
 	}
-	if v < SchemaVersion || meta.Get(metaMigrating) != nil {
-		return fmt.Errorf("%w (schema %d): start the agent once, then try again", ErrOldLayout, min(v, 2))
+	if v < SchemaVersion || layoutMigrating(meta) {
+		return fmt.Errorf("%w (schema %d): start the agent once, then try again", ErrOldLayout, min(v, SchemaVersion-1))
 	}
 	q.lineage = readLineage(meta)
 	return nil

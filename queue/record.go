@@ -370,39 +370,6 @@ func unmarshalV1KeyEntry(b []byte) (v1KeyEntry, error) {
 	return e, nil
 }
 
-// syncedEntry is the value of the synced bucket, keyed by sequence: a
-// movement central stored, kept until the dedupe horizon passes.
-type syncedEntry struct {
-	Key       [16]byte
-	Digest    [32]byte
-	Class     movement.Class
-	StreamSeq uint64
-	At        time.Time // when it was acknowledged
-}
-
-func (e *syncedEntry) marshal() []byte {
-	b := make([]byte, 0, 16+32+1+10+10)
-	b = append(b, e.Key[:]...)
-	b = append(b, e.Digest[:]...)
-	b = append(b, byte(e.Class))
-	b = binary.AppendUvarint(b, e.StreamSeq)
-	return binary.AppendVarint(b, e.At.UnixNano())
-}
-
-func unmarshalSyncedEntry(b []byte) (syncedEntry, error) {
-	var e syncedEntry
-	d := decoder{b: b}
-	copy(e.Key[:], d.bytes(16))
-	copy(e.Digest[:], d.bytes(32))
-	e.Class = movement.Class(d.byte())
-	e.StreamSeq = d.uvarint()
-	e.At = time.Unix(0, d.varint())
-	if d.err || len(d.b) != 0 {
-		return e, errCorrupt
-	}
-	return e, nil
-}
-
 func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 
 // dueKey orders the due index by time, then by sequence (FIFO).

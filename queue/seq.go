@@ -58,6 +58,7 @@ func (q *Queue) LookupSeqs(seqs []uint64) (Lookup, error) {
 	var out Lookup
 	err := q.db.View(func(tx *bolt.Tx) error {
 		b := buckets(tx)
+		sr := b.syncedReader()
 		out = Lookup{Last: getU64(b.meta, metaNextSeq), States: make([]SeqState, len(want))}
 		index := make(map[uint64]int, len(want))
 		for i, s := range want {
@@ -73,11 +74,9 @@ func (q *Queue) LookupSeqs(seqs []uint64) (Lookup, error) {
 				out.States[i] = SeqState{Seq: s, State: Pending, Key: h.Key, At: h.EnqueuedAt}
 				continue
 			}
-			if v := b.synced.Get(u64(s)); v != nil {
-				e, err := unmarshalSyncedEntry(v)
-				if err != nil {
-					return err
-				}
+			if e, ok, err := sr.get(s); err != nil {
+				return err
+			} else if ok {
 				out.States[i] = SeqState{Seq: s, State: Synced, Key: e.Key, At: e.At, StreamSeq: e.StreamSeq}
 				continue
 			}

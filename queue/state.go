@@ -191,8 +191,8 @@ func (q *Queue) markSynced(tx *bolt.Tx, now time.Time, acks []Ack, leased map[ui
 		return nil
 	}
 	b := buckets(tx)
-	b.synced.FillPercent = 1.0
 	var moved [2]int64
+	entries := make([]syncedEntry, 0, len(acks))
 	for _, a := range acks {
 		k := u64(a.Seq)
 		l, ok := leased[a.Seq]
@@ -215,11 +215,11 @@ func (q *Queue) markSynced(tx *bolt.Tx, now time.Time, acks []Ack, leased map[ui
 		if err := b.pending.Delete(k); err != nil {
 			return err
 		}
-		e := syncedEntry{Key: l.key, Digest: l.digest, Class: l.class, StreamSeq: a.StreamSeq, At: now}
-		if err := b.synced.Put(k, e.marshal()); err != nil {
-			return err
-		}
+		entries = append(entries, syncedEntry{Seq: a.Seq, Key: l.key, Digest: l.digest, Class: l.class, StreamSeq: a.StreamSeq, At: now})
 		moved[l.class]++
+	}
+	if err := b.putSynced(entries); err != nil {
+		return err
 	}
 	var total int64
 	for c, n := range moved {
@@ -687,13 +687,12 @@ func (b txBuckets) resolve(key []byte, e keyEntry, withRecord bool) (Entry, erro
 			rk, out.State = sk, Pending
 			break
 		}
-		sv := b.synced.Get(sk)
-		if sv == nil {
-			return out, fmt.Errorf("queue: key %x names sequence %d, which is neither pending nor synced", key, e.Seq)
-		}
-		se, err := unmarshalSyncedEntry(sv)
+		se, ok, err := b.syncedGet(e.Seq)
 		if err != nil {
 			return out, err
+		}
+		if !ok {
+			return out, fmt.Errorf("queue: key %x names sequence %d, which is neither pending nor synced", key, e.Seq)
 		}
 		if !bytes.Equal(se.Key[:], key) {
 			return out, fmt.Errorf("queue: key %x names sequence %d, which is key %x's", key, e.Seq, se.Key)

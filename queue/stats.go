@@ -2,7 +2,6 @@ package queue
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -134,43 +133,60 @@ func (q *Queue) Prune(syncedHorizon, journalRetention time.Duration, limit int) 
 		b := buckets(tx)
 		if syncedHorizon > 0 {
 			cutoff := now.Add(-syncedHorizon)
-			type drop struct {
-				seq []byte
-				e   syncedEntry
+			type rewrite struct {
+				k     []byte
+				left  []syncedEntry
+				drops []syncedEntry
 			}
-			var drops []drop
-			passed := 0
-			c := b.synced.Cursor()
-			for k, v := c.First(); k != nil && len(drops) < limit && passed < limit; k, v = c.Next() {
-				e, err := unmarshalSyncedEntry(v)
-				if err != nil {
-					return fmt.Errorf("queue: synced sequence %x: %w", k, err)
-				}
-				if !e.At.Before(cutoff) {
-					passed++
-					continue
-				}
-				drops = append(drops, drop{bytes.Clone(k), e})
-			}
-			for _, d := range drops {
-				if v := b.keys.Get(d.e.Key[:]); v != nil {
-					ke, err := unmarshalKeyEntry(v)
-					if err != nil {
-						return err
+			var (
+				rewrites []rewrite
+				dropped  int
+				passed   int
+			)
+			err := b.forEachSyncedBlock(func(k []byte, es []syncedEntry) (bool, error) {
+				rw := rewrite{k: bytes.Clone(k)}
+				for i, e := range es {
+					if dropped >= limit || passed >= limit {
+						rw.left = append(rw.left, es[i:]...)
+						break
 					}
-					if ke.Seq == binary.BigEndian.Uint64(d.seq) && (!ke.Long || ke.State == Pending) {
-						if err := b.keys.Delete(d.e.Key[:]); err != nil {
+					if e.At.Before(cutoff) {
+						rw.drops = append(rw.drops, e)
+						dropped++
+					} else {
+						rw.left = append(rw.left, e)
+						passed++
+					}
+				}
+				if len(rw.drops) > 0 {
+					rewrites = append(rewrites, rw)
+				}
+				return dropped < limit && passed < limit, nil
+			})
+			if err != nil {
+				return err
+			}
+			for _, rw := range rewrites {
+				for _, e := range rw.drops {
+					if v := b.keys.Get(e.Key[:]); v != nil {
+						ke, err := unmarshalKeyEntry(v)
+						if err != nil {
 							return err
 						}
+						if ke.Seq == e.Seq && (!ke.Long || ke.State == Pending) {
+							if err := b.keys.Delete(e.Key[:]); err != nil {
+								return err
+							}
+						}
 					}
+					if err := b.count(Synced, e.Class, -1); err != nil {
+						return err
+					}
+					n++
 				}
-				if err := b.synced.Delete(d.seq); err != nil {
+				if err := b.replaceSyncedBlock(rw.k, rw.left); err != nil {
 					return err
 				}
-				if err := b.count(Synced, d.e.Class, -1); err != nil {
-					return err
-				}
-				n++
 			}
 		}
 		if journalRetention > 0 {
@@ -237,11 +253,14 @@ func (q *Queue) Verify() error {
 			seqs[en.Seq] = [16]byte(k)
 			pv := b.pending.Get(u64(en.Seq))
 			qv := b.quarantine.Get(k)
-			sv := b.synced.Get(u64(en.Seq))
+			_, sv, err := b.syncedGet(en.Seq)
+			if err != nil {
+				return err
+			}
 			switch en.State {
 			case Pending:
-				if qv != nil || sv != nil {
-					return fmt.Errorf("pending key %x: quarantine record %v, synced entry %v", k, qv != nil, sv != nil)
+				if qv != nil || sv {
+					return fmt.Errorf("pending key %x: quarantine record %v, synced entry %v", k, qv != nil, sv)
 				}
 				r := en.Record
 				if r == nil || r.Key != [16]byte(k) || r.Seq != en.Seq {
@@ -251,8 +270,8 @@ func (q *Queue) Verify() error {
 					return fmt.Errorf("pending key %x: no due entry at its next attempt", k)
 				}
 			case Quarantined:
-				if pv != nil || qv == nil || sv != nil {
-					return fmt.Errorf("quarantined key %x: pending record %v, quarantine record %v, synced entry %v", k, pv != nil, qv != nil, sv != nil)
+				if pv != nil || qv == nil || sv {
+					return fmt.Errorf("quarantined key %x: pending record %v, quarantine record %v, synced entry %v", k, pv != nil, qv != nil, sv)
 				}
 				if r := en.Record; r == nil || r.Seq != en.Seq || r.Class != e.Class {
 					return fmt.Errorf("quarantined key %x: record does not match", k)
@@ -262,7 +281,7 @@ func (q *Queue) Verify() error {
 					return fmt.Errorf("synced key %x still has a record", k)
 				}
 			case Purged:
-				if pv != nil || qv != nil || sv != nil {
+				if pv != nil || qv != nil || sv {
 					return fmt.Errorf("purged key %x still has a record", k)
 				}
 			default:
@@ -288,8 +307,21 @@ func (q *Queue) Verify() error {
 		if n := uint64(len(due)); n != total(Pending) {
 			return fmt.Errorf("%d due entries for %d pending keys", n, total(Pending))
 		}
-		if n := uint64(b.synced.Stats().KeyN); n != total(Synced) {
-			return fmt.Errorf("%d synced entries for %d synced keys", n, total(Synced))
+		var synced uint64
+		var last uint64
+		err = b.forEachSyncedBlock(func(k []byte, es []syncedEntry) (bool, error) {
+			if synced > 0 && es[0].Seq <= last {
+				return false, fmt.Errorf("synced block %x starts at or below sequence %d, which the block before holds", k, last)
+			}
+			synced += uint64(len(es))
+			last = es[len(es)-1].Seq
+			return true, nil
+		})
+		if err != nil {
+			return err
+		}
+		if synced != total(Synced) {
+			return fmt.Errorf("%d synced entries for %d synced keys", synced, total(Synced))
 		}
 		if n, want := uint64(b.quarantine.Stats().KeyN), total(Quarantined); n != want {
 			return fmt.Errorf("%d quarantine records for %d quarantined keys", n, want)

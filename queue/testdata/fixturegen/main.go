@@ -1,13 +1,15 @@
-// Command v2gen wrote testdata/v2.db.gz and testdata/v2.json.gz with the
-// queue package of schema 2 (commit 500e9f4): a data file holding every
-// state (pending, retried, synced with stream sequences, quarantined with
+// Command fixturegen writes testdata/NAME.db.gz and testdata/NAME.json.gz
+// with the queue package of an older schema: v2 (schema 2) was written at
+// commit 500e9f4, v3 (schema 3) at commit 328d75a. Each is a data file
+// holding every state (pending, retried, synced with stream sequences, quarantined with
 // failure history, redriven, purged, pruned), a journal, counters and a
 // renumbered lineage with a fence standing, and what the public API said
 // of it. The migration test opens the file with the current package and
 // compares what it says with that record. The dump function is the one of
 // queue/migrate_test.go; keep both alike.
 //
-//	go run ./queue/testdata/v2gen -out queue/testdata   (at commit 500e9f4)
+//	go run ./queue/testdata/fixturegen -name v2 -out queue/testdata   (at commit 500e9f4)
+//	go run ./queue/testdata/fixturegen -name v3 -out queue/testdata   (at commit 328d75a)
 package main
 
 import (
@@ -52,8 +54,12 @@ func must(err error) {
 
 func main() {
 	out := flag.String("out", "queue/testdata", "directory")
+	name := flag.String("name", "", "the fixture's name: v2 or v3 (by the commit it is run at)")
 	flag.Parse()
-	dir, err := os.MkdirTemp("", "v2gen")
+	if *name == "" {
+		log.Fatal("-name is required")
+	}
+	dir, err := os.MkdirTemp("", "fixturegen")
 	must(err)
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, "agent.db")
@@ -160,7 +166,7 @@ func main() {
 	// The file as the old agent left it.
 	raw, err := os.ReadFile(path)
 	must(err)
-	f, err := os.Create(filepath.Join(*out, "v2.db.gz"))
+	f, err := os.Create(filepath.Join(*out, *name+".db.gz"))
 	must(err)
 	zw, _ := gzip.NewWriterLevel(f, gzip.BestCompression)
 	_, err = zw.Write(raw)
@@ -174,7 +180,7 @@ func main() {
 	must(q.Close())
 	b, err := json.Marshal(d)
 	must(err)
-	f, err = os.Create(filepath.Join(*out, "v2.json.gz"))
+	f, err = os.Create(filepath.Join(*out, *name+".json.gz"))
 	must(err)
 	zw, _ = gzip.NewWriterLevel(f, gzip.BestCompression)
 	_, err = zw.Write(b)
