@@ -143,6 +143,17 @@ func takeSnapshot(t testing.TB, path string) snapshot {
 	defer q.Close()
 	s := snapshot{digests: map[string][32]byte{}, keys: map[[16]byte]State{}}
 	err = q.db.View(func(tx *bolt.Tx) error {
+		err := buckets(tx).keys.ForEach(func(k, v []byte) error {
+			e, err := unmarshalKeyEntry(v)
+			if err != nil {
+				return err
+			}
+			s.keys[[16]byte(k)] = e.State
+			return nil
+		})
+		if err != nil {
+			return err
+		}
 		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
 			if bytes.Equal(name, bucketJournal) {
 				return b.ForEach(func(_, v []byte) error {
@@ -153,13 +164,6 @@ func takeSnapshot(t testing.TB, path string) snapshot {
 			h := sha256.New()
 			fmt.Fprintf(h, "seq %d\n", b.Sequence())
 			err := b.ForEach(func(k, v []byte) error {
-				if bytes.Equal(name, bucketKeys) {
-					e, err := unmarshalKeyEntry(v)
-					if err != nil {
-						return err
-					}
-					s.keys[[16]byte(k)] = e.State
-				}
 				h.Write(binary.BigEndian.AppendUint32(nil, uint32(len(k))))
 				h.Write(k)
 				h.Write(binary.BigEndian.AppendUint32(nil, uint32(len(v))))

@@ -22,15 +22,19 @@
 // the sender lives in memory only: after a restart every pending movement is
 // due again, which is safe because delivery is keyed.
 //
-// Buckets (schema version 3):
+// Buckets (schema version 4):
 //
-//	meta        schema version, store id, counters, next sequence, lineage
+//	meta        schema version, store id, counters, next sequence, lineage,
+//	            the key index's secret
 //	pending     seq (8 bytes, big endian) → pending record (without its seq)
 //	due         next attempt time (8) + seq (8) → nothing
-//	keys        key (16) → seq, for a pending or synced key; state, class,
-//	            seq and time for a quarantined, purged or redriven key (and
-//	            the digest for a purged one)
-//	synced      seq (8) → key, digest, class, central sequence, time
+//	key_groups  the key index (keyindex.go): group (2) → its keys, each
+//	            with its entry: the seq, for a pending or synced key;
+//	            state, class, seq and time for a quarantined, purged or
+//	            redriven key (and the digest for a purged one)
+//	synced_blocks
+//	            first seq (8) → up to 36 synced movements from it (key,
+//	            digest, class, central sequence, time; synced.go)
 //	quarantine  key (16) → quarantined record with its seq and failure context
 //	journal     sequence (8) → audit event (JSON)
 //	ledger, ledger_leaves, ledger_checkpoints
@@ -39,7 +43,7 @@
 //
 // Acknowledging a movement moves it from pending to synced, both keyed by
 // sequence, without writing its key's entry: a settlement writes in
-// sequence order, not in the keys' hash order. A file of schema 2 is
+// sequence order, not in the keys' hash order. A file of schema 2 or 3 is
 // converted by Open in transactions of a bounded number of keys, resumed
 // after a crash (see migrate.go).
 package queue

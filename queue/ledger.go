@@ -246,20 +246,23 @@ func (q *Queue) logConfirmed(tx *bolt.Tx, b txBuckets, behind bool, highest uint
 	if len(missing) > 0 {
 		// A held movement an operator moved out of pending: find it by
 		// its sequence in the key index.
-		c := b.keys.Cursor()
-		for k, v := c.First(); k != nil && len(missing) > 0; k, v = c.Next() {
+		err := b.keys.Each(func(k, v []byte) (bool, error) {
 			e, err := unmarshalKeyEntry(v)
 			if err != nil {
-				return err
+				return false, err
 			}
 			if i, ok := missing[e.Seq]; ok {
 				held, err := b.resolve(k, e, false)
 				if err != nil {
-					return err
+					return false, err
 				}
 				leaves[i].Key, leaves[i].Digest = held.Key, held.Digest
 				delete(missing, e.Seq)
 			}
+			return len(missing) > 0, nil
+		})
+		if err != nil {
+			return err
 		}
 		if len(missing) > 0 {
 			return fmt.Errorf("queue: log: %d held sequences have no movement", len(missing))
@@ -557,21 +560,27 @@ func (q *Queue) LogLeaves(from, to uint64, max int) ([]ledger.Leaf, error) {
 			}
 		}
 		// Quarantined and purged movements: only the key index names them.
-		c := b.keys.Cursor()
-		for k, v := c.First(); k != nil && len(want) > 0; k, v = c.Next() {
+		err := b.keys.Each(func(k, v []byte) (bool, error) {
+			if len(want) == 0 {
+				return false, nil
+			}
 			e, err := unmarshalKeyEntry(v)
 			if err != nil {
-				return err
+				return false, err
 			}
 			if !e.Long || !want[e.Seq] {
-				continue
+				return true, nil
 			}
 			held, err := b.resolve(k, e, false)
 			if err != nil {
-				return err
+				return false, err
 			}
 			byseq[e.Seq] = ledger.Leaf{Seq: e.Seq, Key: held.Key, Digest: held.Digest}
 			delete(want, e.Seq)
+			return len(want) > 0, nil
+		})
+		if err != nil {
+			return err
 		}
 		for s := from; s <= to; s++ {
 			if l, ok := byseq[s]; ok {

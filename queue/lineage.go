@@ -368,7 +368,10 @@ func renumber(b txBuckets, fence, last, shift uint64) (int, error) {
 		if err := b.due.Put(dueKey(m.r.NextAt, m.r.Seq), nil); err != nil {
 			return 0, err
 		}
-		v := b.keys.Get(m.r.Key[:])
+		v, err := b.keys.Get(m.r.Key[:])
+		if err != nil {
+			return 0, err
+		}
 		if v == nil {
 			return 0, errors.New("queue: key record missing for a held movement")
 		}

@@ -11,22 +11,24 @@ import (
 	"github.com/rxedge/agent/movement"
 )
 
-// The layout upgrades, to schema 4, run in two phases, each in
-// transactions of a bounded size, resumed after a crash:
+// The layout upgrades, to schema 4, run in phases, each in transactions
+// of a bounded size, resumed after a crash:
 //
 //   - From schema 2, the keys phase changes the layout of the keys,
 //     pending and quarantine buckets and replaces the synced_at bucket
 //     with schema 3's synced bucket (one entry per sequence). It rewrites
-//     every key, in key order, at most migrateChunk a transaction, each
-//     committed with the last key it converted (meta "migrating"); a
-//     start after a crash continues after that key. Each conversion of a
-//     key recognises an entry or record already in the new form and
-//     leaves it, so converting a key twice changes nothing.
+//     every key of schema 3's keys bucket in place, in key order, at most
+//     migrateChunk a transaction, each committed with the last key it
+//     converted (meta "migrating"); a start after a crash continues after
+//     that key. Each conversion of a key recognises an entry or record
+//     already in the new form and leaves it, so converting a key twice
+//     changes nothing.
 //   - From schema 3 (and after the keys phase), the packing phase moves
-//     schema 3's synced entries into blocks (synced.go), in sequence
-//     order, at most migrateChunk a transaction, deleting what it moved
-//     (meta "repacking" while any is left); what is left is where a start
-//     after a crash continues.
+//     schema 3's synced entries into blocks (synced.go), and the grouping
+//     phase moves schema 3's keys into the key index's groups
+//     (keyindex.go), each in order, at most migrateChunk a transaction,
+//     deleting what it moved (meta "repacking", "regrouping" while any is
+//     left); what is left is where a start after a crash continues.
 //
 // The opening transaction starts them (startLayoutMigration) and sets the
 // schema to 4 at once, so an older agent refuses the file from the first
@@ -37,6 +39,7 @@ import (
 var (
 	metaMigrating    = []byte("migrating")
 	metaRepacking    = []byte("repacking")
+	metaRegrouping   = []byte("regrouping")
 	bucketSyncedAtV2 = []byte("synced_at")
 	bucketSyncedV3   = []byte("synced")
 )
@@ -53,7 +56,12 @@ var (
 // upgraded to schema 4.
 func startLayoutMigration(tx *bolt.Tx, from uint64) error {
 	meta := tx.Bucket(bucketMeta)
-	if _, err := tx.CreateBucketIfNotExists(bucketSyncedV3); err != nil {
+	for _, name := range [][]byte{bucketKeysV3, bucketSyncedV3} {
+		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+			return err
+		}
+	}
+	if err := newKeySecret(meta); err != nil {
 		return err
 	}
 	if from == 2 {
@@ -61,83 +69,120 @@ func startLayoutMigration(tx *bolt.Tx, from uint64) error {
 			return err
 		}
 	}
-	if err := meta.Put(metaRepacking, []byte{}); err != nil {
-		return err
+	for _, m := range [][]byte{metaRepacking, metaRegrouping} {
+		if err := meta.Put(m, []byte{}); err != nil {
+			return err
+		}
 	}
 	return meta.Put(metaSchema, u64(4))
 }
 
 // layoutMigrating says whether the file is being upgraded.
 func layoutMigrating(meta *bolt.Bucket) bool {
-	return meta.Get(metaMigrating) != nil || meta.Get(metaRepacking) != nil
+	return meta.Get(metaMigrating) != nil || meta.Get(metaRepacking) != nil || meta.Get(metaRegrouping) != nil
+}
+
+// migratePhase is one phase of the upgrade: its marker, the bucket whose
+// entries it converts, and one transaction of it, which returns how many
+// it converted.
+type migratePhase struct {
+	marker, input []byte
+	chunk         func(tx *bolt.Tx, n int) (int, error)
+}
+
+var migratePhases = []migratePhase{
+	{metaMigrating, bucketKeysV3, migrateChunkTx},
+	{metaRepacking, bucketSyncedV3, repackChunkTx},
+	{metaRegrouping, bucketKeysV3, regroupChunkTx},
 }
 
 // migrateLayout upgrades, chunk by chunk, a file marked by
 // startLayoutMigration; it does nothing to a file that is not. progress,
-// when set, is called after each chunk with the keys and synced entries
-// converted and the number known to convert; after, when set, is called
-// after each chunk's commit with the number of chunks committed (tests
-// stop it there).
+// when set, is called after each chunk with the entries converted and
+// the number known to convert (each phase adds its own when it starts);
+// after, when set, is called after each chunk's commit with the number
+// of chunks committed (tests stop it there).
 func migrateLayout(db *bolt.DB, progress func(done, total int64), chunk int, after func(int) error) error {
 	var total, done int64
-	marked := false
-	err := db.View(func(tx *bolt.Tx) error {
-		meta := tx.Bucket(bucketMeta)
-		marked = layoutMigrating(meta)
-		if meta.Get(metaMigrating) != nil {
-			total += int64(tx.Bucket(bucketKeys).Stats().KeyN)
-		}
-		if old := tx.Bucket(bucketSyncedV3); old != nil && meta.Get(metaMigrating) == nil {
-			total += int64(old.Stats().KeyN)
-		}
-		return nil
-	})
-	if err != nil || !marked {
-		return err
-	}
-	if progress != nil {
-		progress(0, total)
-	}
-	repacking := false
-	for chunks := 1; ; chunks++ {
-		finished := false
-		var n int
-		err := db.Update(func(tx *bolt.Tx) error {
-			meta := tx.Bucket(bucketMeta)
-			var err error
-			switch {
-			case meta.Get(metaMigrating) != nil:
-				n, _, err = migrateChunkTx(tx, chunk)
-			case meta.Get(metaRepacking) != nil:
-				if !repacking {
-					// The keys phase filled schema 3's synced bucket.
-					repacking = true
-					if done > 0 {
-						total += int64(tx.Bucket(bucketSyncedV3).Stats().KeyN)
+	chunks := 0
+	for _, ph := range migratePhases {
+		started := false
+		for {
+			finished := false
+			var n int
+			err := db.Update(func(tx *bolt.Tx) error {
+				if tx.Bucket(bucketMeta).Get(ph.marker) == nil {
+					finished = true
+					return nil
+				}
+				if !started {
+					started = true
+					if in := tx.Bucket(ph.input); in != nil {
+						total += int64(in.Stats().KeyN)
+					}
+					if progress != nil {
+						progress(done, total)
 					}
 				}
-				n, err = repackChunkTx(tx, chunk)
-			default:
-				finished = true
-			}
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("queue: upgrade the data file to schema %d: %w", SchemaVersion, classify(err))
-		}
-		done += int64(n)
-		if progress != nil {
-			progress(min(done, total), total)
-		}
-		if finished {
-			return nil
-		}
-		if after != nil {
-			if err := after(chunks); err != nil {
+				var err error
+				n, err = ph.chunk(tx, chunk)
 				return err
+			})
+			if err != nil {
+				return fmt.Errorf("queue: upgrade the data file to schema %d: %w", SchemaVersion, classify(err))
+			}
+			if finished {
+				break
+			}
+			done += int64(n)
+			if progress != nil {
+				progress(min(done, total), total)
+			}
+			chunks++
+			if after != nil {
+				if err := after(chunks); err != nil {
+					return err
+				}
 			}
 		}
 	}
+	return nil
+}
+
+// regroupChunkTx moves up to chunk of schema 3's keys, in key order,
+// into the key index's groups; when none is left it removes the old
+// bucket and the marker.
+func regroupChunkTx(tx *bolt.Tx, chunk int) (int, error) {
+	b := buckets(tx)
+	old := tx.Bucket(bucketKeysV3)
+	type kv struct{ k, v []byte }
+	var todo []kv
+	if old != nil {
+		c := old.Cursor()
+		for k, v := c.First(); k != nil && len(todo) < chunk; k, v = c.Next() {
+			todo = append(todo, kv{bytes.Clone(k), bytes.Clone(v)})
+		}
+	}
+	if len(todo) == 0 {
+		if old != nil {
+			if err := tx.DeleteBucket(bucketKeysV3); err != nil {
+				return 0, err
+			}
+		}
+		return 0, b.meta.Delete(metaRegrouping)
+	}
+	for _, e := range todo {
+		if _, err := unmarshalKeyEntry(e.v); err != nil {
+			return 0, fmt.Errorf("key %x: %w", e.k, err)
+		}
+		if err := b.keys.Put(e.k, e.v); err != nil {
+			return 0, err
+		}
+		if err := old.Delete(e.k); err != nil {
+			return 0, err
+		}
+	}
+	return len(todo), nil
 }
 
 // repackChunkTx moves up to chunk of schema 3's synced entries, the
@@ -178,15 +223,13 @@ func repackChunkTx(tx *bolt.Tx, chunk int) (int, error) {
 
 // migrateChunkTx converts up to chunk keys after the marker and moves the
 // marker past them; when none is left it finishes the upgrade.
-func migrateChunkTx(tx *bolt.Tx, chunk int) (int, bool, error) {
+func migrateChunkTx(tx *bolt.Tx, chunk int) (int, error) {
 	b := buckets(tx)
 	marker := b.meta.Get(metaMigrating)
-	if marker == nil {
-		return 0, true, nil
-	}
 	type kv struct{ k, v []byte }
 	var todo []kv
-	c := b.keys.Cursor()
+	keys := tx.Bucket(bucketKeysV3)
+	c := keys.Cursor()
 	k, v := c.First()
 	if len(marker) > 0 {
 		k, v = c.Seek(marker)
@@ -199,31 +242,31 @@ func migrateChunkTx(tx *bolt.Tx, chunk int) (int, bool, error) {
 	}
 	old := tx.Bucket(bucketSyncedV3)
 	for _, e := range todo {
-		if err := convertKey(b, old, e.k, e.v); err != nil {
-			return 0, false, fmt.Errorf("key %x: %w", e.k, err)
+		if err := convertKey(b, keys, old, e.k, e.v); err != nil {
+			return 0, fmt.Errorf("key %x: %w", e.k, err)
 		}
 	}
 	if len(todo) == chunk {
-		return len(todo), false, b.meta.Put(metaMigrating, todo[len(todo)-1].k)
+		return len(todo), b.meta.Put(metaMigrating, todo[len(todo)-1].k)
 	}
 	// Every key is converted: the pruning index of schema 2 goes, and
 	// with it the time of the last acknowledgement, which is kept.
 	if old := tx.Bucket(bucketSyncedAtV2); old != nil {
 		if k, _ := old.Cursor().Last(); len(k) >= 8 {
 			if err := b.meta.Put(metaLastSynced, k[:8]); err != nil {
-				return 0, false, err
+				return 0, err
 			}
 		}
 		if err := tx.DeleteBucket(bucketSyncedAtV2); err != nil {
-			return 0, false, err
+			return 0, err
 		}
 	}
-	return len(todo), true, b.meta.Delete(metaMigrating)
+	return len(todo), b.meta.Delete(metaMigrating)
 }
 
 // convertKey converts one key of schema 2 and the record or synced state
 // it names.
-func convertKey(b txBuckets, old *bolt.Bucket, k, v []byte) error {
+func convertKey(b txBuckets, keys, old *bolt.Bucket, k, v []byte) error {
 	if len(v) > 0 && (v[0] == entryShort || v[0] == entryLong) {
 		return nil // converted already
 	}
@@ -255,13 +298,13 @@ func convertKey(b txBuckets, old *bolt.Bucket, k, v []byte) error {
 			// Pending since a redrive: the entry keeps when.
 			ne = keyEntry{Long: true, State: Pending, Class: e.Class, Seq: e.Seq, At: e.At}
 		}
-		return b.keys.Put(k, ne.marshal())
+		return keys.Put(k, ne.marshal())
 	case Synced:
 		se := syncedEntry{Key: [16]byte(k), Digest: e.Digest, Class: e.Class, StreamSeq: e.StreamSeq, At: e.At}
 		if err := old.Put(u64(e.Seq), marshalV3Synced(se)); err != nil {
 			return err
 		}
-		return b.keys.Put(k, shortEntry(e.Seq))
+		return keys.Put(k, shortEntry(e.Seq))
 	case Quarantined:
 		rv := b.quarantine.Get(k)
 		if rv == nil {
@@ -277,10 +320,10 @@ func convertKey(b txBuckets, old *bolt.Bucket, k, v []byte) error {
 			}
 		}
 		ne := keyEntry{Long: true, State: Quarantined, Class: e.Class, Seq: e.Seq, At: e.At}
-		return b.keys.Put(k, ne.marshal())
+		return keys.Put(k, ne.marshal())
 	case Purged:
 		ne := keyEntry{Long: true, State: Purged, Class: e.Class, Seq: e.Seq, At: e.At, Digest: e.Digest}
-		return b.keys.Put(k, ne.marshal())
+		return keys.Put(k, ne.marshal())
 	}
 	return fmt.Errorf("unknown state %d", e.State)
 }

@@ -298,7 +298,10 @@ func TestMigrate(t *testing.T) {
 				if n := tx.Bucket(bucketSynced).Stats().KeyN; n == 0 || n > 1366/syncedBlockLen+2 {
 					t.Errorf("1,366 synced movements in %d blocks", n)
 				}
-				return tx.Bucket(bucketKeys).ForEach(func(k, v []byte) error {
+				if tx.Bucket(bucketKeysV3) != nil {
+					t.Error("schema 3's keys bucket is left")
+				}
+				return buckets(tx).keys.ForEach(func(k, v []byte) error {
 					if v[0] != entryShort && v[0] != entryLong {
 						t.Fatalf("key %x left in the schema 2 form", k)
 					}

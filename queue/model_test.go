@@ -477,11 +477,35 @@ func downgradeV3(t fataler, path string) {
 		if err := tx.DeleteBucket(bucketSynced); err != nil {
 			return err
 		}
+		perKey, err := tx.CreateBucket(bucketKeysV3)
+		if err != nil {
+			return err
+		}
+		if err := ungroupKeys(tx, perKey); err != nil {
+			return err
+		}
 		return b.meta.Put(metaSchema, u64(3))
 	})
 	if err != nil {
 		t.Fatalf("downgrade: %v", err)
 	}
+}
+
+// ungroupKeys copies the key index into perKey, one entry per key as
+// schema 3 kept them (unless perKey is nil), and removes the index and
+// its secret.
+func ungroupKeys(tx *bolt.Tx, perKey *bolt.Bucket) error {
+	b := buckets(tx)
+	if perKey != nil {
+		err := b.keys.ForEach(func(k, v []byte) error { return perKey.Put(bytes.Clone(k), bytes.Clone(v)) })
+		if err != nil {
+			return err
+		}
+	}
+	if err := tx.DeleteBucket(bucketKeys); err != nil {
+		return err
+	}
+	return b.meta.Delete(metaKeySecret)
 }
 
 // downgradeV2 rewrites the file at path in the layout of schema 2 (the
@@ -528,10 +552,17 @@ func downgradeV2(t fataler, path string) {
 		if err != nil {
 			return err
 		}
+		perKey, err := tx.CreateBucket(bucketKeysV3)
+		if err != nil {
+			return err
+		}
 		for _, e := range keys {
-			if err := b.keys.Put(e.k, e.v); err != nil {
+			if err := perKey.Put(e.k, e.v); err != nil {
 				return err
 			}
+		}
+		if err := ungroupKeys(tx, nil); err != nil {
+			return err
 		}
 		// Records: the sequence goes back to the head, fixed-width.
 		for _, bk := range []*bolt.Bucket{b.pending, b.quarantine} {

@@ -180,7 +180,7 @@ var (
 	bucketMeta       = []byte("meta")
 	bucketPending    = []byte("pending")
 	bucketDue        = []byte("due")
-	bucketKeys       = []byte("keys")
+	bucketKeys       = []byte("key_groups")
 	bucketSynced     = []byte("synced_blocks")
 	bucketQuarantine = []byte("quarantine")
 	bucketJournal    = []byte("journal")
@@ -357,6 +357,9 @@ func (q *Queue) init(tx *bolt.Tx) error {
 			return errors.New("a new data file needs a store id")
 		}
 		if err := meta.Put(metaSchema, u64(SchemaVersion)); err != nil {
+			return err
+		}
+		if err := newKeySecret(meta); err != nil {
 			return err
 		}
 		if err := meta.Put(metaStore, []byte(q.opts.StoreID)); err != nil {

@@ -85,19 +85,18 @@ func (q *Queue) LookupSeqs(seqs []uint64) (Lookup, error) {
 		if len(index) == 0 {
 			return nil
 		}
-		c := b.keys.Cursor()
-		for k, v := c.First(); k != nil && len(index) > 0; k, v = c.Next() {
+		return b.keys.Each(func(k, v []byte) (bool, error) {
 			out.Scanned++
 			if len(v) == 0 || v[0] != entryLong {
-				continue // pending or synced: read above
+				return true, nil // pending or synced: read above
 			}
 			e, err := unmarshalKeyEntry(v)
 			if err != nil {
-				return err
+				return false, err
 			}
 			i, ok := index[e.Seq]
 			if !ok || e.State == Pending {
-				continue
+				return true, nil
 			}
 			delete(index, e.Seq)
 			st := SeqState{Seq: e.Seq, State: e.State, Key: [16]byte(k), At: e.At}
@@ -105,7 +104,7 @@ func (q *Queue) LookupSeqs(seqs []uint64) (Lookup, error) {
 				if rv := b.quarantine.Get(k); rv != nil {
 					r, err := unmarshalRecord(k, rv)
 					if err != nil {
-						return err
+						return false, err
 					}
 					if r.Quarantine != nil {
 						st.Reason = r.Quarantine.Reason
@@ -113,8 +112,8 @@ func (q *Queue) LookupSeqs(seqs []uint64) (Lookup, error) {
 				}
 			}
 			out.States[i] = st
-		}
-		return nil
+			return len(index) > 0, nil
+		})
 	})
 	return out, err
 }

@@ -565,7 +565,8 @@ func (q *Queue) Purge(rq Purge) (PurgeResult, error) {
 
 // txBuckets are the buckets of one transaction.
 type txBuckets struct {
-	meta, pending, due, keys, synced, quarantine *bolt.Bucket
+	meta, pending, due, synced, quarantine *bolt.Bucket
+	keys                                   keyIndex
 }
 
 func buckets(tx *bolt.Tx) txBuckets {
@@ -573,7 +574,7 @@ func buckets(tx *bolt.Tx) txBuckets {
 		meta:       tx.Bucket(bucketMeta),
 		pending:    tx.Bucket(bucketPending),
 		due:        tx.Bucket(bucketDue),
-		keys:       tx.Bucket(bucketKeys),
+		keys:       keyIndex{bk: tx.Bucket(bucketKeys), secret: tx.Bucket(bucketMeta).Get(metaKeySecret)},
 		synced:     tx.Bucket(bucketSynced),
 		quarantine: tx.Bucket(bucketQuarantine),
 	}
@@ -636,7 +637,9 @@ func (b txBuckets) takeQuarantined(key [16]byte) (*Record, error) {
 // setState moves r's key from state from to state to, writing its entry
 // in the long form, and adjusts the counters.
 func (b txBuckets) setState(r *Record, from, to State, now time.Time) error {
-	if b.keys.Get(r.Key[:]) == nil {
+	if v, err := b.keys.Get(r.Key[:]); err != nil {
+		return err
+	} else if v == nil {
 		return errors.New("queue: key record missing for a held movement")
 	}
 	if err := b.count(from, r.Class, -1); err != nil {
@@ -658,7 +661,10 @@ func (b txBuckets) count(s State, c movement.Class, delta int64) error {
 // the key is pending or quarantined. It returns ErrNotFound for a key the
 // file does not hold.
 func (b txBuckets) lookup(key []byte, withRecord bool) (Entry, error) {
-	v := b.keys.Get(key)
+	v, err := b.keys.Get(key)
+	if err != nil {
+		return Entry{}, err
+	}
 	if v == nil {
 		return Entry{}, ErrNotFound
 	}

@@ -168,7 +168,11 @@ func (q *Queue) Prune(syncedHorizon, journalRetention time.Duration, limit int) 
 			}
 			for _, rw := range rewrites {
 				for _, e := range rw.drops {
-					if v := b.keys.Get(e.Key[:]); v != nil {
+					v, err := b.keys.Get(e.Key[:])
+					if err != nil {
+						return err
+					}
+					if v != nil {
 						ke, err := unmarshalKeyEntry(v)
 						if err != nil {
 							return err
@@ -235,6 +239,9 @@ func (q *Queue) Verify() error {
 			return nil
 		})
 		if err != nil {
+			return err
+		}
+		if err := b.keys.check(); err != nil {
 			return err
 		}
 		err = b.keys.ForEach(func(k, v []byte) error {

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math/rand/v2"
 	"path/filepath"
@@ -174,4 +175,120 @@ func sameSynced(a, b syncedEntry) bool {
 	at := a.At.Equal(b.At)
 	a.At, b.At = time.Time{}, time.Time{}
 	return at && a == b
+}
+
+// TestKeyIndex puts, replaces and deletes keys in the grouped index, in
+// random order, with keys chosen to fall in 256 of the groups so that
+// groups hold about 16 members, and checks every read against a map,
+// that iteration gives each key once, and that check finds a key moved
+// into a group not its own.
+func TestKeyIndex(t *testing.T) {
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "keys.db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucket(bucketKeys); return err }); err != nil {
+		t.Fatal(err)
+	}
+	secret := make([]byte, 16)
+	rnd := rand.New(rand.NewPCG(3, 4))
+	held := map[[16]byte][]byte{}
+	var keys [][16]byte
+	for len(keys) < 4000 {
+		var k [16]byte
+		binary.BigEndian.PutUint64(k[:], rnd.Uint64())
+		binary.BigEndian.PutUint64(k[8:], rnd.Uint64())
+		if (keyIndex{secret: secret}).group(k[:])[0] == 0 {
+			keys = append(keys, k)
+		}
+	}
+	for round := 0; round < 20; round++ {
+		err := db.Update(func(tx *bolt.Tx) error {
+			x := keyIndex{bk: tx.Bucket(bucketKeys), secret: secret}
+			for i := 0; i < 500; i++ {
+				k := keys[rnd.IntN(len(keys))]
+				switch rnd.IntN(4) {
+				case 0:
+					delete(held, k)
+					if err := x.Delete(k[:]); err != nil {
+						return err
+					}
+				default:
+					e := (&keyEntry{Seq: rnd.Uint64N(1 << 40)}).marshal()
+					if rnd.IntN(3) == 0 {
+						e = (&keyEntry{Long: true, State: Purged, Seq: 7, At: time.Unix(5, 0)}).marshal()
+					}
+					held[k] = e
+					if err := x.Put(k[:], e); err != nil {
+						return err
+					}
+				}
+			}
+			for _, k := range keys {
+				v, err := x.Get(k[:])
+				if err != nil {
+					return err
+				}
+				if want := held[k]; !bytes.Equal(v, want) {
+					t.Fatalf("round %d: key %x reads %x, want %x", round, k, v, want)
+				}
+			}
+			seen := map[[16]byte]bool{}
+			err := x.ForEach(func(k, v []byte) error {
+				if seen[[16]byte(k)] || !bytes.Equal(held[[16]byte(k)], v) {
+					t.Fatalf("round %d: key %x given twice or with %x", round, k, v)
+				}
+				seen[[16]byte(k)] = true
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			if len(seen) != len(held) {
+				t.Fatalf("round %d: %d keys iterated, %d held", round, len(seen), len(held))
+			}
+			return x.check()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A key placed in another group is found by check, not silently lost.
+	err = db.Update(func(tx *bolt.Tx) error {
+		x := keyIndex{bk: tx.Bucket(bucketKeys), secret: secret}
+		var k [16]byte
+		for _, c := range keys {
+			if held[c] != nil {
+				k = c
+				break
+			}
+		}
+		g := x.group(k[:])
+		other := []byte{g[0] ^ 1, g[1]}
+		if err := x.Delete(k[:]); err != nil {
+			return err
+		}
+		if err := x.bk.Put(other, encodeKeyGroup([]keyMember{{key: k[:], entry: shortEntry(1)}})); err != nil {
+			return err
+		}
+		if err := x.check(); err == nil {
+			t.Error("check passed a key in a group not its own")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range map[string][]byte{
+		"empty":     {},
+		"short":     make([]byte, 10),
+		"length":    append(make([]byte, 16), 200, 1),
+		"zero":      append(make([]byte, 16), 0),
+		"unordered": append(append(make([]byte, 15), 2, 1, 0x10), append(make([]byte, 15), 1, 1, 0x10)...),
+	} {
+		if _, err := decodeKeyGroup(v); err == nil {
+			t.Errorf("%s: a corrupt group decoded", name)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -130,8 +131,10 @@ func TestQuickRunMarksMillionFiguresNotMeasured(t *testing.T) {
 
 // TestPendingRecordPutsMatchQueue pins the raw bulk baseline to the
 // queue's record layout: what pendingRecordPuts writes for a movement is
-// byte for byte what queue.Enqueue wrote for it. When the queue's layout
-// changes, this fails until pendingRecordPuts follows.
+// byte for byte what queue.Enqueue wrote for it, its key entry being the
+// one the queue's key index holds in the key's group (queue/keyindex.go:
+// the baseline keeps an entry per key, the plain bbolt shape). When the
+// queue's layout changes, this fails until pendingRecordPuts follows.
 func TestPendingRecordPutsMatchQueue(t *testing.T) {
 	now := time.Unix(1_800_000_000, 123456789)
 	path := filepath.Join(t.TempDir(), "agent.db")
@@ -155,6 +158,12 @@ func TestPendingRecordPutsMatchQueue(t *testing.T) {
 	err = db.View(func(tx *bolt.Tx) error {
 		for i := range items {
 			for _, p := range pendingRecordPuts(&items[i], res[i].Seq, now) {
+				if bytes.Equal(p.bucket, rawBucketKeys) {
+					if got := groupedEntry(tx.Bucket([]byte("key_groups")), p.key); !bytes.Equal(got, p.value) {
+						t.Errorf("movement %d: key entry %x, the queue's %x", i, p.value, got)
+					}
+					continue
+				}
 				bk := tx.Bucket(p.bucket)
 				if bk == nil {
 					t.Errorf("the queue has no bucket %q", p.bucket)
@@ -175,6 +184,29 @@ func TestPendingRecordPutsMatchQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// groupedEntry finds key's entry in the queue's key index, whose group
+// values are members of key (16), entry length (uvarint) and entry.
+func groupedEntry(groups *bolt.Bucket, key []byte) []byte {
+	if groups == nil {
+		return nil
+	}
+	var found []byte
+	groups.ForEach(func(_, v []byte) error {
+		for len(v) > 16 {
+			n, w := binary.Uvarint(v[16:])
+			if w <= 0 || int(n) > len(v)-16-w {
+				return nil
+			}
+			if bytes.Equal(v[:16], key) {
+				found = v[16+w : 16+w+int(n)]
+			}
+			v = v[16+w+int(n):]
+		}
+		return nil
+	})
+	return found
 }
 
 func keyIn(b *bolt.Bucket, k []byte) bool {

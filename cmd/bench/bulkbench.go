@@ -234,7 +234,9 @@ type rawPut struct {
 // pendingRecordPuts is what the queue writes for a new pending movement p
 // given sequence seq at now (queue/enqueue.go store, the encodings of
 // queue/record.go): its record in pending under the sequence, an entry
-// in due under (now, seq), and its key entry in keys. It is the one place
+// in due under (now, seq), and its key entry, which the baseline puts in
+// a bucket of one entry per key (the queue groups keys, queue/keyindex.go,
+// which costs it more per key and fewer bytes). It is the one place
 // the raw bulk baseline follows the queue's record layout: change it when
 // that layout changes.
 func pendingRecordPuts(p *movement.Prepared, seq uint64, now time.Time) [3]rawPut {

@@ -2,13 +2,17 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/rxedge/agent/central/ledger"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
+	"golang.org/x/mod/sumdb/note"
 )
 
 // drainLease is how many movements one drain step leases and settles: the
@@ -124,7 +128,34 @@ func drain(ctx context.Context, path, store string) (syncResult, error) {
 		n += len(recs)
 	}
 	el := time.Since(start)
+	if err := checkpointAsNotary(q, store); err != nil {
+		return syncResult{}, err
+	}
 	return syncResult{n: n, elapsed: el, rate: rate(n, el)}, q.Close()
+}
+
+// checkpointAsNotary does what the agent's notary does within
+// ledger.checkpoint_interval of a drain: it signs a checkpoint covering
+// every movement and, as once central acknowledged its publication,
+// records it published, which lets the file drop the leaf hashes it kept
+// for the next consistency proof. (Not timed.)
+func checkpointAsNotary(q *queue.Queue, store string) error {
+	skey, _, err := ledger.GenerateKey(rand.Reader, store)
+	if err != nil {
+		return err
+	}
+	signer, err := note.NewSigner(skey)
+	if err != nil {
+		return err
+	}
+	c, err := q.SignCheckpoint(time.Now(), func(c ledger.Checkpoint) ([]byte, error) { return ledger.Sign(c, signer) })
+	if errors.Is(err, queue.ErrNothingToSign) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	return q.CheckpointPublished(c.ID)
 }
 
 // compactSteps is how many steps are timed before and after compaction.

@@ -161,7 +161,7 @@ func (b *bench) fileBytes(ctx context.Context, scn string) error {
 			mib(pendingBytes), thousands(float64(n)), payloadSize, perPending), perPending/payloadSize, "", t)
 	}, atMost(2.5))
 	b.reportAtSize(scn, "bytes_per_synced_key", n, func(name string, t *target) {
-		b.rep.value(scn, name, fmt.Sprintf("data file bytes in use (%.1f MiB: the file, %.1f MiB, less its free pages, which compaction returns) / synced keys after draining all %s (Lease %d + MarkSynced per batch), before the horizon prunes any",
+		b.rep.value(scn, name, fmt.Sprintf("data file bytes in use (%.1f MiB: the file, %.1f MiB, less its free pages, which compaction returns) / synced keys after draining all %s (Lease %d + MarkSynced per batch, then the notary's checkpoint, acknowledged), before the horizon prunes any",
 			mib(syncedUsed), mib(syncedBytes), thousands(float64(n)), drainLease), perSynced, "B", t)
 	}, atMost(96))
 	return nil

@@ -14,16 +14,17 @@ import (
 	"github.com/rxedge/agent/queue"
 )
 
-// v2Fixture is a data file of store S0042 written by the queue of schema
-// 2, in every state (see queue/testdata/v2gen), and the movement ids it
-// was given.
-const v2Fixture = "../../queue/testdata/v2.db.gz"
+// upgradeFixtures are data files of store S0042 written by the queues of
+// schemas 2 and 3, in every state (see queue/testdata/fixturegen), which
+// gave the same fixtureMovements movement ids.
+var upgradeFixtures = []string{"../../queue/testdata/v2.db.gz", "../../queue/testdata/v3.db.gz"}
 
-const v2Movements = 2190
+const fixtureMovements = 2190
 
 // TestPowerLossDuringUpgrade cuts the power while the agent upgrades a
-// data file of schema 2 at its start: the first round traces a whole
-// upgrade, then each round puts the schema 2 file in a new data directory
+// data file of schema 2, and one of schema 3, at its start: the first
+// round traces a whole upgrade, then each round puts the older file in a
+// new data directory
 // and cuts at another of the upgrade's filesystem requests (a sample in
 // the short run; with RXEDGE_POWERLOSS=full, every request). After each
 // cut the file opens, passes Verify, and says exactly what the file
@@ -31,6 +32,12 @@ const v2Movements = 2190
 // sequence, time, digest and record, every sequence's answer, counters,
 // lineage and journal (less the agent's start entries).
 func TestPowerLossDuringUpgrade(t *testing.T) {
+	for _, f := range upgradeFixtures {
+		t.Run(filepath.Base(f), func(t *testing.T) { powerLossDuringUpgrade(t, f) })
+	}
+}
+
+func powerLossDuringUpgrade(t *testing.T, fixturePath string) {
 	r := newRig(t)
 	// The fixture's synced keys are months old: the start's prune must
 	// keep them for the comparison.
@@ -38,7 +45,7 @@ func TestPowerLossDuringUpgrade(t *testing.T) {
 	if err := os.WriteFile(r.cfg, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	fixture := gunzipFile(t, v2Fixture)
+	fixture := gunzipFile(t, fixturePath)
 	refPath := filepath.Join(t.TempDir(), "agent.db")
 	if err := os.WriteFile(refPath, fixture, 0o600); err != nil {
 		t.Fatal(err)
@@ -156,7 +163,7 @@ func upgradedState(t *testing.T, path string) string {
 	}
 	s.Stats.Path, s.Stats.FileSize = "", 0
 	s.Keys = map[string]queue.Entry{}
-	for i := 1; i <= v2Movements; i++ {
+	for i := 1; i <= fixtureMovements; i++ {
 		id := fmt.Sprintf("M%06d", i)
 		if e, err := q.Get(movement.Key(storeID, id)); err == nil {
 			s.Keys[id] = e
