@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -93,7 +94,13 @@ func newDoctorCmd(s *streams) *cobra.Command {
 				}
 			}
 			if c.DataDir != "" {
-				o.Status = func(ctx context.Context) (*status.Status, error) { return readStatus(ctx, c.DataDir) }
+				keyFile := ""
+				if dataDir, err := filepath.Abs(c.DataDir); err == nil {
+					if ls, problems := c.Ledger.Validate("ledger", dataDir); len(problems) == 0 {
+						keyFile = ls.KeyFile
+					}
+				}
+				o.Status = func(ctx context.Context) (*status.Status, error) { return readStatus(ctx, c.DataDir, keyFile) }
 			}
 			return printDoctor(s, doctor.Run(cmd.Context(), o), asJSON)
 		},
