@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rxedge/agent/central/ledger"
+	"github.com/rxedge/agent/doctor"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/notary"
 	"github.com/rxedge/agent/queue"
@@ -153,5 +154,65 @@ func TestStoppedStatusWithABadKeyFile(t *testing.T) {
 	q.Close()
 	if st, _ := stoppedStatus(t, "--data-dir", fresh); st.Ledger.PublicKey != "" || !strings.Contains(st.Ledger.Error, "makes one at its start") {
 		t.Fatalf("fresh data file: %+v", st.Ledger)
+	}
+}
+
+// TestDoctorChecksTheSigningKey: `agent doctor` (plain and --json) checks
+// the signing key of a stopped store: its key file, its permissions and
+// that it signed the newest checkpoint; after a rotation it gives the
+// roster line; a key file open to others fails the report.
+func TestDoctorChecksTheSigningKey(t *testing.T) {
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, notary.KeyFileName)
+	k := signedDataDir(t, dir, keyFile)
+	cfg := filepath.Join(t.TempDir(), "agent.yaml")
+	os.WriteFile(cfg, []byte("store_id: "+cliStore+"\ndata_dir: "+dir+"\ningest:\n  listen: \"off\"\n"), 0o600)
+
+	report := func() (map[string]doctor.Check, string) {
+		out, errs, code := cli(t, "doctor", "--json", "--config", cfg)
+		if code != exitAttention { // no central configured: never ready
+			t.Fatalf("doctor exit %d:\n%s%s", code, out, errs)
+		}
+		var r doctor.Report
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		got := map[string]doctor.Check{}
+		for _, c := range r.Checks {
+			got[c.Name] = c
+		}
+		plain, _, _ := cli(t, "doctor", "--config", cfg)
+		return got, plain
+	}
+	got, plain := report()
+	if c := got[doctor.CheckLedgerKey]; !c.OK || !strings.Contains(c.Detail, k.VKey) {
+		t.Fatalf("signing key check %+v", c)
+	}
+	if c := got[doctor.CheckLedgerKeyPrivate]; !c.OK {
+		t.Fatalf("private check %+v", c)
+	}
+	if c := got[doctor.CheckLedgerKeyMatches]; !c.OK {
+		t.Fatalf("match check %+v", c)
+	}
+	if !strings.Contains(plain, "ok   signing key ") || !strings.Contains(plain, "ok   signing key private") {
+		t.Fatalf("plain report:\n%s", plain)
+	}
+
+	r, err := notary.RotateKey(keyFile, cliStore, false, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(keyFile, 0o644)
+	got, plain = report()
+	if c := got[doctor.CheckLedgerKeyMatches]; !c.Warning || !strings.Contains(c.Fix, cliStore+" "+r.New) {
+		t.Fatalf("match check after rotation %+v", c)
+	}
+	if c := got[doctor.CheckLedgerKeyPrivate]; c.OK || c.Warning || !strings.Contains(c.Fix, "chmod 600 "+keyFile) {
+		t.Fatalf("private check of a 0644 key %+v", c)
+	}
+	for _, w := range []string{"warn signing key of newest checkpoint", "FAIL signing key private", "fix: chmod 600 " + keyFile, cliStore + " " + r.New} {
+		if !strings.Contains(plain, w) {
+			t.Errorf("plain report lacks %q:\n%s", w, plain)
+		}
 	}
 }
