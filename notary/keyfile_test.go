@@ -36,6 +36,9 @@ func badKeyFiles(t *testing.T) []badKeyFile {
 			if err := os.Symlink(target, path); err != nil {
 				t.Skipf("this system makes no symbolic links for this user: %v", err)
 			}
+			if _, err := os.Lstat(path); err != nil {
+				t.Skipf("the symbolic link made is not there (Wine makes none): %v", err)
+			}
 		}
 	}
 	file := func(b []byte) func(*testing.T, string) {
@@ -63,7 +66,7 @@ func badKeyFiles(t *testing.T) []badKeyFile {
 				t.Fatal(err)
 			}
 			defer f.Close()
-			if err := f.Truncate(1 << 30); err != nil {
+			if err := f.Truncate(64 << 20); err != nil {
 				t.Fatal(err)
 			}
 		}, "not a key file"},

@@ -116,6 +116,9 @@ func symlinkOrSkip(t *testing.T, target, path string) {
 	if err := os.Symlink(target, path); err != nil {
 		t.Skipf("this system makes no symbolic links for this user: %v", err)
 	}
+	if _, err := os.Lstat(path); err != nil {
+		t.Skipf("the symbolic link made is not there (Wine makes none): %v", err)
+	}
 }
 
 // startDaemonLog is startDaemon with the agent's log.
