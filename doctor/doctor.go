@@ -6,7 +6,9 @@
 // subjects and not on another's, its clock agrees with central's where
 // central shows its time, central fsyncs every write and replicates its
 // movement streams where its system account or monitoring endpoint shows
-// that, and the disk and the queue are healthy. Every failed check carries
+// that, the disk and the queue are healthy, and the store's signing key
+// is its own, private to the service's account, and the key that signed
+// its newest checkpoint (else the roster needs the new key). Every failed check carries
 // a one-line fix; a check that could not be run says so, and how to run
 // it, and never passes.
 //
@@ -169,7 +171,15 @@ func Run(ctx context.Context, o Options) Report {
 			add(c)
 		}
 	}
-	for _, c := range local(ctx, o) {
+	var st *status.Status
+	var stErr error
+	if o.Status != nil {
+		st, stErr = o.Status(ctx)
+	}
+	for _, c := range local(o, st, stErr) {
+		add(c)
+	}
+	for _, c := range ledgerKeyChecks(o, st, stErr) {
 		add(c)
 	}
 	r.Ready = true
@@ -221,12 +231,12 @@ func token(o Options) Check {
 	return Check{Name: CheckToken, OK: true, Detail: "set"}
 }
 
-// local checks the disk and the queue through the agent's status.
-func local(ctx context.Context, o Options) []Check {
+// local checks the disk and the queue through the agent's status, st (or
+// the error reading it).
+func local(o Options, st *status.Status, err error) []Check {
 	if o.Status == nil {
 		return nil
 	}
-	st, err := o.Status(ctx)
 	if err != nil {
 		fix := fmt.Sprintf("start the agent (`%s start`) and run doctor again as an administrator", o.Command)
 		return []Check{

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -103,6 +104,83 @@ func grantsRead(rights string) bool {
 			if rights[k:k+2] == r {
 				return true
 			}
+		}
+	}
+	return false
+}
+
+// ServiceCanRead reports whether the account the agent's service runs as
+// may read path, and names the account. The account is found from the
+// data directory, which install gives the service: on Linux its owner; on
+// Windows the account its DACL grants access beside SYSTEM and the
+// Administrators (SYSTEM itself when there is none, as for a service
+// installed to run as LocalSystem).
+func ServiceCanRead(path, dataDir string) (account string, ok bool, err error) {
+	return serviceCanRead(path, dataDir)
+}
+
+// sidAliases are the SDDL aliases of the SIDs a service account can be.
+var sidAliases = map[string]string{"SY": sidSystem, "LS": sidLocalService, "NS": sidNetworkService, "BA": sidAdministrators}
+
+func canonSID(s string) string {
+	s = strings.ToUpper(s)
+	if sid, ok := sidAliases[s]; ok {
+		return sid
+	}
+	return s
+}
+
+// allowEntries returns the allow entries of the DACL of sddl that apply
+// to the object itself (not inherit-only): SID (canonical) and rights.
+func allowEntries(sddl string) [][2]string {
+	i := strings.Index(sddl, "D:")
+	if i < 0 {
+		return nil
+	}
+	dacl := sddl[i+2:]
+	if j := strings.LastIndex(dacl, ")S:"); j >= 0 {
+		dacl = dacl[:j+1]
+	}
+	var out [][2]string
+	for _, m := range aceRE.FindAllStringSubmatch(dacl, -1) {
+		f := strings.Split(m[1], ";")
+		if len(f) < 6 || f[0] != "A" || strings.Contains(f[1], "IO") {
+			continue
+		}
+		out = append(out, [2]string{canonSID(f[5]), f[2]})
+	}
+	return out
+}
+
+// serviceSIDs are the SIDs the DACL sddl of the data directory grants
+// access beside SYSTEM, the Administrators, the creator owner and the
+// groups of every local user: the service's account (install grants it
+// modify). SYSTEM when there is none.
+func serviceSIDs(sddl string) []string {
+	var out []string
+	for _, e := range allowEntries(sddl) {
+		sid := e[0]
+		if _, broad := broadGroups[sid]; broad || sid == sidSystem || sid == sidAdministrators || sid == "CO" || sid == "S-1-3-0" || slices.Contains(out, sid) {
+			continue
+		}
+		out = append(out, sid)
+	}
+	if len(out) == 0 {
+		out = []string{sidSystem}
+	}
+	return out
+}
+
+// sidReads reports whether the DACL sddl lets sid read the object (an
+// allow entry of its own with a read right; a null DACL lets everybody).
+func sidReads(sddl, sid string) bool {
+	if i := strings.Index(sddl, "D:"); i >= 0 && strings.HasPrefix(sddl[i+2:], "NO_ACCESS_CONTROL") {
+		return true
+	}
+	sid = canonSID(sid)
+	for _, e := range allowEntries(sddl) {
+		if e[0] == sid && grantsRead(e[1]) {
+			return true
 		}
 	}
 	return false

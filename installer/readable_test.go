@@ -34,3 +34,37 @@ func TestBroadReaders(t *testing.T) {
 		})
 	}
 }
+
+// TestServiceSIDsAndReads: the service's account is found from the data
+// directory's DACL as install sets it (and as a LocalSystem install sets
+// it), and a key file's DACL is judged for that account.
+func TestServiceSIDsAndReads(t *testing.T) {
+	const svc = "S-1-5-80-1235733905-4259525939-1509107125-1929003510-981884878"
+	dataDir := "D:P(A;OICI;FA;;;SY)(A;OICI;FA;;;BA)(A;OICI;0x1301bf;;;" + svc + ")"
+	if got := serviceSIDs(dataDir); !slices.Equal(got, []string{svc}) {
+		t.Errorf("serviceSIDs(install's data dir) = %v", got)
+	}
+	if got := serviceSIDs("D:P(A;OICI;FA;;;SY)(A;OICI;FA;;;BA)(A;OICIIO;GA;;;CO)(A;OICI;0x1200a9;;;BU)"); !slices.Equal(got, []string{sidSystem}) {
+		t.Errorf("serviceSIDs(LocalSystem data dir) = %v", got)
+	}
+	if got := serviceSIDs("D:P(A;OICI;FA;;;SY)(A;OICI;0x1301bf;;;LS)"); !slices.Equal(got, []string{sidLocalService}) {
+		t.Errorf("serviceSIDs(LocalService data dir) = %v", got)
+	}
+	for _, tc := range []struct {
+		name, sddl, sid string
+		want            bool
+	}{
+		{"install's key", "D:P(A;;FA;;;SY)(A;;FA;;;BA)(A;;0x120089;;;" + svc + ")", svc, true},
+		{"a key inheriting the data directory's", "D:AI(A;ID;FA;;;SY)(A;ID;FA;;;BA)(A;ID;0x1301bf;;;" + svc + ")", svc, true},
+		{"administrators only", "D:P(A;;FA;;;SY)(A;;FA;;;BA)", svc, false},
+		{"write only", "D:P(A;;FA;;;SY)(A;;0x100116;;;" + svc + ")", svc, false},
+		{"inherit-only", "D:P(A;;FA;;;SY)(A;OICIIO;FA;;;" + svc + ")", svc, false},
+		{"a deny entry is no grant", "D:P(D;;FA;;;" + svc + ")", svc, false},
+		{"SYSTEM by alias", "D:P(A;;FA;;;SY)", sidSystem, true},
+		{"no DACL", "D:NO_ACCESS_CONTROL", svc, true},
+	} {
+		if got := sidReads(tc.sddl, tc.sid); got != tc.want {
+			t.Errorf("%s: sidReads = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -36,22 +37,44 @@ type Key struct {
 var ErrNoKey = errors.New("notary: no signing key")
 
 // LoadKey reads the key file of store at path: the private key line,
-// then the verifier key line.
+// then the verifier key line. It reads only a regular file at path
+// itself: a symbolic link (even to a key), a directory, a device or a
+// pipe is refused, as is a file longer than a key file can be, so nothing
+// put in the key file's place is read, waited on or taken for the key.
 func LoadKey(path, store string) (*Key, error) {
-	f, err := os.Open(path)
+	fi, err := os.Lstat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w at %s", ErrNoKey, path)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("notary: read the signing key: %w", err)
 	}
+	if err := regularKeyFile(path, fi); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|openFlags, 0)
+	if err != nil {
+		return nil, fmt.Errorf("notary: read the signing key: %w", err)
+	}
 	defer f.Close()
-	b := make([]byte, maxKeyFile+1)
-	n, _ := f.Read(b)
-	if n > maxKeyFile {
+	opened, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("notary: read the signing key: %w", err)
+	}
+	if !os.SameFile(fi, opened) {
+		return nil, fmt.Errorf("notary: the signing key file %s was replaced while it was read: try again", path)
+	}
+	if opened.Size() > maxKeyFile {
+		return nil, fmt.Errorf("notary: the signing key file %s is not a key file (%d bytes; a key file has fewer than %d)", path, opened.Size(), maxKeyFile)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("notary: read the signing key: %w", err)
+	}
+	if len(b) > maxKeyFile {
 		return nil, fmt.Errorf("notary: the signing key file %s is not a key file (too long)", path)
 	}
-	lines := strings.Split(strings.TrimSpace(string(b[:n])), "\n")
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	if len(lines) != 2 {
 		return nil, fmt.Errorf("notary: the signing key file %s is not a key file (two lines: the private key, the verifier key)", path)
 	}
@@ -68,6 +91,20 @@ func LoadKey(path, store string) (*Key, error) {
 		return nil, fmt.Errorf("notary: the signing key in %s is named %q, not %q: it is another store's", path, s.Name(), ledger.KeyName(store))
 	}
 	return &Key{Signer: s, VKey: vkey}, nil
+}
+
+// regularKeyFile refuses what is at path, described by fi (not followed),
+// unless it is a regular file.
+func regularKeyFile(path string, fi fs.FileInfo) error {
+	switch m := fi.Mode(); {
+	case m&fs.ModeSymlink != 0:
+		return fmt.Errorf("notary: the signing key file %s is a symbolic link: the key is read only from a regular file at that path (move the key file itself there, or set ledger.key_file to where it is)", path)
+	case m.IsDir():
+		return fmt.Errorf("notary: the signing key file %s is a directory, not a key file: move it away (the agent then makes a new key, whose public key goes into the roster) or set ledger.key_file", path)
+	case !m.IsRegular():
+		return fmt.Errorf("notary: the signing key file %s is not a regular file (%s): move it away or set ledger.key_file", path, m.Type())
+	}
+	return nil
 }
 
 // CreateKey makes a new key for store and writes it to path, which must
@@ -161,7 +198,17 @@ func RotateKey(path, store string, keep bool, now time.Time) (Rotation, error) {
 		return r, err
 	}
 	next := path + ".new"
-	os.Remove(next) // a rotation that stopped before its rename
+	if _, err := os.Lstat(next); err == nil {
+		// A rotation that stopped before its rename left a whole key
+		// there (it is written before it is linked in): only that is
+		// removed, never a file the rotation did not make.
+		if _, lerr := LoadKey(next, store); lerr != nil {
+			return r, fmt.Errorf("notary: %s is in the way of the new key and is not a key a rotation left: move it away", next)
+		}
+		if err := os.Remove(next); err != nil {
+			return r, fmt.Errorf("notary: remove the key an earlier rotation left: %w", err)
+		}
+	}
 	if err := writeNew(next, []byte(skey+"\n"+vkey+"\n")); err != nil {
 		return r, fmt.Errorf("notary: write the new signing key: %w", err)
 	}

@@ -75,6 +75,11 @@ type Ledger struct {
 	Signed           int64      `json:"signed"`
 	Published        int64      `json:"published"`
 	LastCheckpointAt *time.Time `json:"last_checkpoint_at,omitempty"`
+	// LastCheckpointKey names the key that signed the newest checkpoint
+	// ("rxedge-store-S0042+1a2b3c4d", the start of its public key). When
+	// PublicKey does not start with it, the key changed since (rotated or
+	// lost): the roster needs the new public key to verify what comes.
+	LastCheckpointKey string `json:"last_checkpoint_key,omitempty"`
 	// Error is the notary's last failure to sign or publish.
 	Error string `json:"error,omitempty"`
 }
@@ -412,6 +417,9 @@ func renderLedger(b *strings.Builder, s *Status) {
 	b.WriteString("\n")
 	if l.PublicKey != "" {
 		fmt.Fprintf(b, "Public key  %s\n", l.PublicKey)
+	}
+	if l.PublicKey != "" && l.LastCheckpointKey != "" && !strings.HasPrefix(l.PublicKey, l.LastCheckpointKey+"+") {
+		fmt.Fprintf(b, "Key changed the newest checkpoint was signed with %s, not the key above: the roster needs the line \"%s %s\" (keep the old key's line)\n", l.LastCheckpointKey, s.StoreID, l.PublicKey)
 	}
 	if l.KeyLostAt != nil {
 		fmt.Fprintf(b, "WARNING     the signing key was lost and a new one made %s: add the public key above to the roster\n", ago(l.KeyLostAt, s.GeneratedAt))

@@ -115,6 +115,35 @@ func GenerateKey(rand io.Reader, store string) (skey, vkey string, err error) {
 	return note.GenerateKey(rand, KeyName(store))
 }
 
+// KeyID is what names a verifier key in a note signature:
+// "<name>+<key hash, 8 hex digits>", the key's first two fields ("" when
+// vkey has no such form).
+func KeyID(vkey string) string {
+	name, rest, ok := strings.Cut(vkey, "+")
+	hash, _, ok2 := strings.Cut(rest, "+")
+	if !ok || !ok2 || name == "" || len(hash) != 8 {
+		return ""
+	}
+	return name + "+" + hash
+}
+
+// SignerKeyID is the KeyID of the key named for store that signed the
+// note msg, read from its signature line without checking it ("" when no
+// signature bears that name). A key whose KeyID differs did not sign it.
+func SignerKeyID(msg []byte, store string) string {
+	_, err := note.Open(msg, note.VerifierList())
+	var e *note.UnverifiedNoteError
+	if !errors.As(err, &e) {
+		return ""
+	}
+	for _, sig := range e.Note.UnverifiedSigs {
+		if sig.Name == KeyName(store) {
+			return fmt.Sprintf("%s+%08x", sig.Name, sig.Hash)
+		}
+	}
+	return ""
+}
+
 // Sign signs a checkpoint with a store's key, which must be that store's.
 func Sign(c Checkpoint, s note.Signer) ([]byte, error) {
 	if s.Name() != KeyName(c.Store) {

@@ -262,3 +262,41 @@ func TestCheckpointMsgID(t *testing.T) {
 		}
 	}
 }
+
+// TestSignerKeyID: the key id read from a checkpoint's signature line is
+// that of the key that signed it (KeyID of its verifier key), not of
+// another key of the same store or of another store.
+func TestSignerKeyID(t *testing.T) {
+	skey, vkey, _ := ledger.GenerateKey(rand.Reader, "S0042")
+	_, vkey2, _ := ledger.GenerateKey(rand.Reader, "S0042")
+	otherS, _, _ := ledger.GenerateKey(rand.Reader, "S0043")
+	signer, _ := note.NewSigner(skey)
+	other, _ := note.NewSigner(otherS)
+	c := ledger.Checkpoint{Store: "S0042", Log: "0123456789abcdef", Size: 3, Root: leafAt(1).Hash(), First: 1, Time: time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)}
+	msg, err := ledger.Sign(c, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := ledger.SignerKeyID(msg, "S0042")
+	if id == "" || id != ledger.KeyID(vkey) || !strings.HasPrefix(vkey, id+"+") {
+		t.Fatalf("SignerKeyID = %q, KeyID(vkey) = %q, vkey %s", id, ledger.KeyID(vkey), vkey)
+	}
+	if id == ledger.KeyID(vkey2) {
+		t.Fatal("two keys of one store have one id")
+	}
+	if got := ledger.SignerKeyID(msg, "S0043"); got != "" {
+		t.Errorf("S0043's key id on S0042's checkpoint: %q", got)
+	}
+	forged, _ := note.Sign(&note.Note{Text: c.Text()}, other)
+	if got := ledger.SignerKeyID(forged, "S0042"); got != "" {
+		t.Errorf("a checkpoint signed by S0043 has S0042's key id %q", got)
+	}
+	for _, bad := range []string{"", "garbage", "a+b", "rxedge-store-S0042+xyz+AAAA"} {
+		if got := ledger.KeyID(bad); got != "" {
+			t.Errorf("KeyID(%q) = %q", bad, got)
+		}
+		if got := ledger.SignerKeyID([]byte(bad), "S0042"); got != "" {
+			t.Errorf("SignerKeyID(%q) = %q", bad, got)
+		}
+	}
+}

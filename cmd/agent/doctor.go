@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -25,8 +26,11 @@ there (and, with --admin-user, has central's settings); the store may
 publish on its own subjects and not on another store's; the clock agrees
 with central's (visible with --admin-user); central fsyncs every write and
 replicates its streams on a cluster (visible with --system-user or
---monitor-url; skipped, never passed, without); there is disk space; and the
-oldest pending movement is recent.
+--monitor-url; skipped, never passed, without); there is disk space; the
+oldest pending movement is recent; and the store's signing key (ledger.key_file)
+is there (or is made at the first start of a new data file), is the store's own,
+is readable by the service's account and nobody else, and signed the newest
+checkpoint (if not, it prints the roster line the new key needs).
 
 Doctor changes nothing: its publish probes are refused by the stream by
 design and store nothing. Run it as an administrator (it reads the config).
@@ -93,7 +97,13 @@ func newDoctorCmd(s *streams) *cobra.Command {
 				}
 			}
 			if c.DataDir != "" {
-				o.Status = func(ctx context.Context) (*status.Status, error) { return readStatus(ctx, c.DataDir) }
+				keyFile := ""
+				if dataDir, err := filepath.Abs(c.DataDir); err == nil {
+					if ls, problems := c.Ledger.Validate("ledger", dataDir); len(problems) == 0 {
+						keyFile = ls.KeyFile
+					}
+				}
+				o.Status = func(ctx context.Context) (*status.Status, error) { return readStatus(ctx, c.DataDir, keyFile) }
 			}
 			return printDoctor(s, doctor.Run(cmd.Context(), o), asJSON)
 		},

@@ -112,7 +112,7 @@ func (a *liveAgent) waitFor(t *testing.T, what string, cond func(*status.Status)
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		st, err := readStatus(context.Background(), a.dir)
+		st, err := readStatus(context.Background(), a.dir, "")
 		if err == nil && cond(st) {
 			return st
 		}

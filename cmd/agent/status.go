@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/rxedge/agent/installer"
+	"github.com/rxedge/agent/notary"
 	"github.com/rxedge/agent/status"
 )
 
@@ -69,10 +72,11 @@ func newStatusCmd(s *streams) *cobra.Command {
 			plain.PendingAgeWarn = maxAge
 			plain.DisconnectedWarn, plain.DisconnectedCrit, plain.FreeDiskWarn, plain.FreeDiskCrit = 0, 0, 0, 0
 			plain.RequireRunning = false
+			keyFile := loc.ledgerKeyFile(dataDir)
 			if watch {
-				return watchStatus(cmd.Context(), s, dataDir, interval, plain, asJSON)
+				return watchStatus(cmd.Context(), s, dataDir, keyFile, interval, plain, asJSON)
 			}
-			return statusOnce(cmd.Context(), s, dataDir, plain, maxAge, asJSON)
+			return statusOnce(cmd.Context(), s, dataDir, keyFile, plain, maxAge, asJSON)
 		},
 	}
 	fs := cmd.Flags()
@@ -96,8 +100,8 @@ func newStatusCmd(s *streams) *cobra.Command {
 // statusOnce prints the status document of dataDir once, judged by th,
 // as the plain view or JSON; it exits 3 when the document has problems,
 // 1 when there is no data file yet.
-func statusOnce(ctx context.Context, s *streams, dataDir string, th status.Thresholds, maxAge time.Duration, asJSON bool) error {
-	st, err := readStatus(ctx, dataDir)
+func statusOnce(ctx context.Context, s *streams, dataDir, keyFile string, th status.Thresholds, maxAge time.Duration, asJSON bool) error {
+	st, err := readStatus(ctx, dataDir, keyFile)
 	if errors.Is(err, errNoDataFile) {
 		// Installed but never started: the service state is part of
 		// the answer. An error (exit 1), as for every command that
@@ -162,7 +166,7 @@ func runCheck(ctx context.Context, s *streams, loc *location, th status.Threshol
 	var st *status.Status
 	dataDir, err := loc.resolveDataDir()
 	if err == nil {
-		st, err = readStatus(ctx, dataDir)
+		st, err = readStatus(ctx, dataDir, loc.ledgerKeyFile(dataDir))
 	}
 	code, line := status.Check(st, err, th)
 	fmt.Fprintln(s.out, line)
@@ -203,7 +207,9 @@ func (b *byteSize) Set(s string) error {
 // service's; tests point it elsewhere.
 var isServiceDataDir = installer.IsServiceDataDir
 
-func readStatus(ctx context.Context, dataDir string) (*status.Status, error) {
+// readStatus reads the status of the agent of dataDir, whose signing key
+// is keyFile ("" for the default place in dataDir).
+func readStatus(ctx context.Context, dataDir, keyFile string) (*status.Status, error) {
 	conn, err := connect(ctx, dataDir, readOnly, "")
 	if err != nil {
 		return nil, err
@@ -213,6 +219,12 @@ func readStatus(ctx context.Context, dataDir string) (*status.Status, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !conn.running && st.Ledger != nil {
+		if keyFile == "" {
+			keyFile = filepath.Join(dataDir, notary.KeyFileName)
+		}
+		stoppedLedgerKey(st.Ledger, keyFile, st.StoreID)
+	}
 	// The system service is part of the answer only for the data
 	// directory it runs on: a trial (run --dev) or another directory gets
 	// no line about a service it never was.
@@ -220,6 +232,48 @@ func readStatus(ctx context.Context, dataDir string) (*status.Status, error) {
 		st.Service = serviceState()
 	}
 	return st, nil
+}
+
+// stoppedLedgerKey fills in the public key of a stopped agent from its key
+// file, as the running agent shows the key it signs with; a key file that
+// cannot be read is said in l.Error, as the running agent says it. Only
+// the public key is ever taken from the file.
+func stoppedLedgerKey(l *status.Ledger, keyFile, store string) {
+	k, err := notary.LoadKey(keyFile, store)
+	signed := l.Signed > 0 || l.LastCheckpointAt != nil
+	switch {
+	case err == nil:
+		l.PublicKey = k.VKey
+	case errors.Is(err, notary.ErrNoKey) && !signed:
+		l.Error = fmt.Sprintf("no signing key at %s yet: the agent makes one at its start; its public key then goes into the roster", keyFile)
+	case errors.Is(err, notary.ErrNoKey):
+		l.Error = fmt.Sprintf("the signing key file %s is missing: restore it from a backup before the agent starts, or the agent makes a new key (a lost key) whose public key must go into the roster", keyFile)
+	case errors.Is(err, fs.ErrPermission):
+		l.Error = fmt.Sprintf("cannot read the signing key %s: permission denied: run status as an administrator (sudo) or as the agent's user to see its public key", keyFile)
+	default:
+		l.Error = err.Error()
+	}
+}
+
+// ledgerKeyFile is the signing key file of the agent of dataDir: the
+// configuration's ledger.key_file when the configuration is that agent's,
+// else the default place in dataDir.
+func (l *location) ledgerKeyFile(dataDir string) string {
+	def := filepath.Join(dataDir, notary.KeyFileName)
+	own := *l
+	own.dataDir = ""
+	c, _, err := own.loadConfig()
+	if err != nil || c.DataDir == "" {
+		return def
+	}
+	if d, err := filepath.Abs(c.DataDir); err != nil || filepath.Clean(d) != filepath.Clean(dataDir) {
+		return def
+	}
+	ls, problems := c.Ledger.Validate("ledger", dataDir)
+	if len(problems) > 0 {
+		return def
+	}
+	return ls.KeyFile
 }
 
 // serviceState is the state of the system service: running, stopped,
@@ -253,13 +307,13 @@ func isTerminal(w io.Writer) bool {
 // watchStatus refreshes the status every interval until ctx ends. On a
 // terminal it redraws the screen; into a pipe it writes one view (or one
 // JSON document per line) per refresh, with no escape codes.
-func watchStatus(ctx context.Context, s *streams, dataDir string, interval time.Duration, th status.Thresholds, asJSON bool) error {
+func watchStatus(ctx context.Context, s *streams, dataDir, keyFile string, interval time.Duration, th status.Thresholds, asJSON bool) error {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	tty := isTerminal(s.out)
 	for {
 		var b strings.Builder
-		st, err := readStatus(ctx, dataDir)
+		st, err := readStatus(ctx, dataDir, keyFile)
 		if st != nil {
 			st.Judged = st.Judge(th)
 		}

@@ -6,6 +6,7 @@ import (
 	stdsync "sync"
 	"time"
 
+	"github.com/rxedge/agent/central/ledger"
 	"github.com/rxedge/agent/internal/disk"
 	"github.com/rxedge/agent/internal/version"
 	"github.com/rxedge/agent/queue"
@@ -136,6 +137,7 @@ func (b *Builder) Status() (*status.Status, error) {
 		if ls.Latest != nil {
 			at := ls.Latest.SignedAt.UTC()
 			l.LastCheckpointAt = &at
+			l.LastCheckpointKey = ledger.SignerKeyID([]byte(ls.Latest.Note), qs.StoreID)
 		}
 		st.Ledger = &l
 	}
