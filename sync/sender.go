@@ -73,35 +73,28 @@ type sender struct {
 	done    chan struct{} // closed when the loop ends
 
 	// Loop-owned.
-	pace       pacing
-	diag       diagnosis
-	singles    int // single flights not yet settled
-	batches    int // batch flights not yet settled
-	batchesOut int // batch publishes in the air, at most maxBatchesOut
-	noBatch    bool
+	pace     pacing
+	diag     diagnosis
+	singles  int // single flights not yet settled
+	batches  int // batch flights not yet settled
+	batchOut bool
+	noBatch  bool
 	// suspects are movements whose failures made the sender pause: it
 	// probes with others while others are due.
 	suspects map[uint64]bool
 	// batchWait: a backlog is due and the loop waits for the single
 	// publishes in the air to settle before it sends a batch.
 	batchWait bool
-	// next is the batch leased and built while the ones before it are in
-	// the air, sent as soon as one is acknowledged; nil when none.
+	// next is the batch leased and built while the one before it is in
+	// the air, sent as soon as that one is acknowledged; nil when none.
 	// Its movements stay leased until then, and are given back when the
 	// sender stops sending batches (not online, batches refused, the loop
 	// ends).
 	next *prepared
-	// serial turns the preparing off: each batch is leased, built and
-	// sent once the one before it was acknowledged (a benchmark's
-	// baseline).
+	// serial turns the preparing off: each batch is leased and built once
+	// the one before it was acknowledged (a benchmark's baseline).
 	serial bool
 }
-
-// maxBatchesOut is how many atomic batches the sender has in the air at
-// once: while central fsyncs one, the next is on its way, as a publisher
-// that keeps its connection busy would. Each is settled in send order;
-// the settler holds at most two batch flights unsettled (fill).
-const maxBatchesOut = 2
 
 // prepared is an atomic batch ready to go: the movements sent alone
 // (see sendBatch) and the batch's members with their messages.
@@ -294,7 +287,7 @@ func (s *sender) handle(ev event) {
 		}
 		s.pace.systemic(now, s.o.Rand(), ev.reason)
 	case evBatchSent:
-		s.batchesOut--
+		s.batchOut = false
 	case evNoBatch:
 		s.dropNext()
 		if !s.noBatch {
@@ -385,12 +378,11 @@ func (s *sender) queueError(now time.Time, err error) {
 }
 
 // fill sends due movements: an atomic batch when a backlog is due and no
-// single publish is in the air (up to maxBatchesOut of them), single
-// publishes otherwise. While batches are in the air it prepares the next
-// one.
+// single publish is in the air, single publishes otherwise. While a batch
+// is in the air it prepares the next one.
 func (s *sender) fill(now time.Time) {
 	s.batchWait = false
-	if s.batchesOut >= maxBatchesOut || (s.serial && s.batchesOut > 0) {
+	if s.batchOut {
 		if !s.serial {
 			s.prepareNext(now)
 		}
@@ -426,9 +418,6 @@ func (s *sender) fill(now time.Time) {
 			return
 		}
 	}
-	if s.batchesOut > 0 {
-		return // no single publishes beside a batch
-	}
 	free := s.o.MaxInFlight - s.singles
 	if free <= 0 {
 		return
@@ -454,7 +443,7 @@ func (s *sender) sendSingles(now time.Time, items []*queue.Record, probe bool) {
 // prepareNext leases and builds the next batch while one is in the air,
 // when a backlog is due: its movements are the oldest due after those in
 // the air, as they would be once that one is acknowledged, and it is sent
-// in the same order.
+// in the same order (the loop sends one batch at a time).
 func (s *sender) prepareNext(now time.Time) {
 	if s.next != nil || s.noBatch || s.pace.state != stOnline {
 		return
@@ -529,7 +518,7 @@ func (s *sender) sendPrepared(now time.Time, p *prepared) {
 	}
 	batch, msgs, tr := p.batch, p.msgs, s.link.transport()
 	f := &flight{items: batch, batch: make(chan batchResult, 1), sentAt: now}
-	s.batchesOut++
+	s.batchOut = true
 	s.batches++
 	s.flights <- f
 	s.m.Publish("batch", len(batch), 0)
@@ -554,7 +543,7 @@ func (s *sender) nextWake(now time.Time) time.Duration {
 	if s.pace.state != stOnline {
 		return s.pace.wake(now)
 	}
-	if s.batchesOut > 0 || s.batchWait || s.singles >= s.o.MaxInFlight {
+	if s.batchOut || s.batchWait || s.singles >= s.o.MaxInFlight {
 		return -1 // until a settlement or an event
 	}
 	next, err := s.q.NextDue(now)
