@@ -23,6 +23,7 @@ import (
 	"github.com/rxedge/agent/central/ledger"
 	"github.com/rxedge/agent/headoffice/audit"
 	"github.com/rxedge/agent/headoffice/fleet"
+	"github.com/rxedge/agent/headoffice/provision"
 	"github.com/rxedge/agent/internal/progress"
 )
 
@@ -59,17 +60,13 @@ func (c *ledgerConn) archives() ([]string, error) {
 	return nil, nil
 }
 
-// readRoster reads --roster.
-func readRoster(path string) (audit.Roster, error) {
+// readRoster reads --roster, the roster the server configuration is
+// generated from (provision.ParseRoster).
+func readRoster(path string) (*provision.Roster, error) {
 	if path == "" {
 		return nil, usageError("--roster FILE is required (the store ids and their ledger keys, \"S0042 <key>\" a line)")
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("--roster: %w", err)
-	}
-	defer f.Close()
-	return audit.ParseRoster(f)
+	return provision.ParseRosterFile(path)
 }
 
 // readVerifierKey reads a note verifier key given as the key itself or a

@@ -17,6 +17,7 @@ import (
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/central/command"
 	"github.com/rxedge/agent/central/ledger"
+	"github.com/rxedge/agent/headoffice/provision"
 )
 
 // Asker asks a store for its latest checkpoint and leaves; *fleet.Client
@@ -61,7 +62,7 @@ type Options struct {
 	// the roster or the archive.
 	Stores []string
 	// Roster is each store's verifier keys.
-	Roster Roster
+	Roster *provision.Roster
 	// Witness, when set, is head office's witness key: its
 	// countersignatures are checked, and the checkpoints it countersigned
 	// (WitnessStream) are compared with the archive too.
@@ -270,6 +271,9 @@ type verifier struct {
 // Verify checks the stores' logs against the archives. It fails only
 // when the archives cannot be read; everything found is in the Report.
 func Verify(ctx context.Context, o Options) (*Report, error) {
+	if o.Roster == nil || o.Conn == nil {
+		return nil, errors.New("audit: verify needs a connection and the roster")
+	}
 	o = o.withDefaults()
 	start := o.Now()
 	var js jetstream.JetStream
@@ -289,7 +293,7 @@ func Verify(ctx context.Context, o Options) (*Report, error) {
 			v.only[s] = true
 		}
 	}
-	for s := range o.Roster {
+	for _, s := range o.Roster.Stores {
 		if v.wanted(s) {
 			v.store(s)
 		}
@@ -456,7 +460,7 @@ func (v *verifier) fetchCheckpoint(ctx context.Context, store string, l loc) (le
 	if err != nil {
 		return ledger.Checkpoint{}, false
 	}
-	_, c, err := ledger.Open([]byte(msg.Note), v.o.Roster.verifiers(store, nil))
+	_, c, err := ledger.Open([]byte(msg.Note), verifiers(v.o.Roster, store, nil))
 	if err != nil || c.Store != store {
 		return ledger.Checkpoint{}, false
 	}
@@ -512,7 +516,7 @@ func (v *verifier) mergeAnswers() {
 		if st.answer == nil || st.answer.Checkpoint == "" {
 			continue
 		}
-		_, c, err := ledger.Open([]byte(st.answer.Checkpoint), v.o.Roster.verifiers(st.id, nil))
+		_, c, err := ledger.Open([]byte(st.answer.Checkpoint), verifiers(v.o.Roster, st.id, nil))
 		if err != nil || c.Store != st.id {
 			v.find(Finding{Store: st.id, Kind: KindBadSignature, Detail: "the store's own latest checkpoint is not signed by a roster key of the store"})
 			continue
@@ -593,7 +597,7 @@ func (v *verifier) readWitness(ctx context.Context) error {
 		if !v.wanted(r.store) {
 			return nil
 		}
-		n, c, err := ledger.Open(r.data, v.o.Roster.verifiers(r.store, v.o.Witness))
+		n, c, err := ledger.Open(r.data, verifiers(v.o.Roster, r.store, v.o.Witness))
 		if err != nil || c.Store != r.store || !hasSig(n, v.o.Witness) {
 			v.find(Finding{Store: r.store, Kind: KindBadSignature, Detail: "a checkpoint of the witness stream is not signed by a roster key of its store and the witness key"})
 			return nil
@@ -651,7 +655,7 @@ func (v *verifier) checkpoint(r record) {
 		return
 	}
 	st := v.store(r.store)
-	n, c, err := ledger.Open([]byte(msg.Note), v.o.Roster.verifiers(r.store, v.o.Witness))
+	n, c, err := ledger.Open([]byte(msg.Note), verifiers(v.o.Roster, r.store, v.o.Witness))
 	if err != nil || c.Store != r.store {
 		v.find(Finding{Store: r.store, Log: log, Kind: KindBadSignature, Sizes: []int64{size},
 			Detail: "the checkpoint is not signed by a roster key of the store"})

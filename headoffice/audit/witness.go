@@ -20,6 +20,7 @@ import (
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/central/ledger"
+	"github.com/rxedge/agent/headoffice/provision"
 )
 
 // DefaultWitnessKeyName is the note key name of head office's witness key.
@@ -66,7 +67,7 @@ type WitnessOptions struct {
 	APIPrefix string
 	// Archives names the archives to read; nil lists the streams.
 	Archives []string
-	Roster   Roster
+	Roster   *provision.Roster
 	// Signer is the witness's key.
 	Signer note.Signer
 	// StateFile keeps, per log, the last checkpoint countersigned and,
@@ -120,8 +121,8 @@ type Witness struct {
 
 // NewWitness loads the state and makes sure the witness stream exists.
 func NewWitness(ctx context.Context, o WitnessOptions) (*Witness, error) {
-	if o.Signer == nil || o.StateFile == "" || o.Conn == nil {
-		return nil, errors.New("audit: a witness needs a connection, a key and a state file")
+	if o.Signer == nil || o.StateFile == "" || o.Conn == nil || o.Roster == nil {
+		return nil, errors.New("audit: a witness needs a connection, a key, the roster and a state file")
 	}
 	if o.Stream == "" {
 		o.Stream = WitnessStreamName
@@ -245,7 +246,7 @@ func (w *Witness) checkpoint(ctx context.Context, r record, run *WitnessRun) err
 		w.refuse(run, RefusedMalformed, r.store, log, size)
 		return nil
 	}
-	n, c, err := ledger.Open([]byte(msg.Note), w.o.Roster.verifiers(r.store, nil))
+	n, c, err := ledger.Open([]byte(msg.Note), verifiers(w.o.Roster, r.store, nil))
 	if err != nil || c.Store != r.store || c.Log != log || c.Size != size {
 		w.refuse(run, RefusedBadSignature, r.store, log, size)
 		return nil

@@ -3,6 +3,7 @@ package provision
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -68,13 +69,26 @@ func ReadRoster(r io.Reader) ([]string, error) {
 // from, with each store's checkpoint verifier keys (central/ledger).
 type Roster struct {
 	// Stores are the store ids, in the roster's order.
-	Stores []string
-	keys   map[string][]string
+	Stores    []string
+	keys      map[string][]string
+	verifiers map[string][]note.Verifier
 }
+
+// MaxRosterLine bounds a roster line (a store id and a verifier key take
+// under 100 bytes).
+const MaxRosterLine = 4096
 
 // Keys are the verifier keys a roster lists for store, in its order
 // (several while a key is rotated; none when it lists none).
 func (r *Roster) Keys(store string) []string { return slices.Clone(r.keys[store]) }
+
+// StoreVerifiers are the verifiers of Keys(store); none for a nil roster.
+func (r *Roster) StoreVerifiers(store string) []note.Verifier {
+	if r == nil {
+		return nil
+	}
+	return slices.Clone(r.verifiers[store])
+}
 
 // Verifiers are the verifier keys of every store of the roster, for
 // ledger.Open (which accepts a checkpoint only when signed by a key named
@@ -82,10 +96,7 @@ func (r *Roster) Keys(store string) []string { return slices.Clone(r.keys[store]
 func (r *Roster) Verifiers() note.Verifiers {
 	var vs []note.Verifier
 	for _, s := range r.Stores {
-		for _, k := range r.keys[s] {
-			v, _ := note.NewVerifier(k) // checked by ParseRoster
-			vs = append(vs, v)
-		}
+		vs = append(vs, r.verifiers[s]...)
 	}
 	return note.VerifierList(vs...)
 }
@@ -96,16 +107,18 @@ func (r *Roster) Verifiers() note.Verifiers {
 // store, each with a key, give it several keys (a key being rotated).
 // Blank lines and everything after a # are ignored. It refuses invalid,
 // reserved and repeated ids, keys that are not note verifier keys named
-// for their store (ledger.KeyName), and a key listed twice, naming their
-// lines.
+// for their store (ledger.KeyName), a key listed twice, and a line over
+// MaxRosterLine bytes. Its errors name the lines, never their content.
 func ParseRoster(rd io.Reader) (*Roster, error) {
 	var (
-		r    = &Roster{keys: map[string][]string{}}
+		r    = &Roster{keys: map[string][]string{}, verifiers: map[string][]note.Verifier{}}
 		bad  []string
 		seen = map[string]bool{} // store ids on lines with no key
+		n    = 0
 	)
 	sc := bufio.NewScanner(rd)
-	for n := 1; sc.Scan(); n++ {
+	sc.Buffer(make([]byte, 0, 512), MaxRosterLine)
+	for n = 1; sc.Scan(); n++ {
 		line, _, _ := strings.Cut(sc.Text(), "#")
 		f := strings.Fields(line)
 		if len(f) == 0 {
@@ -118,13 +131,13 @@ func ParseRoster(rd io.Reader) (*Roster, error) {
 			bad = append(bad, fmt.Sprintf("line %d: a line is a store id and at most one verifier key", n))
 			continue
 		case slices.Contains(reservedAccounts, id):
-			bad = append(bad, fmt.Sprintf("line %d: %q is reserved", n, id))
+			bad = append(bad, fmt.Sprintf("line %d: the id is reserved (a name of the configuration's own accounts or users)", n))
 			continue
 		case !central.ValidStoreID(id):
-			bad = append(bad, fmt.Sprintf("line %d: %q is not a store id (letters, digits, _ and -, at most 32)", n, id))
+			bad = append(bad, fmt.Sprintf("line %d: not a store id (letters, digits, _ and -, at most 32)", n))
 			continue
 		case listed && (len(f) == 1 || seen[id]):
-			bad = append(bad, fmt.Sprintf("line %d: %s is listed twice (a store repeats only on lines that each give one of its keys)", n, id))
+			bad = append(bad, fmt.Sprintf("line %d: the store is listed twice (a store repeats only on lines that each give one of its keys)", n))
 			continue
 		}
 		if len(f) == 1 {
@@ -133,23 +146,26 @@ func ParseRoster(rd io.Reader) (*Roster, error) {
 			v, err := note.NewVerifier(f[1])
 			switch {
 			case err != nil:
-				bad = append(bad, fmt.Sprintf("line %d: the key of %s is not a note verifier key (agent status shows it as ledger.public_key)", n, id))
+				bad = append(bad, fmt.Sprintf("line %d: the key is not a note verifier key (agent status shows it as ledger.public_key)", n))
 				continue
 			case v.Name() != ledger.KeyName(id):
-				bad = append(bad, fmt.Sprintf("line %d: the key is named %q, not %q: it is not %s's key", n, v.Name(), ledger.KeyName(id), id))
+				bad = append(bad, fmt.Sprintf("line %d: the key is not named for the store on its line (ledger.KeyName): it is not that store's key", n))
 				continue
 			case slices.Contains(r.keys[id], f[1]):
-				bad = append(bad, fmt.Sprintf("line %d: %s's key is listed twice", n, id))
+				bad = append(bad, fmt.Sprintf("line %d: the store's key is listed twice", n))
 				continue
 			}
 			r.keys[id] = append(r.keys[id], f[1])
+			r.verifiers[id] = append(r.verifiers[id], v)
 		}
 		if !listed {
 			r.Stores = append(r.Stores, id)
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return nil, err
+	if err := sc.Err(); errors.Is(err, bufio.ErrTooLong) {
+		return nil, fmt.Errorf("roster: line %d: over %d bytes", n, MaxRosterLine)
+	} else if err != nil {
+		return nil, fmt.Errorf("roster: %w", err)
 	}
 	if len(bad) > 0 {
 		return nil, fmt.Errorf("roster:\n  %s", strings.Join(bad, "\n  "))
