@@ -40,7 +40,7 @@ type ledgerConn struct {
 func (c *ledgerConn) register(cmd *cobra.Command, ask bool) {
 	fs := cmd.Flags()
 	fs.IntVar(&c.parts, "partitions", 0, "central's partitions: read RX_ARCHIVE and RX_ARCHIVE_<p> without listing the streams (0: list them)")
-	fs.StringVar(&c.apiPrefix, "js-api-prefix", "", "JetStream API prefix of this identity's account (rx.audit.api. for the production configuration's audit user)")
+	fs.StringVar(&c.apiPrefix, "js-api-prefix", "", "JetStream API prefix of this identity's account (rx.audit.api. for the production configuration's audit user, rx.witness-api. for its witness user)")
 	if !ask {
 		c.remote.nats.register(fs, "")
 		fs.BoolVar(&c.remote.asJSON, "json", false, "print the result as JSON")
@@ -432,17 +432,36 @@ signature (a second note signature; the store's stays) to a checkpoint
 only when it is signed by a key of its store in --roster and consistent
 (its proof) with the last checkpoint it countersigned for that log. It
 publishes each countersigned checkpoint to the stream RX_WITNESS (subject
-rx.witness.<store>, created when missing), where agent central verify
---witness-key and agent central prove find them. A checkpoint it refuses is
-logged (reason, store, log, sizes) and counted in the metric
+rx.witness.<store>), where agent central verify --witness-key and agent
+central prove find them. agent provision creates RX_WITNESS; on a central
+where it is missing the witness tries to create it, and says to run agent
+provision when it may not. A checkpoint it refuses is logged (reason,
+store, log, sizes) and counted in the metric
 rxedge_witness_checkpoints_total{result="refused",reason=...} served on
 --listen.
 
-Its state (the last countersigned size and root of each log, and how far
-each archive was read) is the file --state, which only the witness host
-holds: central's administrator cannot roll it back. It is replaced
-atomically; a crash between a countersignature and the state's save makes
-the next pass countersign the same checkpoint again, to the same bytes.
+In production it runs as the generated configuration's witness user, in an
+account of its own, which may read the archives and RX_WITNESS's info and
+publish countersignatures, nothing else:
+
+  NATS_PASSWORD=… agent central witness --signing-key witness.key \
+    --roster roster.txt --state /var/lib/rxedge/witness.state \
+    --partitions N --server URL --user witness \
+    --js-api-prefix rx.witness-api.
+
+(--partitions names the archives: the witness user may not list streams.)
+The audit user reads RX_WITNESS too, for verify --witness-key and prove.
+
+Its state (the last countersigned size and root of each log, how far each
+archive was read, and RX_WITNESS's last sequence it published) is the file
+--state, which only the witness host holds, signed with the witness key.
+It is replaced atomically; a crash between a countersignature and the
+state's save makes the next pass countersign the same checkpoint again, to
+the same bytes. A state file that is truncated, damaged, edited, signed by
+another key, over 64 MiB, or older than RX_WITNESS by more than one
+countersignature is refused (restore it from its backup); so is a missing
+one while RX_WITNESS holds countersignatures, unless --new-state (a new
+witness key, which reads the archives again from the start).
 
 --once reads the archives to their end and exits; otherwise it runs until
 stopped, reading again every --interval. Generate its key with agent
@@ -457,6 +476,7 @@ func newCentralWitnessCmd(s *streams) *cobra.Command {
 		once     bool
 		interval time.Duration
 		listen   string
+		newState bool
 	)
 	cmd := &cobra.Command{
 		Use:   "witness --signing-key FILE --roster FILE --state FILE [--once] [--interval D] [--listen ADDR] --server URL [auth flags]",
@@ -495,7 +515,7 @@ func newCentralWitnessCmd(s *streams) *cobra.Command {
 			log := slog.New(slog.NewTextHandler(s.err, nil))
 			ctx := cmd.Context()
 			w, err := audit.NewWitness(ctx, audit.WitnessOptions{Conn: nc, APIPrefix: conn.apiPrefix, Archives: archives, Roster: r,
-				Signer: signer, StateFile: state, Log: log, Registerer: reg})
+				Signer: signer, StateFile: state, NewState: newState, Log: log, Registerer: reg})
 			if err != nil {
 				return err
 			}
@@ -533,6 +553,7 @@ func newCentralWitnessCmd(s *streams) *cobra.Command {
 	fs.StringVar(&key, "signing-key", "", "the witness's private key file (agent central witness-key); --key is the TLS client key")
 	fs.StringVar(&roster, "roster", "", "the roster: a store id and its ledger key a line")
 	fs.StringVar(&state, "state", "", "the witness's state file (kept on the witness host)")
+	fs.BoolVar(&newState, "new-state", false, "start without a state file although RX_WITNESS holds countersignatures (a new witness key)")
 	fs.BoolVar(&once, "once", false, "read the archives to their end, then exit")
 	fs.DurationVar(&interval, "interval", 30*time.Second, "how often to read the archives again")
 	fs.StringVar(&listen, "listen", "", "serve /metrics here, e.g. 127.0.0.1:9466")

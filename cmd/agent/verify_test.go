@@ -230,7 +230,7 @@ func TestWitnessKilled(t *testing.T) {
 	// Kill it once it has countersigned some, not all.
 	deadline := time.Now().Add(time.Minute)
 	for {
-		st, err := js.Stream(ctx, audit.WitnessStreamName)
+		st, err := js.Stream(ctx, central.WitnessStreamName)
 		if err == nil && st.CachedInfo().State.Msgs >= 20 {
 			break
 		}
@@ -244,14 +244,14 @@ func TestWitnessKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd.Wait()
-	st, _ := js.Stream(ctx, audit.WitnessStreamName)
+	st, _ := js.Stream(ctx, central.WitnessStreamName)
 	killedAt := st.CachedInfo().State.Msgs
 	code, out, errs := agentRun(t, bin, append([]string{"central", "witness", "--once", "--json"}, args[2:len(args)-2]...)...)
 	var run audit.WitnessRun
 	if code != 0 || json.Unmarshal([]byte(out), &run) != nil || len(run.Refused) != 0 {
 		t.Fatalf("after the kill: exit %d: %s %s", code, out, errs)
 	}
-	st, _ = js.Stream(ctx, audit.WitnessStreamName)
+	st, _ = js.Stream(ctx, central.WitnessStreamName)
 	if n := st.CachedInfo().State.Msgs; n != checkpoints {
 		t.Fatalf("killed at %d, the witness stream holds %d countersigned checkpoints after the restart, want %d", killedAt, n, checkpoints)
 	}

@@ -27,7 +27,7 @@ type ProveOptions struct {
 	// Roster, when set, picks only checkpoints signed by a roster key.
 	Roster *provision.Roster
 	// WitnessStream is where countersigned checkpoints are looked for;
-	// default WitnessStreamName. A countersigned checkpoint that covers
+	// default central.WitnessStreamName. A countersigned checkpoint that covers
 	// the movement is preferred. NoWitness does not look (an identity
 	// that may not read it).
 	WitnessStream string
@@ -53,7 +53,7 @@ var ErrNotCovered = errors.New("audit: no signed checkpoint covers the movement 
 func Prove(ctx context.Context, o ProveOptions) (ledger.Proof, error) {
 	var p ledger.Proof
 	if o.WitnessStream == "" {
-		o.WitnessStream = WitnessStreamName
+		o.WitnessStream = central.WitnessStreamName
 	}
 	if o.MaxBuffered <= 0 {
 		o.MaxBuffered = DefaultMaxBuffered
@@ -161,7 +161,7 @@ func Prove(ctx context.Context, o ProveOptions) (ledger.Proof, error) {
 	}
 	if wst, err := js.Stream(wctx, o.WitnessStream); err == nil && wst.CachedInfo().State.Msgs > 0 {
 		var wbest *ledger.Checkpoint
-		_, err := scanPrefix(ctx, js, o.WitnessStream, WitnessPrefix, 0, wst.CachedInfo().State.LastSeq, []string{WitnessSubject(found.store)}, false, func(r record) error {
+		_, err := scanPrefix(ctx, js, o.WitnessStream, central.WitnessPrefix, 0, wst.CachedInfo().State.LastSeq, []string{central.WitnessSubject(found.store)}, false, func(r record) error {
 			text, _, _ := strings.Cut(string(r.data), "\n\n")
 			c, err := ledger.ParseCheckpoint(text + "\n")
 			if err != nil || c.Log != best.Log || c.First != best.First || leaf.Seq-c.First >= uint64(c.Size) {

@@ -36,17 +36,6 @@ const (
 	DefaultMaxDiagnose  = 100_000
 )
 
-// WitnessStreamName is the stream of the witness's countersigned
-// checkpoints; WitnessPrefix starts its subjects, one per store.
-const (
-	WitnessStreamName = "RX_WITNESS"
-	WitnessPrefix     = "rx.witness."
-)
-
-// WitnessSubject is where the witness publishes a store's countersigned
-// checkpoints.
-func WitnessSubject(store string) string { return WitnessPrefix + store }
-
 // Options configure Verify.
 type Options struct {
 	// Conn reads the archives (ordered consumers, and message gets by
@@ -67,7 +56,7 @@ type Options struct {
 	// countersignatures are checked, and the checkpoints it countersigned
 	// (WitnessStream) are compared with the archive too.
 	Witness       note.Verifier
-	WitnessStream string // default WitnessStreamName
+	WitnessStream string // default central.WitnessStreamName
 	// Asker asks each store for its latest checkpoint and, to name what
 	// changed, its leaves; nil asks nobody.
 	Asker Asker
@@ -123,7 +112,7 @@ func (o Options) withDefaults() Options {
 		o.MaxDiagnose = DefaultMaxDiagnose
 	}
 	if o.WitnessStream == "" {
-		o.WitnessStream = WitnessStreamName
+		o.WitnessStream = central.WitnessStreamName
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -591,9 +580,9 @@ func (v *verifier) readWitness(ctx context.Context) error {
 	last := st.CachedInfo().State.LastSeq
 	var subjects []string
 	for _, s := range v.o.Stores {
-		subjects = append(subjects, WitnessSubject(s))
+		subjects = append(subjects, central.WitnessSubject(s))
 	}
-	_, err = scanPrefix(ctx, v.js, v.o.WitnessStream, WitnessPrefix, 0, last, subjects, false, func(r record) error {
+	_, err = scanPrefix(ctx, v.js, v.o.WitnessStream, central.WitnessPrefix, 0, last, subjects, false, func(r record) error {
 		if !v.wanted(r.store) {
 			return nil
 		}

@@ -2,12 +2,16 @@ package audit_test
 
 import (
 	"crypto/rand"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/central/ledger"
 	"github.com/rxedge/agent/headoffice/audit"
 	"github.com/rxedge/agent/testkit/ledgertest"
 )
@@ -35,7 +39,7 @@ func openWitness(t *testing.T, r *rig, state string, signer note.Signer) *audit.
 
 func witnessMsgs(t *testing.T, r *rig) uint64 {
 	t.Helper()
-	st, err := r.js.Stream(r.ctx, audit.WitnessStreamName)
+	st, err := r.js.Stream(r.ctx, central.WitnessStreamName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,5 +128,195 @@ func TestWitnessRefusesForkAndForgery(t *testing.T) {
 	run, err = w.Once(r.ctx)
 	if err != nil || run.Countersigned != 0 || run.Refused[audit.RefusedBadSignature] != 1 {
 		t.Fatalf("forgery: %+v %v", run, err)
+	}
+}
+
+// editState rewrites the state file's JSON through edit, as a hand would,
+// leaving its signature as it was.
+func editState(t *testing.T, path string, edit func(st map[string]any)) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f map[string]any
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	st, ok := f["state"].(map[string]any)
+	if !ok {
+		t.Fatalf("the state file has no state object: %s", b)
+	}
+	edit(st)
+	if b, err = json.Marshal(f); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWitnessStateAttacked starts the witness on a state file that was
+// truncated, replaced by garbage, grown huge, edited by hand (a log's size
+// made smaller, its root changed, its read position moved), signed by
+// another key, rolled back to an older copy, or removed. Each is refused
+// with an error that names the file and what to do, never its content,
+// and nothing more is countersigned; a store's fork offered after such an
+// attack is never countersigned.
+func TestWitnessStateAttacked(t *testing.T) {
+	r := newRig(t)
+	dir := t.TempDir()
+	state := filepath.Join(dir, "witness.state")
+	w, signer, wv, _ := newWitness(t, r, state)
+	if run, err := w.Once(r.ctx); err != nil || run.Countersigned != 5 {
+		t.Fatalf("first pass: %+v %v", run, err)
+	}
+	first, err := os.ReadFile(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two more checkpoints of S0042, countersigned: the state is now 2
+	// countersignatures ahead of first.
+	for range 2 {
+		r.a.Movements(r.ctx, t, r.js, 5)
+		r.a.Checkpoint(r.ctx, t, r.js)
+		r.records += 6
+	}
+	r.wait(t)
+	if run, err := w.Once(r.ctx); err != nil || run.Countersigned != 2 {
+		t.Fatalf("second pass: %+v %v", run, err)
+	}
+	good, err := os.ReadFile(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the attacks would serve: S0042 signs a checkpoint of size 75
+	// whose tree rewrites a movement under the size-70 checkpoint the
+	// witness countersigned.
+	r.a.Movements(r.ctx, t, r.js, 5)
+	r.a.Fork(r.ctx, t, r.js, 4)
+	r.records += 6
+	r.wait(t)
+	key := "S0042/" + r.a.Log
+	const marker = "Z9MARKERZ9"
+	_, otherSkey, _, err := func() (string, string, string, error) {
+		s, v, err := audit.GenerateWitnessKey(rand.Reader, "")
+		return "", s, v, err
+	}()
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherSigner, err := note.NewSigner(otherSkey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name   string
+		signer note.Signer
+		setup  func(t *testing.T)
+		want   string
+	}{
+		{name: "truncated", setup: func(t *testing.T) { os.WriteFile(state, good[:len(good)/2], 0o600) }, want: "does not read"},
+		{name: "empty", setup: func(t *testing.T) { os.WriteFile(state, nil, 0o600) }, want: "does not read"},
+		{name: "garbage", setup: func(t *testing.T) {
+			b := make([]byte, 4096)
+			rand.Read(b)
+			os.WriteFile(state, append([]byte(marker), b...), 0o600)
+		}, want: "does not read"},
+		{name: "json of something else", setup: func(t *testing.T) {
+			os.WriteFile(state, []byte(`{"streams":{"RX_ARCHIVE":1},"logs":{},"note":"`+marker+`"}`), 0o600)
+		}, want: "does not read"},
+		{name: "huge", setup: func(t *testing.T) {
+			f, err := os.Create(state)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if err := f.Truncate(audit.MaxWitnessState + 1); err != nil {
+				t.Fatal(err)
+			}
+		}, want: "over"},
+		{name: "a log's size made smaller", setup: func(t *testing.T) {
+			os.WriteFile(state, good, 0o600)
+			editState(t, state, func(st map[string]any) {
+				st["logs"].(map[string]any)[key].(map[string]any)["size"] = 60
+			})
+		}, want: "signature does not match"},
+		{name: "a log's root changed", setup: func(t *testing.T) {
+			os.WriteFile(state, good, 0o600)
+			editState(t, state, func(st map[string]any) {
+				st["logs"].(map[string]any)[key].(map[string]any)["root"] = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
+			})
+		}, want: "signature does not match"},
+		{name: "a log removed", setup: func(t *testing.T) {
+			os.WriteFile(state, good, 0o600)
+			editState(t, state, func(st map[string]any) { delete(st["logs"].(map[string]any), key) })
+		}, want: "signature does not match"},
+		{name: "the archive read back to the start", setup: func(t *testing.T) {
+			os.WriteFile(state, good, 0o600)
+			editState(t, state, func(st map[string]any) { st["streams"] = map[string]any{} })
+		}, want: "signature does not match"},
+		{name: "signed by another witness key", signer: otherSigner, setup: func(t *testing.T) { os.WriteFile(state, good, 0o600) }, want: "signature does not match"},
+		{name: "rolled back to an older copy", setup: func(t *testing.T) { os.WriteFile(state, first, 0o600) }, want: "older than the witness stream"},
+		{name: "removed", setup: func(t *testing.T) { os.Remove(state) }, want: "does not exist, but the witness stream"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.setup(t)
+			s := signer
+			if tc.signer != nil {
+				s = tc.signer
+			}
+			_, err := audit.NewWitness(r.ctx, audit.WitnessOptions{Conn: r.nc, Roster: r.roster, Signer: s, StateFile: state})
+			if err == nil {
+				t.Fatal("the witness started")
+			}
+			if !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), state) {
+				t.Errorf("error %q, want it to name the file and say %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), marker) || strings.Contains(err.Error(), r.a.Log) {
+				t.Errorf("the error repeats the file's content: %v", err)
+			}
+			if n := witnessMsgs(t, r); n != 7 {
+				t.Errorf("the witness stream holds %d countersignatures, want 7", n)
+			}
+		})
+	}
+
+	// The genuine state back: the witness refuses the fork, and verify
+	// with its key holds up to 70.
+	if err := os.WriteFile(state, good, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w = openWitness(t, r, state, signer)
+	run, err := w.Once(r.ctx)
+	if err != nil || run.Countersigned != 0 || run.Refused[audit.RefusedForked] != 1 {
+		t.Fatalf("the fork after the genuine state: %+v %v", run, err)
+	}
+	rep := r.verify(t, func(o *audit.Options) { o.Witness = wv })
+	for _, l := range rep.Logs {
+		if l.Store == "S0042" && l.Witnessed != 70 {
+			t.Errorf("witnessed up to %d, want 70", l.Witnessed)
+		}
+	}
+	// Removed, with --new-state (a new witness): it starts afresh, reading
+	// the archive in order, and still refuses the fork.
+	os.Remove(state)
+	w, err = audit.NewWitness(r.ctx, audit.WitnessOptions{Conn: r.nc, Roster: r.roster, Signer: signer, StateFile: state, NewState: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err = w.Once(r.ctx)
+	if err != nil || run.Refused[audit.RefusedForked] != 1 {
+		t.Fatalf("a new state over the same archive: %+v %v", run, err)
+	}
+}
+
+// TestWitnessStreamConfigHoldsACountersignature: the witness stream
+// takes the largest checkpoint note a checkpoint message can hold with
+// the witness's signature added.
+func TestWitnessStreamConfigHoldsACountersignature(t *testing.T) {
+	if got := central.WitnessStreamConfig(central.StreamOptions{}).MaxMsgSize; got < ledger.MaxMessage+1024 {
+		t.Errorf("the witness stream's max_msg_size %d is under a checkpoint message and a signature line (%d)", got, ledger.MaxMessage+1024)
 	}
 }

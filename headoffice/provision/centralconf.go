@@ -21,15 +21,16 @@ import (
 
 // CentralAccount is the account of the generated configuration that holds
 // central's streams, operators and administrator; AuditAccount holds the
-// auditor.
+// auditor; WitnessAccount holds head office's witness.
 const (
 	CentralAccount = "RX"
 	AuditAccount   = "AUDIT"
+	WitnessAccount = "WITNESS"
 )
 
 // reservedAccounts are the names of the template's own accounts, and the
 // fleet token, which no store may take.
-var reservedAccounts = []string{"RX", "SYS", "AUDIT", "admin", "audit", "migrate", "ops", "sys", central.FleetToken}
+var reservedAccounts = []string{"RX", "SYS", "AUDIT", "WITNESS", "admin", "audit", "migrate", "ops", "sys", "witness", central.FleetToken}
 
 // ReadRosterFile is ReadRoster of the file at path; its errors name the
 // flag that gave it, --roster.
@@ -194,8 +195,12 @@ func migrateGrants(n int) []string {
 // A store can then reach nothing of another store's, not even through the
 // reply subject of a JetStream request: the server answers into the
 // requester's own account. The auditor has an account of its own, AUDIT,
-// for the same reason: it imports from RX only the reads of the archives
-// and of the fleet view, and from each store only the commands reconcile and ledger.
+// for the same reason: it imports from RX only the reads of the archives,
+// of the witness stream and of the fleet view, and from each store only
+// the commands reconcile and ledger. Head office's witness has the account
+// WITNESS: it imports the reads of the archives, the witness stream's info
+// and the publishing of countersigned checkpoints, and nothing else may
+// publish those.
 //
 // With more than one partition each store account's imports map the
 // subjects an agent uses, which do not change, onto its partition's
@@ -231,6 +236,7 @@ func CentralConfig(w io.Writer, stores []string, partitions int) error {
 		Streams, FleetStream, Fleet, Status, Ctl string
 		Reconcile, ReconcileAll, AuditAPI        string
 		Ledger, LedgerAll                        string
+		Witness, WitnessSubjects, WitnessAPI     string
 		Migrate                                  []string
 		AuditArchives                            []confPartition
 	}{
@@ -240,6 +246,7 @@ func CentralConfig(w io.Writer, stores []string, partitions int) error {
 		Reconcile: command.Subject("STORE", "reconcile"), ReconcileAll: command.Subject("*", "reconcile"),
 		Ledger: command.Subject("STORE", command.CmdLedger), LedgerAll: command.Subject("*", command.CmdLedger),
 		AuditAPI: central.AuditAPIPrefix,
+		Witness:  central.WitnessStreamName, WitnessSubjects: central.WitnessPrefix + ">", WitnessAPI: central.WitnessAPIPrefix,
 	})
 	if err != nil {
 		return err
@@ -296,7 +303,7 @@ var centralTemplate = template.Must(template.New("central").Funcs(template.FuncM
 #   3. enable TLS: without it passwords cross the network in clear text;
 #   4. run ` + "`agent provision --server URL --user admin …`" + ` (replicas 3 on a
 #      cluster, the same --partitions) to create the streams
-#      {{.Streams}} and {{.FleetStream}}.
+#      {{.Streams}}, {{.FleetStream}} and {{.Witness}}.
 #
 # Any value may come from the environment instead: ` + "`password: $S0001_PASS`" + `
 # reads the variable S0001_PASS when the server starts.
@@ -375,6 +382,9 @@ accounts {
 {{- end}}
               "$JS.API.STREAM.INFO.{{.FleetStream}}"
               "$JS.API.STREAM.CREATE.{{.FleetStream}}"
+              "$JS.API.STREAM.INFO.{{.Witness}}"
+              "$JS.API.STREAM.CREATE.{{.Witness}}"
+              "$JS.API.STREAM.UPDATE.{{.Witness}}"
             ]
           }
           subscribe: { allow: ["_INBOX_admin.>"] }
@@ -418,15 +428,24 @@ accounts {
 
     ]
     exports: [
-      # The auditor: its reads of the archives (a pull consumer's next
-      # request is answered by many messages) and of the fleet view.
+      # The auditor and the witness: their reads of the archives (a pull
+      # consumer's next request is answered by many messages); the
+      # auditor's of the witness stream and of the fleet view.
 {{- range .AuditArchives}}
-      { service: "$JS.API.STREAM.INFO.{{.Archive}}", accounts: [AUDIT] }
-      { service: "$JS.API.CONSUMER.CREATE.{{.Archive}}.>", accounts: [AUDIT] }
-      { service: "$JS.API.CONSUMER.MSG.NEXT.{{.Archive}}.*", accounts: [AUDIT], response: stream }
-      { service: "$JS.API.CONSUMER.INFO.{{.Archive}}.*", accounts: [AUDIT] }
-      { service: "$JS.API.CONSUMER.DELETE.{{.Archive}}.*", accounts: [AUDIT] }
+      { service: "$JS.API.STREAM.INFO.{{.Archive}}", accounts: [AUDIT, WITNESS] }
+      { service: "$JS.API.CONSUMER.CREATE.{{.Archive}}.>", accounts: [AUDIT, WITNESS] }
+      { service: "$JS.API.CONSUMER.MSG.NEXT.{{.Archive}}.*", accounts: [AUDIT, WITNESS], response: stream }
+      { service: "$JS.API.CONSUMER.INFO.{{.Archive}}.*", accounts: [AUDIT, WITNESS] }
+      { service: "$JS.API.CONSUMER.DELETE.{{.Archive}}.*", accounts: [AUDIT, WITNESS] }
 {{- end}}
+      { service: "$JS.API.STREAM.INFO.{{.Witness}}", accounts: [AUDIT, WITNESS] }
+      { service: "$JS.API.CONSUMER.CREATE.{{.Witness}}.>", accounts: [AUDIT] }
+      { service: "$JS.API.CONSUMER.MSG.NEXT.{{.Witness}}.*", accounts: [AUDIT], response: stream }
+      { service: "$JS.API.CONSUMER.INFO.{{.Witness}}.*", accounts: [AUDIT] }
+      { service: "$JS.API.CONSUMER.DELETE.{{.Witness}}.*", accounts: [AUDIT] }
+      # The witness publishes the checkpoints it countersigned; the
+      # stream's publish ack comes back to it across the boundary.
+      { service: "{{.WitnessSubjects}}", accounts: [WITNESS] }
       { service: "$JS.API.DIRECT.GET.{{.FleetStream}}", accounts: [AUDIT], response: stream }
       { service: "$JS.API.DIRECT.GET.{{.FleetStream}}.>", accounts: [AUDIT] }
 {{- range .Stores}}
@@ -502,7 +521,8 @@ accounts {
     ]
   }
 {{end}}
-  # Head office's reconciliation and verification: reads the archives with ordered consumers
+  # Head office's reconciliation and verification: reads the archives (and
+  # the witness's countersigned checkpoints, RX_WITNESS) with ordered consumers
   # (nats.go jetstream.OrderedConsumer: create, next, info and delete of
   # its own ephemeral consumers) and the fleet view, and sends stores the
   # signed read-only commands reconcile and ledger. It cannot publish movements,
@@ -527,6 +547,11 @@ accounts {
               "{{$.AuditAPI}}CONSUMER.INFO.{{.Archive}}.*"
               "{{$.AuditAPI}}CONSUMER.DELETE.{{.Archive}}.*"
 {{- end}}
+              "{{.AuditAPI}}STREAM.INFO.{{.Witness}}"
+              "{{.AuditAPI}}CONSUMER.CREATE.{{.Witness}}.>"
+              "{{.AuditAPI}}CONSUMER.MSG.NEXT.{{.Witness}}.*"
+              "{{.AuditAPI}}CONSUMER.INFO.{{.Witness}}.*"
+              "{{.AuditAPI}}CONSUMER.DELETE.{{.Witness}}.*"
               "{{.AuditAPI}}DIRECT.GET.{{.FleetStream}}"
               "{{.AuditAPI}}DIRECT.GET.{{.FleetStream}}.>"
               "{{.ReconcileAll}}"
@@ -545,12 +570,65 @@ accounts {
       { service: { account: RX, subject: "$JS.API.CONSUMER.INFO.{{.Archive}}.*" }, to: "{{$.AuditAPI}}CONSUMER.INFO.{{.Archive}}.*" }
       { service: { account: RX, subject: "$JS.API.CONSUMER.DELETE.{{.Archive}}.*" }, to: "{{$.AuditAPI}}CONSUMER.DELETE.{{.Archive}}.*" }
 {{- end}}
+      { service: { account: RX, subject: "$JS.API.STREAM.INFO.{{.Witness}}" }, to: "{{.AuditAPI}}STREAM.INFO.{{.Witness}}" }
+      { service: { account: RX, subject: "$JS.API.CONSUMER.CREATE.{{.Witness}}.>" }, to: "{{.AuditAPI}}CONSUMER.CREATE.{{.Witness}}.>" }
+      { service: { account: RX, subject: "$JS.API.CONSUMER.MSG.NEXT.{{.Witness}}.*" }, to: "{{.AuditAPI}}CONSUMER.MSG.NEXT.{{.Witness}}.*" }
+      { service: { account: RX, subject: "$JS.API.CONSUMER.INFO.{{.Witness}}.*" }, to: "{{.AuditAPI}}CONSUMER.INFO.{{.Witness}}.*" }
+      { service: { account: RX, subject: "$JS.API.CONSUMER.DELETE.{{.Witness}}.*" }, to: "{{.AuditAPI}}CONSUMER.DELETE.{{.Witness}}.*" }
       { service: { account: RX, subject: "$JS.API.DIRECT.GET.{{.FleetStream}}" }, to: "{{.AuditAPI}}DIRECT.GET.{{.FleetStream}}" }
       { service: { account: RX, subject: "$JS.API.DIRECT.GET.{{.FleetStream}}.>" }, to: "{{.AuditAPI}}DIRECT.GET.{{.FleetStream}}.>" }
 {{- range .Stores}}
       { service: { account: {{.ID}}, subject: "{{for $.Reconcile .ID}}" } }
       { service: { account: {{.ID}}, subject: "{{for $.Ledger .ID}}" } }
 {{- end}}
+    ]
+  }
+
+  # Head office's witness (` + "`agent central witness`" + `): reads the archives
+  # with ordered consumers as the auditor does, reads the info of the
+  # witness stream {{.Witness}}, and publishes the checkpoints it
+  # countersigned to {{.WitnessSubjects}}, whose JetStream publish ack comes
+  # back to its inbox. It cannot publish movements, send commands, or
+  # create, change, delete or purge a stream; no other user may publish to
+  # {{.WitnessSubjects}}. An account of its own, not AUDIT's: an account
+  # that can publish to {{.WitnessSubjects}} could have a JetStream answer
+  # to a request of any of its users, whose reply subject that user
+  # named, stored in {{.Witness}}, so the auditor would share the
+  # witness's grant. Its JetStream API is central's under the prefix
+  # {{.WitnessAPI}} (` + "`agent central witness --js-api-prefix {{.WitnessAPI}}`" + `).
+  WITNESS {
+    users: [
+      {
+        user: witness
+        password: "CHANGE-ME-witness"
+        permissions: {
+          publish: {
+            allow: [
+{{- range .AuditArchives}}
+              "{{$.WitnessAPI}}STREAM.INFO.{{.Archive}}"
+              "{{$.WitnessAPI}}CONSUMER.CREATE.{{.Archive}}.>"
+              "{{$.WitnessAPI}}CONSUMER.MSG.NEXT.{{.Archive}}.*"
+              "{{$.WitnessAPI}}CONSUMER.INFO.{{.Archive}}.*"
+              "{{$.WitnessAPI}}CONSUMER.DELETE.{{.Archive}}.*"
+{{- end}}
+              "{{.WitnessAPI}}STREAM.INFO.{{.Witness}}"
+              "{{.WitnessSubjects}}"
+            ]
+          }
+          subscribe: { allow: ["_INBOX_witness.>"] }
+        }
+      }
+    ]
+    imports: [
+{{- range .AuditArchives}}
+      { service: { account: RX, subject: "$JS.API.STREAM.INFO.{{.Archive}}" }, to: "{{$.WitnessAPI}}STREAM.INFO.{{.Archive}}" }
+      { service: { account: RX, subject: "$JS.API.CONSUMER.CREATE.{{.Archive}}.>" }, to: "{{$.WitnessAPI}}CONSUMER.CREATE.{{.Archive}}.>" }
+      { service: { account: RX, subject: "$JS.API.CONSUMER.MSG.NEXT.{{.Archive}}.*" }, to: "{{$.WitnessAPI}}CONSUMER.MSG.NEXT.{{.Archive}}.*" }
+      { service: { account: RX, subject: "$JS.API.CONSUMER.INFO.{{.Archive}}.*" }, to: "{{$.WitnessAPI}}CONSUMER.INFO.{{.Archive}}.*" }
+      { service: { account: RX, subject: "$JS.API.CONSUMER.DELETE.{{.Archive}}.*" }, to: "{{$.WitnessAPI}}CONSUMER.DELETE.{{.Archive}}.*" }
+{{- end}}
+      { service: { account: RX, subject: "$JS.API.STREAM.INFO.{{.Witness}}" }, to: "{{.WitnessAPI}}STREAM.INFO.{{.Witness}}" }
+      { service: { account: RX, subject: "{{.WitnessSubjects}}" } }
     ]
   }
 
