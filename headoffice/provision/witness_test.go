@@ -226,6 +226,51 @@ func testWitness(t *testing.T, n int) {
 		}
 	})
 
+	t.Run("a push consumer aimed at a witness or movement subject stores nothing", func(t *testing.T) {
+		// The grants to create consumers cannot restrict a consumer's
+		// deliver subject, which is in RX. The auditor's consumer on an
+		// archive or on RX_WITNESS delivering onto a witness subject, and
+		// the witness's onto a movement subject, deliver nothing there
+		// (nats-server does not count a stream's own subscription as
+		// interest), as TestProductionConfigAudit pins for the auditor
+		// and movement subjects.
+		before := witnessMsgs(t, ad)
+		target := central.PartitionSubject(central.Partition("S0002", n), n, "S0002", "bywitness")
+		for i, c := range []struct {
+			c                       *client
+			prefix, stream, deliver string
+			// cycle: the server refuses a consumer delivering onto its
+			// own stream's subjects.
+			cycle bool
+		}{
+			{c: au, prefix: central.AuditAPIPrefix, stream: arch, deliver: central.WitnessSubject("S0001")},
+			{c: au, prefix: central.AuditAPIPrefix, stream: ws, deliver: central.WitnessSubject("S0002"), cycle: true},
+			{c: au, prefix: central.AuditAPIPrefix, stream: ws, deliver: target},
+			{c: wi, prefix: central.WitnessAPIPrefix, stream: arch, deliver: target},
+		} {
+			name := fmt.Sprintf("push%d", i)
+			req := `{"stream_name":"` + c.stream + `","config":{"name":"` + name + `","deliver_subject":"` + c.deliver + `","ack_policy":"none","deliver_policy":"all"}}`
+			m, err := c.c.nc.Request(c.prefix+"CONSUMER.CREATE."+c.stream+"."+name, []byte(req), 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			refused := strings.Contains(string(m.Data), `"error"`)
+			if refused != c.cycle || c.cycle && !strings.Contains(string(m.Data), "cycle") {
+				t.Fatalf("create a push consumer on %s delivering to %s: %s", c.stream, c.deliver, m.Data)
+			}
+		}
+		for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+			if got := witnessMsgs(t, ad); got != before {
+				t.Fatalf("RX_WITNESS holds %d messages, had %d: a push consumer delivered into it", got, before)
+			}
+		}
+		b := dial(t, h.URL(), storeB)
+		m, err := directGet(testContext(t), b.nc, central.Subject("S0002", "bywitness"))
+		if err != nil || m.Header.Get("Status") != "404" {
+			t.Errorf("store B reads its key bywitness: %v, status %q; want 404", err, m.Header.Get("Status"))
+		}
+	})
+
 	t.Run("an answer stored from the central account is no countersignature", func(t *testing.T) {
 		// In RX, the account of the streams, a JetStream answer goes to
 		// whatever reply subject the requester named, and the server does
