@@ -441,7 +441,7 @@ rxedge_witness_checkpoints_total{result="refused",reason=...} served on
 --listen.
 
 In production it runs as the generated configuration's witness user, in an
-account of its own, which may read the archives and RX_WITNESS's info and
+account of its own, which may read the archives and RX_WITNESS and
 publish countersignatures, nothing else:
 
   NATS_PASSWORD=… agent central witness --signing-key witness.key \
@@ -453,15 +453,16 @@ publish countersignatures, nothing else:
 The audit user reads RX_WITNESS too, for verify --witness-key and prove.
 
 Its state (the last countersigned size and root of each log, how far each
-archive was read, and RX_WITNESS's last sequence it published) is the file
---state, which only the witness host holds, signed with the witness key.
-It is replaced atomically; a crash between a countersignature and the
-state's save makes the next pass countersign the same checkpoint again, to
-the same bytes. A state file that is truncated, damaged, edited, signed by
-another key, over 64 MiB, or older than RX_WITNESS by more than one
-countersignature is refused (restore it from its backup); so is a missing
-one while RX_WITNESS holds countersignatures, unless --new-state (a new
-witness key, which reads the archives again from the start).
+archive was read, and how far it read RX_WITNESS) is the file --state,
+which only the witness host holds, signed with the witness key and
+replaced atomically. At start the witness reads RX_WITNESS after that
+point (all of it without a state file) and takes each countersignature of
+its own key newer than the state's: a crash between a countersignature
+and the state's save, or an older state file put back, cannot make it
+countersign a fork of what it signed. A state file that is truncated,
+damaged, edited, signed by another key, or over 64 MiB is refused: restore
+it from its backup, or move it away to take the state from RX_WITNESS
+(the archives are then read again from the start).
 
 --once reads the archives to their end and exits; otherwise it runs until
 stopped, reading again every --interval. Generate its key with agent
@@ -476,7 +477,6 @@ func newCentralWitnessCmd(s *streams) *cobra.Command {
 		once     bool
 		interval time.Duration
 		listen   string
-		newState bool
 	)
 	cmd := &cobra.Command{
 		Use:   "witness --signing-key FILE --roster FILE --state FILE [--once] [--interval D] [--listen ADDR] --server URL [auth flags]",
@@ -515,7 +515,7 @@ func newCentralWitnessCmd(s *streams) *cobra.Command {
 			log := slog.New(slog.NewTextHandler(s.err, nil))
 			ctx := cmd.Context()
 			w, err := audit.NewWitness(ctx, audit.WitnessOptions{Conn: nc, APIPrefix: conn.apiPrefix, Archives: archives, Roster: r,
-				Signer: signer, StateFile: state, NewState: newState, Log: log, Registerer: reg})
+				Signer: signer, StateFile: state, Log: log, Registerer: reg})
 			if err != nil {
 				return err
 			}
@@ -553,7 +553,6 @@ func newCentralWitnessCmd(s *streams) *cobra.Command {
 	fs.StringVar(&key, "signing-key", "", "the witness's private key file (agent central witness-key); --key is the TLS client key")
 	fs.StringVar(&roster, "roster", "", "the roster: a store id and its ledger key a line")
 	fs.StringVar(&state, "state", "", "the witness's state file (kept on the witness host)")
-	fs.BoolVar(&newState, "new-state", false, "start without a state file although RX_WITNESS holds countersignatures (a new witness key)")
 	fs.BoolVar(&once, "once", false, "read the archives to their end, then exit")
 	fs.DurationVar(&interval, "interval", 30*time.Second, "how often to read the archives again")
 	fs.StringVar(&listen, "listen", "", "serve /metrics here, e.g. 127.0.0.1:9466")

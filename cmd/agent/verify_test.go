@@ -197,8 +197,9 @@ func TestLedgerCommandsThroughTheBinary(t *testing.T) {
 
 // TestWitnessKilled kills the witness binary with SIGKILL while it
 // countersigns, restarts it, and checks that every checkpoint ends up
-// countersigned once (a repeat after the kill is deduplicated), its state
-// agrees with the stream, and verify with its key holds.
+// countersigned once (one published but not saved before the kill is
+// taken from RX_WITNESS at the restart, or repeated and deduplicated), its
+// state agrees with the stream, and verify with its key holds.
 func TestWitnessKilled(t *testing.T) {
 	bin := agentbin.Build(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

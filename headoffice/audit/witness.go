@@ -49,15 +49,13 @@ type WitnessOptions struct {
 	Signer note.Signer
 	// StateFile keeps, per log, the last checkpoint countersigned, per
 	// archive, the last message read, and the witness stream's last
-	// sequence after the last countersignature, with a signature by
-	// Signer over all of it. It is written whole to a temporary file,
-	// synced, and renamed over the old one.
+	// sequence it read or published, with a signature by Signer over all
+	// of it. It is written whole to a temporary file, synced, and renamed
+	// over the old one. At start the witness reads the witness stream
+	// after that sequence (all of it when there is no state file) and
+	// takes each countersignature of its own key that is newer than the
+	// state's for its log.
 	StateFile string
-	// NewState lets the witness start without a state file although the
-	// witness stream holds countersignatures (a new witness key). Without
-	// it a missing state file is refused then: the witness would not know
-	// what it countersigned and could countersign a fork of it.
-	NewState bool
 	// Stream is the witness stream; default central.WitnessStreamName.
 	// `agent provision` creates it; when it does not exist the witness
 	// tries to create it (a development hub) and, when that is denied,
@@ -145,17 +143,21 @@ func NewWitness(ctx context.Context, o WitnessOptions) (*Witness, error) {
 	}
 	last := stream.CachedInfo().State.LastSeq
 	switch {
-	case missing && last > 1 && !o.NewState:
-		return nil, fmt.Errorf("audit: the witness state file %s does not exist, but the witness stream %s holds %d countersignatures: "+
-			"restore the state file from its backup (with a new witness key, start with --new-state)", o.StateFile, o.Stream, last)
-	case !missing && last > w.state.Witness+1:
-		// One more is a crash between a countersignature's publish and
-		// the state's save (for the first, before there was a state
-		// file), which the next pass repeats. More is a state file older
-		// than what the witness countersigned since: from it the witness
-		// could countersign a fork of what it signed.
-		return nil, fmt.Errorf("audit: the witness state file %s is older than the witness stream %s (its last countersignature is %d, the stream's %d): "+
-			"restore the newest state file", o.StateFile, o.Stream, w.state.Witness, last)
+	case last > w.state.Witness:
+		// A crash between a countersignature's publish and the state's
+		// save, an older state file put back, or none: from a state
+		// behind what it signed the witness could countersign a fork of
+		// it. Messages there of another key (the answer to a request
+		// whose reply subject was a witness subject) are skipped.
+		ours, others, err := w.catchUp(ctx, w.state.Witness+1, last)
+		if err != nil {
+			return nil, err
+		}
+		if missing || ours > 1 || others > 0 {
+			o.Log.Warn("witness: took its countersignatures from the witness stream", "stream", o.Stream, "state_file", !missing,
+				"from", w.state.Witness+1, "to", last, "countersignatures", ours, "not_its_own", others)
+		}
+		w.state.Witness = last
 	case last < w.state.Witness:
 		o.Log.Warn("witness: the witness stream holds fewer countersignatures than the witness published: it was recreated", "stream", o.Stream, "published_up_to", w.state.Witness, "last", last)
 	}
@@ -321,7 +323,7 @@ type stateFile struct {
 // errStateUnreadable is the refusal of a state file that does not read,
 // is not signed by the witness's key, or says what cannot be.
 var errStateUnreadable = errors.New("does not read as the witness's own signed state (truncated, damaged, edited, or of another witness key): " +
-	"restore it from its backup, never by starting afresh")
+	"restore it from its backup, or move it away and the witness takes what it countersigned from the witness stream")
 
 // loadWitnessState reads the state file, missing when there is none. A
 // file that is over MaxWitnessState, does not parse, is not signed by
@@ -370,6 +372,65 @@ func loadWitnessState(path string, signer note.Signer) (st witnessState, missing
 		}
 	}
 	return st, false, nil
+}
+
+// catchUp reads the witness stream from sequence from to last and takes
+// each countersignature of the witness's own key as the last countersigned
+// of its log where it is newer than the state's. It returns how many were
+// its own and how many were not. Two roots for one size, both under its
+// key, stop it: that is a fork the witness signed, for a person to look at.
+func (w *Witness) catchUp(ctx context.Context, from, last uint64) (ours, others int, err error) {
+	_, err = scanPrefix(ctx, w.js, w.o.Stream, central.WitnessPrefix, from, last, nil, false, func(r record) error {
+		c, ok := w.ownCountersignature(r.data)
+		if !ok || c.Store != r.store {
+			others++
+			return nil
+		}
+		ours++
+		key := c.Store + "/" + c.Log
+		prev, seen := w.state.Logs[key]
+		switch {
+		case !seen || c.Size > prev.Size:
+			w.state.Logs[key] = witnessedSize{First: c.First, Size: c.Size, Root: c.Root}
+		case c.Size == prev.Size && c.Root != prev.Root:
+			return fmt.Errorf("audit: the witness stream %s holds at %d a countersignature of this witness's key for store %s log %s size %d "+
+				"with another root than the state file's: the witness signed a fork; look into it before countersigning more", w.o.Stream, r.streamSeq, c.Store, c.Log, c.Size)
+		}
+		return nil
+	}, nil)
+	if err != nil {
+		return ours, others, fmt.Errorf("audit: read the witness's countersignatures: %w", err)
+	}
+	return ours, others, nil
+}
+
+// ownCountersignature parses a message of the witness stream as a
+// checkpoint countersigned by the witness's own key: the key's signature
+// of its text, made again (Ed25519 is deterministic), is among its
+// signature lines.
+func (w *Witness) ownCountersignature(data []byte) (ledger.Checkpoint, bool) {
+	text, sigs, ok := strings.Cut(string(data), "\n\n")
+	if !ok {
+		return ledger.Checkpoint{}, false
+	}
+	text += "\n"
+	signed, err := note.Sign(&note.Note{Text: text}, w.o.Signer)
+	if err != nil || len(signed) <= len(text)+1 {
+		return ledger.Checkpoint{}, false
+	}
+	mine := strings.TrimSuffix(string(signed[len(text)+1:]), "\n")
+	found := false
+	for _, line := range strings.Split(sigs, "\n") {
+		found = found || line == mine
+	}
+	if !found {
+		return ledger.Checkpoint{}, false
+	}
+	c, err := ledger.ParseCheckpoint(text)
+	if err != nil || c.Size <= 0 {
+		return ledger.Checkpoint{}, false
+	}
+	return c, true
 }
 
 // stream finds the witness stream, or creates it where that is allowed.

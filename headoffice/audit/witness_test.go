@@ -3,6 +3,7 @@ package audit_test
 import (
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/nats-io/nats.go"
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/central/ledger"
 	"github.com/rxedge/agent/headoffice/audit"
@@ -67,8 +69,9 @@ func TestWitnessCountersignsAndVerifyChecksIt(t *testing.T) {
 		t.Fatalf("idle pass: %+v %v", run, err)
 	}
 	// A crash between publishing a countersignature and saving the state:
-	// the state file as it was before the pass. The witness countersigns
-	// the same checkpoints again (the same bytes), and all still holds.
+	// the state file as it was before the pass. At start the witness
+	// takes the countersignature it published from the witness stream,
+	// skips the checkpoint when it reads it again, and all still holds.
 	before, _ := os.ReadFile(state)
 	r.a.Movements(r.ctx, t, r.js, 5)
 	r.a.Checkpoint(r.ctx, t, r.js)
@@ -81,11 +84,11 @@ func TestWitnessCountersignsAndVerifyChecksIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	w2 := openWitness(t, r, state, signer)
-	if run, err := w2.Once(r.ctx); err != nil || run.Countersigned != 1 {
+	if run, err := w2.Once(r.ctx); err != nil || run.Countersigned != 0 || run.Skipped != 1 {
 		t.Fatalf("pass after the lost save: %+v %v", run, err)
 	}
 	if n := witnessMsgs(t, r); n != 6 {
-		t.Errorf("witness stream holds %d checkpoints, want 6 (the repeat deduplicated)", n)
+		t.Errorf("witness stream holds %d checkpoints, want 6", n)
 	}
 	rep = r.verify(t, withWitness)
 	if !rep.OK() {
@@ -158,11 +161,13 @@ func editState(t *testing.T, path string, edit func(st map[string]any)) {
 
 // TestWitnessStateAttacked starts the witness on a state file that was
 // truncated, replaced by garbage, grown huge, edited by hand (a log's size
-// made smaller, its root changed, its read position moved), signed by
-// another key, rolled back to an older copy, or removed. Each is refused
-// with an error that names the file and what to do, never its content,
-// and nothing more is countersigned; a store's fork offered after such an
-// attack is never countersigned.
+// made smaller, its root changed, its read position moved), or signed by
+// another key: each is refused with an error that names the file and what
+// to do, never its content, and nothing more is countersigned. A state
+// file rolled back to an older copy, or removed, with messages of another
+// key in the witness stream besides: the witness takes its own
+// countersignatures from the stream, and the store's fork offered
+// meanwhile is refused, never countersigned.
 func TestWitnessStateAttacked(t *testing.T) {
 	r := newRig(t)
 	dir := t.TempDir()
@@ -192,9 +197,15 @@ func TestWitnessStateAttacked(t *testing.T) {
 	}
 	// What the attacks would serve: S0042 signs a checkpoint of size 75
 	// whose tree rewrites a movement under the size-70 checkpoint the
-	// witness countersigned.
+	// witness countersigned, with its proof from 70.
 	r.a.Movements(r.ctx, t, r.js, 5)
 	r.a.Fork(r.ctx, t, r.js, 4)
+	r.records += 6
+	// And one of size 80 that rewrites sequence 65, with its proof from
+	// 60: to a witness that believes it countersigned 60 last, it is
+	// consistent.
+	r.a.Movements(r.ctx, t, r.js, 5)
+	r.a.ForkFrom(r.ctx, t, r.js, 60, 64)
 	r.records += 6
 	r.wait(t)
 	key := "S0042/" + r.a.Log
@@ -257,8 +268,6 @@ func TestWitnessStateAttacked(t *testing.T) {
 			editState(t, state, func(st map[string]any) { st["streams"] = map[string]any{} })
 		}, want: "signature does not match"},
 		{name: "signed by another witness key", signer: otherSigner, setup: func(t *testing.T) { os.WriteFile(state, good, 0o600) }, want: "signature does not match"},
-		{name: "rolled back to an older copy", setup: func(t *testing.T) { os.WriteFile(state, first, 0o600) }, want: "older than the witness stream"},
-		{name: "removed", setup: func(t *testing.T) { os.Remove(state) }, want: "does not exist, but the witness stream"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -283,15 +292,36 @@ func TestWitnessStateAttacked(t *testing.T) {
 		})
 	}
 
-	// The genuine state back: the witness refuses the fork, and verify
-	// with its key holds up to 70.
-	if err := os.WriteFile(state, good, 0o600); err != nil {
+	// Recoverable: the state rolled back, or gone. A message of another
+	// key in the witness stream (what an answer to a request whose reply
+	// subject was a witness subject leaves) is skipped.
+	junk := nats.NewMsg(central.WitnessSubject("S0042"))
+	junk.Data = []byte("not a countersignature\n\n— someone AAAA\n")
+	if _, err := r.js.PublishMsg(r.ctx, junk); err != nil {
 		t.Fatal(err)
 	}
-	w = openWitness(t, r, state, signer)
-	run, err := w.Once(r.ctx)
-	if err != nil || run.Countersigned != 0 || run.Refused[audit.RefusedForked] != 1 {
-		t.Fatalf("the fork after the genuine state: %+v %v", run, err)
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T)
+	}{
+		{"the genuine state", func(t *testing.T) { os.WriteFile(state, good, 0o600) }},
+		{"rolled back to an older copy", func(t *testing.T) { os.WriteFile(state, first, 0o600) }},
+		{"removed", func(t *testing.T) { os.Remove(state) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.setup(t)
+			w := openWitness(t, r, state, signer)
+			run, err := w.Once(r.ctx)
+			if err != nil || run.Countersigned != 0 || run.Refused[audit.RefusedForked] != 1 || run.Refused[audit.RefusedUnprovable] != 1 {
+				t.Fatalf("the forks after the state %s: %+v %v; want both refused", tc.name, run, err)
+			}
+			if n := witnessMsgs(t, r); n != 8 {
+				t.Errorf("the witness stream holds %d messages, want the 7 countersignatures and the junk", n)
+			}
+			if got := fmt.Sprint(w.Witnessed()); got != "[S0042/"+r.a.Log+" 70 S0043/"+r.b.Log+" 10]" {
+				t.Errorf("witnessed %s, want S0042 at 70 and S0043 at 10", got)
+			}
+		})
 	}
 	rep := r.verify(t, func(o *audit.Options) { o.Witness = wv })
 	for _, l := range rep.Logs {
@@ -299,16 +329,27 @@ func TestWitnessStateAttacked(t *testing.T) {
 			t.Errorf("witnessed up to %d, want 70", l.Witnessed)
 		}
 	}
-	// Removed, with --new-state (a new witness): it starts afresh, reading
-	// the archive in order, and still refuses the fork.
-	os.Remove(state)
-	w, err = audit.NewWitness(r.ctx, audit.WitnessOptions{Conn: r.nc, Roster: r.roster, Signer: signer, StateFile: state, NewState: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run, err = w.Once(r.ctx)
-	if err != nil || run.Refused[audit.RefusedForked] != 1 {
-		t.Fatalf("a new state over the same archive: %+v %v", run, err)
+
+	// Both parties at once: the witness's state rolled back to 60, and
+	// central's administrator recreating the archive without the
+	// checkpoints of 65 and 70, so that the fork from 60 is the next one
+	// the witness reads. Its countersignatures in the witness stream
+	// still say 70.
+	os.WriteFile(state, first, 0o600)
+	ledgertest.RewriteArchive(r.ctx, t, r.js, central.ArchiveStreamName, func(recs []ledgertest.Record) []ledgertest.Record {
+		var out []ledgertest.Record
+		for _, rec := range recs {
+			if _, size, err := ledger.ParseCheckpointMsgID(rec.Token()); err == nil && (size == 65 || size == 70) {
+				continue
+			}
+			out = append(out, rec)
+		}
+		return out
+	})
+	w = openWitness(t, r, state, signer)
+	run, err := w.Once(r.ctx)
+	if err != nil || run.Countersigned != 0 || run.Refused[audit.RefusedUnprovable] != 1 {
+		t.Fatalf("the fork from 60 after the state and the archive rolled back: %+v %v; want it refused", run, err)
 	}
 }
 

@@ -198,8 +198,8 @@ func migrateGrants(n int) []string {
 // for the same reason: it imports from RX only the reads of the archives,
 // of the witness stream and of the fleet view, and from each store only
 // the commands reconcile and ledger. Head office's witness has the account
-// WITNESS: it imports the reads of the archives, the witness stream's info
-// and the publishing of countersigned checkpoints, and nothing else may
+// WITNESS: it imports the reads of the archives and of the witness stream
+// and the publishing of countersigned checkpoints; no other user may
 // publish those.
 //
 // With more than one partition each store account's imports map the
@@ -428,9 +428,9 @@ accounts {
 
     ]
     exports: [
-      # The auditor and the witness: their reads of the archives (a pull
-      # consumer's next request is answered by many messages); the
-      # auditor's of the witness stream and of the fleet view.
+      # The auditor and the witness: their reads of the archives and of
+      # the witness stream (a pull consumer's next request is answered by
+      # many messages); the auditor's of the fleet view.
 {{- range .AuditArchives}}
       { service: "$JS.API.STREAM.INFO.{{.Archive}}", accounts: [AUDIT, WITNESS] }
       { service: "$JS.API.CONSUMER.CREATE.{{.Archive}}.>", accounts: [AUDIT, WITNESS] }
@@ -439,10 +439,10 @@ accounts {
       { service: "$JS.API.CONSUMER.DELETE.{{.Archive}}.*", accounts: [AUDIT, WITNESS] }
 {{- end}}
       { service: "$JS.API.STREAM.INFO.{{.Witness}}", accounts: [AUDIT, WITNESS] }
-      { service: "$JS.API.CONSUMER.CREATE.{{.Witness}}.>", accounts: [AUDIT] }
-      { service: "$JS.API.CONSUMER.MSG.NEXT.{{.Witness}}.*", accounts: [AUDIT], response: stream }
-      { service: "$JS.API.CONSUMER.INFO.{{.Witness}}.*", accounts: [AUDIT] }
-      { service: "$JS.API.CONSUMER.DELETE.{{.Witness}}.*", accounts: [AUDIT] }
+      { service: "$JS.API.CONSUMER.CREATE.{{.Witness}}.>", accounts: [AUDIT, WITNESS] }
+      { service: "$JS.API.CONSUMER.MSG.NEXT.{{.Witness}}.*", accounts: [AUDIT, WITNESS], response: stream }
+      { service: "$JS.API.CONSUMER.INFO.{{.Witness}}.*", accounts: [AUDIT, WITNESS] }
+      { service: "$JS.API.CONSUMER.DELETE.{{.Witness}}.*", accounts: [AUDIT, WITNESS] }
       # The witness publishes the checkpoints it countersigned; the
       # stream's publish ack comes back to it across the boundary.
       { service: "{{.WitnessSubjects}}", accounts: [WITNESS] }
@@ -585,10 +585,10 @@ accounts {
   }
 
   # Head office's witness (` + "`agent central witness`" + `): reads the archives
-  # with ordered consumers as the auditor does, reads the info of the
-  # witness stream {{.Witness}}, and publishes the checkpoints it
-  # countersigned to {{.WitnessSubjects}}, whose JetStream publish ack comes
-  # back to its inbox. It cannot publish movements, send commands, or
+  # and the witness stream {{.Witness}} (at start, its own countersignatures
+  # after its state file's) with ordered consumers as the auditor does, and
+  # publishes the checkpoints it countersigned to {{.WitnessSubjects}},
+  # whose JetStream publish ack comes back to its inbox. It cannot publish movements, send commands, or
   # create, change, delete or purge a stream; no other user may publish to
   # {{.WitnessSubjects}}. An account of its own, not AUDIT's: an account
   # that can publish to {{.WitnessSubjects}} could have a JetStream answer
@@ -612,6 +612,10 @@ accounts {
               "{{$.WitnessAPI}}CONSUMER.DELETE.{{.Archive}}.*"
 {{- end}}
               "{{.WitnessAPI}}STREAM.INFO.{{.Witness}}"
+              "{{.WitnessAPI}}CONSUMER.CREATE.{{.Witness}}.>"
+              "{{.WitnessAPI}}CONSUMER.MSG.NEXT.{{.Witness}}.*"
+              "{{.WitnessAPI}}CONSUMER.INFO.{{.Witness}}.*"
+              "{{.WitnessAPI}}CONSUMER.DELETE.{{.Witness}}.*"
               "{{.WitnessSubjects}}"
             ]
           }
@@ -628,6 +632,10 @@ accounts {
       { service: { account: RX, subject: "$JS.API.CONSUMER.DELETE.{{.Archive}}.*" }, to: "{{$.WitnessAPI}}CONSUMER.DELETE.{{.Archive}}.*" }
 {{- end}}
       { service: { account: RX, subject: "$JS.API.STREAM.INFO.{{.Witness}}" }, to: "{{.WitnessAPI}}STREAM.INFO.{{.Witness}}" }
+      { service: { account: RX, subject: "$JS.API.CONSUMER.CREATE.{{.Witness}}.>" }, to: "{{.WitnessAPI}}CONSUMER.CREATE.{{.Witness}}.>" }
+      { service: { account: RX, subject: "$JS.API.CONSUMER.MSG.NEXT.{{.Witness}}.*" }, to: "{{.WitnessAPI}}CONSUMER.MSG.NEXT.{{.Witness}}.*" }
+      { service: { account: RX, subject: "$JS.API.CONSUMER.INFO.{{.Witness}}.*" }, to: "{{.WitnessAPI}}CONSUMER.INFO.{{.Witness}}.*" }
+      { service: { account: RX, subject: "$JS.API.CONSUMER.DELETE.{{.Witness}}.*" }, to: "{{.WitnessAPI}}CONSUMER.DELETE.{{.Witness}}.*" }
       { service: { account: RX, subject: "{{.WitnessSubjects}}" } }
     ]
   }

@@ -301,6 +301,25 @@ func testWitness(t *testing.T, n int) {
 		}
 	})
 
+	t.Run("the witness restarts without its state from its countersignatures", func(t *testing.T) {
+		// With no state file the witness reads RX_WITNESS, takes its own
+		// countersignatures (skipping the operator's stored answer) and
+		// reads the archives again from the start: nothing is
+		// countersigned twice.
+		w, err := hoaudit.NewWitness(testContext(t), hoaudit.WitnessOptions{Conn: wi.nc, APIPrefix: central.WitnessAPIPrefix, Archives: central.ArchiveStreams(n),
+			Roster: roster, Signer: signer, StateFile: filepath.Join(t.TempDir(), "witness.state"), Log: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatalf("the witness starts with no state file: %v", err)
+		}
+		run, err := w.Once(testContext(t))
+		if err != nil || run.Read != 2 || run.Countersigned != 0 || run.Skipped != 2 || len(run.Refused) != 0 {
+			t.Fatalf("the pass after the restart: %+v, %v", run, err)
+		}
+		if got := fmt.Sprint(w.Witnessed()); got != "[S0001/"+s.Log+" 12]" {
+			t.Errorf("witnessed %s, want S0001 at 12", got)
+		}
+	})
+
 	t.Run("the streams are intact", func(t *testing.T) {
 		if got := witnessMsgs(t, ad); got != 3 {
 			t.Errorf("RX_WITNESS holds %d messages, want the 2 countersignatures and the operator's stored answer", got)
