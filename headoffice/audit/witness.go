@@ -160,6 +160,7 @@ func NewWitness(ctx context.Context, o WitnessOptions) (*Witness, error) {
 		w.state.Witness = last
 	case last < w.state.Witness:
 		o.Log.Warn("witness: the witness stream holds fewer countersignatures than the witness published: it was recreated", "stream", o.Stream, "published_up_to", w.state.Witness, "last", last)
+		w.state.Witness = last // its sequences start again
 	}
 	w.counter = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rxedge_witness_checkpoints_total",

@@ -361,3 +361,41 @@ func TestWitnessStreamConfigHoldsACountersignature(t *testing.T) {
 		t.Errorf("the witness stream's max_msg_size %d is under a checkpoint message and a signature line (%d)", got, ledger.MaxMessage+1024)
 	}
 }
+
+// TestWitnessStreamRecreated: RX_WITNESS deleted and created again (its
+// sequences start again). The witness goes on from its state, follows
+// the new stream's sequences, and after a lost save takes its
+// countersignature from the new stream.
+func TestWitnessStreamRecreated(t *testing.T) {
+	r := newRig(t)
+	state := filepath.Join(t.TempDir(), "witness.state")
+	w, signer, _, _ := newWitness(t, r, state)
+	if run, err := w.Once(r.ctx); err != nil || run.Countersigned != 5 {
+		t.Fatalf("first pass: %+v %v", run, err)
+	}
+	if err := r.js.DeleteStream(r.ctx, central.WitnessStreamName); err != nil {
+		t.Fatal(err)
+	}
+	w = openWitness(t, r, state, signer) // creates it again: a development hub
+	if run, err := w.Once(r.ctx); err != nil || run.Countersigned != 0 {
+		t.Fatalf("pass on the new stream: %+v %v", run, err)
+	}
+	before, err := os.ReadFile(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.a.Movements(r.ctx, t, r.js, 5)
+	r.a.Checkpoint(r.ctx, t, r.js)
+	r.records += 6
+	r.wait(t)
+	if run, err := w.Once(r.ctx); err != nil || run.Countersigned != 1 {
+		t.Fatalf("the new checkpoint: %+v %v", run, err)
+	}
+	if err := os.WriteFile(state, before, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w = openWitness(t, r, state, signer)
+	if run, err := w.Once(r.ctx); err != nil || run.Countersigned != 0 || run.Skipped != 1 {
+		t.Fatalf("after the lost save: %+v %v; want the checkpoint taken from the new stream", run, err)
+	}
+}
