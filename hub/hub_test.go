@@ -76,7 +76,7 @@ func TestStart(t *testing.T) {
 			if got := h.Server().JetStreamConfig().SyncAlways; got != tc.wantSync {
 				t.Errorf("SyncAlways = %v, want %v", got, tc.wantSync)
 			}
-			if got, want := h.Provisioned(), []string{"created stream RX_MOVEMENTS", "created stream RX_ARCHIVE", "created stream KV_RX_FLEET"}; !slices.Equal(got, want) {
+			if got, want := h.Provisioned(), []string{"created stream RX_MOVEMENTS", "created stream RX_ARCHIVE", "created stream KV_RX_FLEET", "created stream RX_WITNESS"}; !slices.Equal(got, want) {
 				t.Errorf("Provisioned() = %q, want %q", got, want)
 			}
 			if !strings.HasPrefix(h.URL(), "nats://127.0.0.1:") || strings.HasSuffix(h.URL(), ":0") {

@@ -30,19 +30,19 @@ func TestProvision(t *testing.T) {
 		code  int
 		want  string
 	}{
-		{name: "create", want: "created stream RX_MOVEMENTS\ncreated stream RX_ARCHIVE\ncreated stream KV_RX_FLEET\n"},
+		{name: "create", want: "created stream RX_MOVEMENTS\ncreated stream RX_ARCHIVE\ncreated stream KV_RX_FLEET\ncreated stream RX_WITNESS\n"},
 		{name: "again: nothing to do", want: "central's streams are up to date\n"},
 		{name: "shorter duplicate window", extra: []string{"--duplicate-window", "2m"},
-			want: "RX_MOVEMENTS: duplicate_window: 10m0s -> 2m0s\nRX_ARCHIVE: duplicate_window: 10m0s -> 2m0s\n"},
+			want: "RX_MOVEMENTS: duplicate_window: 10m0s -> 2m0s\nRX_ARCHIVE: duplicate_window: 10m0s -> 2m0s\nRX_WITNESS: duplicate_window: 10m0s -> 2m0s\n"},
 		{name: "bad replicas", extra: []string{"--replicas", "0"}, code: exitUsage},
 		{name: "no partitions", extra: []string{"--partitions", "0"}, code: exitUsage},
 		{name: "too many partitions", extra: []string{"--partitions", "65"}, code: exitUsage},
 		{name: "retention under two years", extra: []string{"--retention", "8760h"}, code: exitUsage},
 		{name: "horizon not under the retention", extra: []string{"--max-age", "20000h"}, code: exitUsage},
 		{name: "a test central's short retention, when told", extra: []string{"--duplicate-window", "2m", "--max-age", "24h", "--retention", "48h", "--allow-short-retention"},
-			want: "RX_ARCHIVE: max_age: 18264h0m0s -> 48h0m0s\nRX_MOVEMENTS: max_age: 840h0m0s -> 24h0m0s\n"},
+			want: "RX_ARCHIVE: max_age: 18264h0m0s -> 48h0m0s\nRX_MOVEMENTS: max_age: 840h0m0s -> 24h0m0s\nRX_WITNESS: max_age: 18264h0m0s -> 48h0m0s\n"},
 		{name: "back to two years and a month", extra: []string{"--duplicate-window", "2m"},
-			want: "RX_MOVEMENTS: max_age: 24h0m0s -> 840h0m0s\nRX_ARCHIVE: max_age: 48h0m0s -> 18264h0m0s\n"},
+			want: "RX_MOVEMENTS: max_age: 24h0m0s -> 840h0m0s\nRX_ARCHIVE: max_age: 48h0m0s -> 18264h0m0s\nRX_WITNESS: max_age: 48h0m0s -> 18264h0m0s\n"},
 	}
 	const notChecked = "durability not checked: give --system-user and --system-password-file, or --monitor-url, to check fsync and replicas\n"
 	for _, tc := range tests {

@@ -23,6 +23,7 @@ import (
 	"github.com/rxedge/agent/central/ledger"
 	"github.com/rxedge/agent/headoffice/audit"
 	"github.com/rxedge/agent/headoffice/fleet"
+	"github.com/rxedge/agent/headoffice/provision"
 	"github.com/rxedge/agent/internal/progress"
 )
 
@@ -39,7 +40,7 @@ type ledgerConn struct {
 func (c *ledgerConn) register(cmd *cobra.Command, ask bool) {
 	fs := cmd.Flags()
 	fs.IntVar(&c.parts, "partitions", 0, "central's partitions: read RX_ARCHIVE and RX_ARCHIVE_<p> without listing the streams (0: list them)")
-	fs.StringVar(&c.apiPrefix, "js-api-prefix", "", "JetStream API prefix of this identity's account (rx.audit.api. for the production configuration's audit user)")
+	fs.StringVar(&c.apiPrefix, "js-api-prefix", "", "JetStream API prefix of this identity's account (rx.audit.api. for the production configuration's audit user, rx.witness-api. for its witness user)")
 	if !ask {
 		c.remote.nats.register(fs, "")
 		fs.BoolVar(&c.remote.asJSON, "json", false, "print the result as JSON")
@@ -59,17 +60,13 @@ func (c *ledgerConn) archives() ([]string, error) {
 	return nil, nil
 }
 
-// readRoster reads --roster.
-func readRoster(path string) (audit.Roster, error) {
+// readRoster reads --roster, the roster the server configuration is
+// generated from (provision.ParseRoster).
+func readRoster(path string) (*provision.Roster, error) {
 	if path == "" {
 		return nil, usageError("--roster FILE is required (the store ids and their ledger keys, \"S0042 <key>\" a line)")
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("--roster: %w", err)
-	}
-	defer f.Close()
-	return audit.ParseRoster(f)
+	return provision.ParseRosterFile(path)
 }
 
 // readVerifierKey reads a note verifier key given as the key itself or a
@@ -435,17 +432,37 @@ signature (a second note signature; the store's stays) to a checkpoint
 only when it is signed by a key of its store in --roster and consistent
 (its proof) with the last checkpoint it countersigned for that log. It
 publishes each countersigned checkpoint to the stream RX_WITNESS (subject
-rx.witness.<store>, created when missing), where agent central verify
---witness-key and agent central prove find them. A checkpoint it refuses is
-logged (reason, store, log, sizes) and counted in the metric
+rx.witness.<store>), where agent central verify --witness-key and agent
+central prove find them. agent provision creates RX_WITNESS; on a central
+where it is missing the witness tries to create it, and says to run agent
+provision when it may not. A checkpoint it refuses is logged (reason,
+store, log, sizes) and counted in the metric
 rxedge_witness_checkpoints_total{result="refused",reason=...} served on
 --listen.
 
-Its state (the last countersigned size and root of each log, and how far
-each archive was read) is the file --state, which only the witness host
-holds: central's administrator cannot roll it back. It is replaced
-atomically; a crash between a countersignature and the state's save makes
-the next pass countersign the same checkpoint again, to the same bytes.
+In production it runs as the generated configuration's witness user, in an
+account of its own, which may read the archives and RX_WITNESS and
+publish countersignatures, nothing else:
+
+  NATS_PASSWORD=… agent central witness --signing-key witness.key \
+    --roster roster.txt --state /var/lib/rxedge/witness.state \
+    --partitions N --server URL --user witness \
+    --js-api-prefix rx.witness-api.
+
+(--partitions names the archives: the witness user may not list streams.)
+The audit user reads RX_WITNESS too, for verify --witness-key and prove.
+
+Its state (the last countersigned size and root of each log, how far each
+archive was read, and how far it read RX_WITNESS) is the file --state,
+which only the witness host holds, signed with the witness key and
+replaced atomically. At start the witness reads RX_WITNESS after that
+point (all of it without a state file) and takes each countersignature of
+its own key newer than the state's: a crash between a countersignature
+and the state's save, or an older state file put back, cannot make it
+countersign a fork of what it signed. A state file that is truncated,
+damaged, edited, signed by another key, or over 64 MiB is refused: restore
+it from its backup, or move it away to take the state from RX_WITNESS
+(the archives are then read again from the start).
 
 --once reads the archives to their end and exits; otherwise it runs until
 stopped, reading again every --interval. Generate its key with agent

@@ -21,6 +21,7 @@ import (
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/central/ledger"
 	"github.com/rxedge/agent/headoffice/audit"
+	"github.com/rxedge/agent/headoffice/provision"
 	"github.com/rxedge/agent/hub"
 )
 
@@ -100,7 +101,7 @@ func benchVerify(ctx context.Context, b *bench) error {
 		stores[i] = &verifyStore{id: id, log: log, signer: signer, vkey: vkey}
 		fmt.Fprintf(&roster, "%s %s\n", id, vkey)
 	}
-	r, err := audit.ParseRoster(strings.NewReader(roster.String()))
+	r, err := provision.ParseRoster(strings.NewReader(roster.String()))
 	if err != nil {
 		return err
 	}
@@ -229,7 +230,7 @@ type verifyRun struct {
 // server runs in the same process, and the first read after a fill also
 // holds the server's cache of the blocks just written: the lowest peak
 // of several rounds is what the reader itself holds.
-func (b *bench) measureVerify(ctx context.Context, nc *nats.Conn, r audit.Roster, rounds int) (verifyRun, error) {
+func (b *bench) measureVerify(ctx context.Context, nc *nats.Conn, r *provision.Roster, rounds int) (verifyRun, error) {
 	var out verifyRun
 	for round := 0; round < rounds; round++ {
 		runtime.GC()

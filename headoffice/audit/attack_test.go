@@ -1,51 +1,16 @@
 package audit_test
 
 import (
-	"crypto/rand"
 	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go"
-	"golang.org/x/mod/sumdb/note"
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/central/ledger"
 	"github.com/rxedge/agent/headoffice/audit"
 	"github.com/rxedge/agent/testkit/ledgertest"
 )
-
-func TestParseRoster(t *testing.T) {
-	_, v42, _ := ledger.GenerateKey(rand.Reader, "S0042")
-	_, v42b, _ := ledger.GenerateKey(rand.Reader, "S0042")
-	_, v43, _ := ledger.GenerateKey(rand.Reader, "S0043")
-	r, err := audit.ParseRoster(strings.NewReader("# comment\n\nS0042 " + v42 + "\nS0042 " + v42b + "\nS0042 " + v42 + "\n  S0043\t" + v43 + "\nS0044\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(r["S0042"]) != 2 || len(r["S0043"]) != 1 || len(r["S0044"]) != 0 {
-		t.Fatalf("roster %v", r)
-	}
-	_, other, _ := note.GenerateKey(rand.Reader, "someone")
-	for name, text := range map[string]string{
-		"another store's key": "S0042 " + v43 + "\n",
-		"not a key":           "S0042 rxedge-store-S0042+00000000+AAAA\n",
-		"bad store id":        "S 42\n",
-		"reserved id":         "fleet\n",
-		"three fields":        "S0042 " + v42 + " extra\n",
-		"a key of no store":   "S0042 " + other + "\n",
-		"a line too long":     "S0042 " + strings.Repeat("x", audit.MaxRosterLine) + "\n",
-	} {
-		_, err := audit.ParseRoster(strings.NewReader(text))
-		if err == nil {
-			t.Errorf("%s: accepted", name)
-			continue
-		}
-		// Errors name the line, never its content.
-		if strings.Contains(err.Error(), "AAAA") || strings.Contains(err.Error(), "xxxx") {
-			t.Errorf("%s: the error repeats the line: %v", name, err)
-		}
-	}
-}
 
 // What a store's credentials can publish on its own subjects: garbage
 // under a checkpoint id, a movement with no usable headers, a checkpoint

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/central/ledger"
+	"github.com/rxedge/agent/headoffice/provision"
 )
 
 // ProveOptions configure Prove.
@@ -24,9 +25,9 @@ type ProveOptions struct {
 	// search to that store's archive.
 	Key, Store string
 	// Roster, when set, picks only checkpoints signed by a roster key.
-	Roster Roster
+	Roster *provision.Roster
 	// WitnessStream is where countersigned checkpoints are looked for;
-	// default WitnessStreamName. A countersigned checkpoint that covers
+	// default central.WitnessStreamName. A countersigned checkpoint that covers
 	// the movement is preferred. NoWitness does not look (an identity
 	// that may not read it).
 	WitnessStream string
@@ -52,7 +53,7 @@ var ErrNotCovered = errors.New("audit: no signed checkpoint covers the movement 
 func Prove(ctx context.Context, o ProveOptions) (ledger.Proof, error) {
 	var p ledger.Proof
 	if o.WitnessStream == "" {
-		o.WitnessStream = WitnessStreamName
+		o.WitnessStream = central.WitnessStreamName
 	}
 	if o.MaxBuffered <= 0 {
 		o.MaxBuffered = DefaultMaxBuffered
@@ -160,14 +161,14 @@ func Prove(ctx context.Context, o ProveOptions) (ledger.Proof, error) {
 	}
 	if wst, err := js.Stream(wctx, o.WitnessStream); err == nil && wst.CachedInfo().State.Msgs > 0 {
 		var wbest *ledger.Checkpoint
-		_, err := scanPrefix(ctx, js, o.WitnessStream, WitnessPrefix, 0, wst.CachedInfo().State.LastSeq, []string{WitnessSubject(found.store)}, false, func(r record) error {
+		_, err := scanPrefix(ctx, js, o.WitnessStream, central.WitnessPrefix, 0, wst.CachedInfo().State.LastSeq, []string{central.WitnessSubject(found.store)}, false, func(r record) error {
 			text, _, _ := strings.Cut(string(r.data), "\n\n")
 			c, err := ledger.ParseCheckpoint(text + "\n")
 			if err != nil || c.Log != best.Log || c.First != best.First || leaf.Seq-c.First >= uint64(c.Size) {
 				return nil
 			}
 			if o.Roster != nil {
-				if _, _, err := ledger.Open(r.data, o.Roster.verifiers(found.store, nil)); err != nil {
+				if _, _, err := ledger.Open(r.data, verifiers(o.Roster, found.store, nil)); err != nil {
 					return nil
 				}
 			}
@@ -244,7 +245,7 @@ func Prove(ctx context.Context, o ProveOptions) (ledger.Proof, error) {
 
 // fetchNote reads the checkpoint message at l: its signed note and
 // checkpoint, checked against the roster when there is one.
-func fetchNote(ctx context.Context, js jetstream.JetStream, l loc, store string, roster Roster) (string, ledger.Checkpoint, error) {
+func fetchNote(ctx context.Context, js jetstream.JetStream, l loc, store string, roster *provision.Roster) (string, ledger.Checkpoint, error) {
 	data, _, err := readOne(ctx, js, l.stream, store, l.seq)
 	if err != nil {
 		return "", ledger.Checkpoint{}, err
@@ -254,7 +255,7 @@ func fetchNote(ctx context.Context, js jetstream.JetStream, l loc, store string,
 		return "", ledger.Checkpoint{}, err
 	}
 	if roster != nil {
-		_, c, err := ledger.Open([]byte(msg.Note), roster.verifiers(store, nil))
+		_, c, err := ledger.Open([]byte(msg.Note), verifiers(roster, store, nil))
 		if err != nil || c.Store != store {
 			return "", ledger.Checkpoint{}, errors.New("audit: checkpoint not signed by the store")
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/central/command"
 	"github.com/rxedge/agent/central/ledger"
+	"github.com/rxedge/agent/headoffice/provision"
 )
 
 // Asker asks a store for its latest checkpoint and leaves; *fleet.Client
@@ -35,17 +36,6 @@ const (
 	DefaultMaxDiagnose  = 100_000
 )
 
-// WitnessStreamName is the stream of the witness's countersigned
-// checkpoints; WitnessPrefix starts its subjects, one per store.
-const (
-	WitnessStreamName = "RX_WITNESS"
-	WitnessPrefix     = "rx.witness."
-)
-
-// WitnessSubject is where the witness publishes a store's countersigned
-// checkpoints.
-func WitnessSubject(store string) string { return WitnessPrefix + store }
-
 // Options configure Verify.
 type Options struct {
 	// Conn reads the archives (ordered consumers, and message gets by
@@ -61,12 +51,12 @@ type Options struct {
 	// the roster or the archive.
 	Stores []string
 	// Roster is each store's verifier keys.
-	Roster Roster
+	Roster *provision.Roster
 	// Witness, when set, is head office's witness key: its
 	// countersignatures are checked, and the checkpoints it countersigned
 	// (WitnessStream) are compared with the archive too.
 	Witness       note.Verifier
-	WitnessStream string // default WitnessStreamName
+	WitnessStream string // default central.WitnessStreamName
 	// Asker asks each store for its latest checkpoint and, to name what
 	// changed, its leaves; nil asks nobody.
 	Asker Asker
@@ -122,7 +112,7 @@ func (o Options) withDefaults() Options {
 		o.MaxDiagnose = DefaultMaxDiagnose
 	}
 	if o.WitnessStream == "" {
-		o.WitnessStream = WitnessStreamName
+		o.WitnessStream = central.WitnessStreamName
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -270,6 +260,9 @@ type verifier struct {
 // Verify checks the stores' logs against the archives. It fails only
 // when the archives cannot be read; everything found is in the Report.
 func Verify(ctx context.Context, o Options) (*Report, error) {
+	if o.Roster == nil || o.Conn == nil {
+		return nil, errors.New("audit: verify needs a connection and the roster")
+	}
 	o = o.withDefaults()
 	start := o.Now()
 	var js jetstream.JetStream
@@ -289,7 +282,7 @@ func Verify(ctx context.Context, o Options) (*Report, error) {
 			v.only[s] = true
 		}
 	}
-	for s := range o.Roster {
+	for _, s := range o.Roster.Stores {
 		if v.wanted(s) {
 			v.store(s)
 		}
@@ -456,7 +449,7 @@ func (v *verifier) fetchCheckpoint(ctx context.Context, store string, l loc) (le
 	if err != nil {
 		return ledger.Checkpoint{}, false
 	}
-	_, c, err := ledger.Open([]byte(msg.Note), v.o.Roster.verifiers(store, nil))
+	_, c, err := ledger.Open([]byte(msg.Note), verifiers(v.o.Roster, store, nil))
 	if err != nil || c.Store != store {
 		return ledger.Checkpoint{}, false
 	}
@@ -512,7 +505,7 @@ func (v *verifier) mergeAnswers() {
 		if st.answer == nil || st.answer.Checkpoint == "" {
 			continue
 		}
-		_, c, err := ledger.Open([]byte(st.answer.Checkpoint), v.o.Roster.verifiers(st.id, nil))
+		_, c, err := ledger.Open([]byte(st.answer.Checkpoint), verifiers(v.o.Roster, st.id, nil))
 		if err != nil || c.Store != st.id {
 			v.find(Finding{Store: st.id, Kind: KindBadSignature, Detail: "the store's own latest checkpoint is not signed by a roster key of the store"})
 			continue
@@ -587,13 +580,13 @@ func (v *verifier) readWitness(ctx context.Context) error {
 	last := st.CachedInfo().State.LastSeq
 	var subjects []string
 	for _, s := range v.o.Stores {
-		subjects = append(subjects, WitnessSubject(s))
+		subjects = append(subjects, central.WitnessSubject(s))
 	}
-	_, err = scanPrefix(ctx, v.js, v.o.WitnessStream, WitnessPrefix, 0, last, subjects, false, func(r record) error {
+	_, err = scanPrefix(ctx, v.js, v.o.WitnessStream, central.WitnessPrefix, 0, last, subjects, false, func(r record) error {
 		if !v.wanted(r.store) {
 			return nil
 		}
-		n, c, err := ledger.Open(r.data, v.o.Roster.verifiers(r.store, v.o.Witness))
+		n, c, err := ledger.Open(r.data, verifiers(v.o.Roster, r.store, v.o.Witness))
 		if err != nil || c.Store != r.store || !hasSig(n, v.o.Witness) {
 			v.find(Finding{Store: r.store, Kind: KindBadSignature, Detail: "a checkpoint of the witness stream is not signed by a roster key of its store and the witness key"})
 			return nil
@@ -651,7 +644,7 @@ func (v *verifier) checkpoint(r record) {
 		return
 	}
 	st := v.store(r.store)
-	n, c, err := ledger.Open([]byte(msg.Note), v.o.Roster.verifiers(r.store, v.o.Witness))
+	n, c, err := ledger.Open([]byte(msg.Note), verifiers(v.o.Roster, r.store, v.o.Witness))
 	if err != nil || c.Store != r.store {
 		v.find(Finding{Store: r.store, Log: log, Kind: KindBadSignature, Sizes: []int64{size},
 			Detail: "the checkpoint is not signed by a roster key of the store"})

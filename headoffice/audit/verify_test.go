@@ -14,6 +14,7 @@ import (
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/central/ledger"
 	"github.com/rxedge/agent/headoffice/audit"
+	"github.com/rxedge/agent/headoffice/provision"
 	"github.com/rxedge/agent/testkit/ledgertest"
 	"github.com/rxedge/agent/testkit/natstest"
 )
@@ -32,7 +33,7 @@ type rig struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	a, b   *ledgertest.Store
-	roster audit.Roster
+	roster *provision.Roster
 	asker  ledgertest.Asker
 	// records is what the archive holds.
 	records uint64
@@ -53,7 +54,7 @@ func newRig(t *testing.T) *rig {
 	r.b.Checkpoint(ctx, t, js)
 	r.records = 60 + 4 + 10 + 1
 	r.wait(t)
-	roster, err := audit.ParseRoster(strings.NewReader("# stores\n" + r.a.RosterLine() + r.b.RosterLine() + "S0044\n"))
+	roster, err := provision.ParseRoster(strings.NewReader("# stores\n" + r.a.RosterLine() + r.b.RosterLine() + "S0044\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

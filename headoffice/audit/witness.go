@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/central/ledger"
+	"github.com/rxedge/agent/headoffice/provision"
 )
 
 // DefaultWitnessKeyName is the note key name of head office's witness key.
@@ -34,31 +37,6 @@ func GenerateWitnessKey(rand io.Reader, name string) (skey, vkey string, err err
 	return note.GenerateKey(rand, name)
 }
 
-// WitnessStreamConfig is the stream of countersigned checkpoints: one
-// subject per store, kept as long as the archive keeps movements, no
-// deletes or purges through the API.
-func WitnessStreamConfig(name string, replicas int) jetstream.StreamConfig {
-	if replicas <= 0 {
-		replicas = central.DefaultReplicas
-	}
-	return jetstream.StreamConfig{
-		Name:        name,
-		Description: "RxEdge witness: the stores' checkpoints head office countersigned",
-		Subjects:    []string{WitnessPrefix + ">"},
-		Retention:   jetstream.LimitsPolicy,
-		Storage:     jetstream.FileStorage,
-		Discard:     jetstream.DiscardNew,
-		DenyDelete:  true,
-		DenyPurge:   true,
-		Duplicates:  central.DefaultDuplicateWindow,
-		MaxAge:      central.DefaultRetention,
-		Replicas:    replicas,
-		MaxMsgs:     -1,
-		MaxBytes:    -1,
-		MaxMsgSize:  ledger.MaxMessage,
-	}
-}
-
 // WitnessOptions configure a Witness.
 type WitnessOptions struct {
 	// Conn reads the archives and publishes to the witness stream.
@@ -66,16 +44,26 @@ type WitnessOptions struct {
 	APIPrefix string
 	// Archives names the archives to read; nil lists the streams.
 	Archives []string
-	Roster   Roster
+	Roster   *provision.Roster
 	// Signer is the witness's key.
 	Signer note.Signer
-	// StateFile keeps, per log, the last checkpoint countersigned and,
-	// per archive, the last message read. It is written whole to a
-	// temporary file, synced, and renamed over the old one.
+	// StateFile keeps, per log, the last checkpoint countersigned, per
+	// archive, the last message read, and the witness stream's last
+	// sequence it read or published, with a signature by Signer over all
+	// of it. It is written whole to a temporary file, synced, and renamed
+	// over the old one. At start the witness reads the witness stream
+	// after that sequence (all of it when there is no state file) and
+	// takes each countersignature of its own key that is newer than the
+	// state's for its log.
 	StateFile string
-	// Stream is the witness stream; default WitnessStreamName. It is
-	// created when it does not exist.
+	// Stream is the witness stream; default central.WitnessStreamName.
+	// `agent provision` creates it; when it does not exist the witness
+	// tries to create it (a development hub) and, when that is denied,
+	// says to run agent provision.
 	Stream string
+	// CreateTimeout bounds that attempt, which a server that denies it
+	// does not answer; default 5s.
+	CreateTimeout time.Duration
 	// Log gets a line per refusal. Default slog.Default().
 	Log *slog.Logger
 	// Registerer, when set, gets the witness's metrics.
@@ -102,6 +90,9 @@ type WitnessRun struct {
 type witnessState struct {
 	Streams map[string]uint64        `json:"streams"`
 	Logs    map[string]witnessedSize `json:"logs"`
+	// Witness is the witness stream's sequence of the last
+	// countersignature published.
+	Witness uint64 `json:"witness"`
 }
 
 type witnessedSize struct {
@@ -120,26 +111,24 @@ type Witness struct {
 
 // NewWitness loads the state and makes sure the witness stream exists.
 func NewWitness(ctx context.Context, o WitnessOptions) (*Witness, error) {
-	if o.Signer == nil || o.StateFile == "" || o.Conn == nil {
-		return nil, errors.New("audit: a witness needs a connection, a key and a state file")
+	if o.Signer == nil || o.StateFile == "" || o.Conn == nil || o.Roster == nil {
+		return nil, errors.New("audit: a witness needs a connection, a key, the roster and a state file")
 	}
 	if o.Stream == "" {
-		o.Stream = WitnessStreamName
+		o.Stream = central.WitnessStreamName
 	}
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	w := &Witness{o: o, state: witnessState{Streams: map[string]uint64{}, Logs: map[string]witnessedSize{}}}
-	b, err := os.ReadFile(o.StateFile)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-	case err != nil:
-		return nil, fmt.Errorf("audit: witness state: %w", err)
-	default:
-		if err := json.Unmarshal(b, &w.state); err != nil || w.state.Streams == nil || w.state.Logs == nil {
-			return nil, errors.New("audit: witness state file does not read: restore it from its backup, not by starting afresh")
-		}
+	if o.CreateTimeout <= 0 {
+		o.CreateTimeout = 5 * time.Second
 	}
+	w := &Witness{o: o}
+	st, missing, err := loadWitnessState(o.StateFile, o.Signer)
+	if err != nil {
+		return nil, err
+	}
+	w.state = st
 	if o.APIPrefix != "" {
 		w.js, err = jetstream.NewWithAPIPrefix(o.Conn, o.APIPrefix)
 	} else {
@@ -148,12 +137,30 @@ func NewWitness(ctx context.Context, o WitnessOptions) (*Witness, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := w.js.Stream(ctx, o.Stream); errors.Is(err, jetstream.ErrStreamNotFound) {
-		if _, err := w.js.CreateStream(ctx, WitnessStreamConfig(o.Stream, 0)); err != nil {
-			return nil, fmt.Errorf("audit: create the witness stream %s: %w", o.Stream, err)
+	stream, err := w.stream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	last := stream.CachedInfo().State.LastSeq
+	switch {
+	case last > w.state.Witness:
+		// A crash between a countersignature's publish and the state's
+		// save, an older state file put back, or none: from a state
+		// behind what it signed the witness could countersign a fork of
+		// it. Messages there of another key (the answer to a request
+		// whose reply subject was a witness subject) are skipped.
+		ours, others, err := w.catchUp(ctx, w.state.Witness+1, last)
+		if err != nil {
+			return nil, err
 		}
-	} else if err != nil {
-		return nil, fmt.Errorf("audit: witness stream %s: %w", o.Stream, err)
+		if missing || ours > 1 || others > 0 {
+			o.Log.Warn("witness: took its countersignatures from the witness stream", "stream", o.Stream, "state_file", !missing,
+				"from", w.state.Witness+1, "to", last, "countersignatures", ours, "not_its_own", others)
+		}
+		w.state.Witness = last
+	case last < w.state.Witness:
+		o.Log.Warn("witness: the witness stream holds fewer countersignatures than the witness published: it was recreated", "stream", o.Stream, "published_up_to", w.state.Witness, "last", last)
+		w.state.Witness = last // its sequences start again
 	}
 	w.counter = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rxedge_witness_checkpoints_total",
@@ -245,7 +252,7 @@ func (w *Witness) checkpoint(ctx context.Context, r record, run *WitnessRun) err
 		w.refuse(run, RefusedMalformed, r.store, log, size)
 		return nil
 	}
-	n, c, err := ledger.Open([]byte(msg.Note), w.o.Roster.verifiers(r.store, nil))
+	n, c, err := ledger.Open([]byte(msg.Note), verifiers(w.o.Roster, r.store, nil))
 	if err != nil || c.Store != r.store || c.Log != log || c.Size != size {
 		w.refuse(run, RefusedBadSignature, r.store, log, size)
 		return nil
@@ -284,12 +291,14 @@ func (w *Witness) checkpoint(ctx context.Context, r record, run *WitnessRun) err
 	// Publish, then save: a crash between the two makes the next pass
 	// countersign the same checkpoint again, the same bytes (Ed25519 is
 	// deterministic) under the same message id.
-	m := nats.NewMsg(WitnessSubject(c.Store))
+	m := nats.NewMsg(central.WitnessSubject(c.Store))
 	m.Header.Set(central.HeaderMsgID, "w-"+c.Log+"-"+strconv.FormatInt(c.Size, 10))
 	m.Data = signed
-	if _, err := w.js.PublishMsg(ctx, m); err != nil {
+	ack, err := w.js.PublishMsg(ctx, m)
+	if err != nil {
 		return fmt.Errorf("audit: publish a countersigned checkpoint of store %s: %w", c.Store, err)
 	}
+	w.state.Witness = max(w.state.Witness, ack.Sequence)
 	w.state.Logs[key] = witnessedSize{First: c.First, Size: c.Size, Root: c.Root}
 	w.state.Streams[r.stream] = r.streamSeq
 	run.Countersigned++
@@ -297,10 +306,174 @@ func (w *Witness) checkpoint(ctx context.Context, r record, run *WitnessRun) err
 	return w.save()
 }
 
-// save writes the state file atomically: a temporary file, synced,
-// renamed over the old one, and the directory synced.
+// MaxWitnessState bounds the witness's state file: some 150 bytes a log,
+// room for several logs of each of 100,000 stores.
+const MaxWitnessState = 64 << 20
+
+// stateSigContext starts the text the state file's signature covers, so
+// that it is never a signature of anything else.
+const stateSigContext = "rxedge witness state\n"
+
+// stateFile is the state file: the state as JSON and the witness key's
+// Ed25519 signature of stateSigContext followed by it.
+type stateFile struct {
+	State json.RawMessage `json:"state"`
+	Sig   []byte          `json:"sig"`
+}
+
+// errStateUnreadable is the refusal of a state file that does not read,
+// is not signed by the witness's key, or says what cannot be.
+var errStateUnreadable = errors.New("does not read as the witness's own signed state (truncated, damaged, edited, or of another witness key): " +
+	"restore it from its backup, or move it away and the witness takes what it countersigned from the witness stream")
+
+// loadWitnessState reads the state file, missing when there is none. A
+// file that is over MaxWitnessState, does not parse, is not signed by
+// signer (Ed25519 signs deterministically: the signature is made again
+// and compared), or holds an impossible entry is refused: an edited
+// state could make the witness countersign a fork of what it signed.
+// The error names the file and what is wrong, never its content.
+func loadWitnessState(path string, signer note.Signer) (st witnessState, missing bool, err error) {
+	st = witnessState{Streams: map[string]uint64{}, Logs: map[string]witnessedSize{}}
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return st, true, nil
+	}
+	if err != nil {
+		return st, false, fmt.Errorf("audit: witness state: %w", err)
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Size() > MaxWitnessState {
+		return st, false, fmt.Errorf("audit: witness state file %s is over %d bytes: it %w", path, MaxWitnessState, errStateUnreadable)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, MaxWitnessState+1))
+	if err != nil {
+		return st, false, fmt.Errorf("audit: witness state: %w", err)
+	}
+	if len(b) > MaxWitnessState {
+		return st, false, fmt.Errorf("audit: witness state file %s is over %d bytes: it %w", path, MaxWitnessState, errStateUnreadable)
+	}
+	var sf stateFile
+	if err := json.Unmarshal(b, &sf); err != nil || len(sf.State) == 0 {
+		return st, false, fmt.Errorf("audit: witness state file %s %w", path, errStateUnreadable)
+	}
+	want, err := signer.Sign(append([]byte(stateSigContext), sf.State...))
+	if err != nil {
+		return st, false, fmt.Errorf("audit: witness state: %w", err)
+	}
+	if subtle.ConstantTimeCompare(want, sf.Sig) != 1 {
+		return st, false, fmt.Errorf("audit: witness state file %s: its signature does not match: it %w", path, errStateUnreadable)
+	}
+	if err := json.Unmarshal(sf.State, &st); err != nil || st.Streams == nil || st.Logs == nil {
+		return st, false, fmt.Errorf("audit: witness state file %s %w", path, errStateUnreadable)
+	}
+	for k, v := range st.Logs {
+		store, log, ok := strings.Cut(k, "/")
+		if !ok || !central.ValidStoreID(store) || log == "" || v.Size <= 0 || v.First == 0 {
+			return st, false, fmt.Errorf("audit: witness state file %s holds an impossible entry: it %w", path, errStateUnreadable)
+		}
+	}
+	return st, false, nil
+}
+
+// catchUp reads the witness stream from sequence from to last and takes
+// each countersignature of the witness's own key as the last countersigned
+// of its log where it is newer than the state's. It returns how many were
+// its own and how many were not. Two roots for one size, both under its
+// key, stop it: that is a fork the witness signed, for a person to look at.
+func (w *Witness) catchUp(ctx context.Context, from, last uint64) (ours, others int, err error) {
+	_, err = scanPrefix(ctx, w.js, w.o.Stream, central.WitnessPrefix, from, last, nil, false, func(r record) error {
+		c, ok := w.ownCountersignature(r.data)
+		if !ok || c.Store != r.store {
+			others++
+			return nil
+		}
+		ours++
+		key := c.Store + "/" + c.Log
+		prev, seen := w.state.Logs[key]
+		switch {
+		case !seen || c.Size > prev.Size:
+			w.state.Logs[key] = witnessedSize{First: c.First, Size: c.Size, Root: c.Root}
+		case c.Size == prev.Size && c.Root != prev.Root:
+			return fmt.Errorf("audit: the witness stream %s holds at %d a countersignature of this witness's key for store %s log %s size %d "+
+				"with another root than the state file's: the witness signed a fork; look into it before countersigning more", w.o.Stream, r.streamSeq, c.Store, c.Log, c.Size)
+		}
+		return nil
+	}, nil)
+	if err != nil {
+		return ours, others, fmt.Errorf("audit: read the witness's countersignatures: %w", err)
+	}
+	return ours, others, nil
+}
+
+// ownCountersignature parses a message of the witness stream as a
+// checkpoint countersigned by the witness's own key: the key's signature
+// of its text, made again (Ed25519 is deterministic), is among its
+// signature lines.
+func (w *Witness) ownCountersignature(data []byte) (ledger.Checkpoint, bool) {
+	text, sigs, ok := strings.Cut(string(data), "\n\n")
+	if !ok {
+		return ledger.Checkpoint{}, false
+	}
+	text += "\n"
+	signed, err := note.Sign(&note.Note{Text: text}, w.o.Signer)
+	if err != nil || len(signed) <= len(text)+1 {
+		return ledger.Checkpoint{}, false
+	}
+	mine := strings.TrimSuffix(string(signed[len(text)+1:]), "\n")
+	found := false
+	for _, line := range strings.Split(sigs, "\n") {
+		found = found || line == mine
+	}
+	if !found {
+		return ledger.Checkpoint{}, false
+	}
+	c, err := ledger.ParseCheckpoint(text)
+	if err != nil || c.Size <= 0 {
+		return ledger.Checkpoint{}, false
+	}
+	return c, true
+}
+
+// stream finds the witness stream, or creates it where that is allowed.
+func (w *Witness) stream(ctx context.Context) (jetstream.Stream, error) {
+	st, err := w.js.Stream(ctx, w.o.Stream)
+	if err == nil {
+		return st, nil
+	}
+	if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, fmt.Errorf("audit: witness stream %s: %w", w.o.Stream, err)
+	}
+	cfg := central.WitnessStreamConfig(central.StreamOptions{})
+	cfg.Name = w.o.Stream
+	cctx, cancel := context.WithTimeout(ctx, w.o.CreateTimeout)
+	defer cancel()
+	st, err = w.js.CreateStream(cctx, cfg)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		// A server that denies the request does not answer it: the
+		// caller sees a timeout, and the violation goes to the
+		// connection's error handler.
+		return nil, fmt.Errorf("audit: the witness stream %s does not exist and this identity may not create it (%v): "+
+			"run agent provision as central's administrator, which creates it", w.o.Stream, err)
+	}
+	w.o.Log.Warn("witness: created the witness stream: in production agent provision creates it", "stream", w.o.Stream)
+	return st, nil
+}
+
+// save writes the state file atomically, signed: a temporary file,
+// synced, renamed over the old one, and the directory synced.
 func (w *Witness) save() error {
-	b, err := json.Marshal(w.state)
+	state, err := json.Marshal(w.state)
+	if err != nil {
+		return err
+	}
+	sig, err := w.o.Signer.Sign(append([]byte(stateSigContext), state...))
+	if err != nil {
+		return fmt.Errorf("audit: witness state: %w", err)
+	}
+	b, err := json.Marshal(stateFile{State: state, Sig: sig})
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/rxedge/agent/central/ledger"
 	hoaudit "github.com/rxedge/agent/headoffice/audit"
 	"github.com/rxedge/agent/headoffice/fleet"
+	"github.com/rxedge/agent/headoffice/provision"
 	"github.com/rxedge/agent/testkit/ledgertest"
 )
 
@@ -33,7 +34,7 @@ func TestAuditorVerifies(t *testing.T) {
 			s.Checkpoint(ctx, t, a.js)
 			ad := dial(t, h.URL(), admin)
 			ledgertest.WaitArchived(ctx, t, ad.js, archive("S0001", n), 14)
-			roster, err := hoaudit.ParseRoster(strings.NewReader(s.RosterLine()))
+			roster, err := provision.ParseRoster(strings.NewReader(s.RosterLine()))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -3,6 +3,7 @@ package provision
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -20,15 +21,16 @@ import (
 
 // CentralAccount is the account of the generated configuration that holds
 // central's streams, operators and administrator; AuditAccount holds the
-// auditor.
+// auditor; WitnessAccount holds head office's witness.
 const (
 	CentralAccount = "RX"
 	AuditAccount   = "AUDIT"
+	WitnessAccount = "WITNESS"
 )
 
 // reservedAccounts are the names of the template's own accounts, and the
 // fleet token, which no store may take.
-var reservedAccounts = []string{"RX", "SYS", "AUDIT", "admin", "audit", "migrate", "ops", "sys", central.FleetToken}
+var reservedAccounts = []string{"RX", "SYS", "AUDIT", "WITNESS", "admin", "audit", "migrate", "ops", "sys", "witness", central.FleetToken}
 
 // ReadRosterFile is ReadRoster of the file at path; its errors name the
 // flag that gave it, --roster.
@@ -68,13 +70,26 @@ func ReadRoster(r io.Reader) ([]string, error) {
 // from, with each store's checkpoint verifier keys (central/ledger).
 type Roster struct {
 	// Stores are the store ids, in the roster's order.
-	Stores []string
-	keys   map[string][]string
+	Stores    []string
+	keys      map[string][]string
+	verifiers map[string][]note.Verifier
 }
+
+// MaxRosterLine bounds a roster line (a store id and a verifier key take
+// under 100 bytes).
+const MaxRosterLine = 4096
 
 // Keys are the verifier keys a roster lists for store, in its order
 // (several while a key is rotated; none when it lists none).
 func (r *Roster) Keys(store string) []string { return slices.Clone(r.keys[store]) }
+
+// StoreVerifiers are the verifiers of Keys(store); none for a nil roster.
+func (r *Roster) StoreVerifiers(store string) []note.Verifier {
+	if r == nil {
+		return nil
+	}
+	return slices.Clone(r.verifiers[store])
+}
 
 // Verifiers are the verifier keys of every store of the roster, for
 // ledger.Open (which accepts a checkpoint only when signed by a key named
@@ -82,10 +97,7 @@ func (r *Roster) Keys(store string) []string { return slices.Clone(r.keys[store]
 func (r *Roster) Verifiers() note.Verifiers {
 	var vs []note.Verifier
 	for _, s := range r.Stores {
-		for _, k := range r.keys[s] {
-			v, _ := note.NewVerifier(k) // checked by ParseRoster
-			vs = append(vs, v)
-		}
+		vs = append(vs, r.verifiers[s]...)
 	}
 	return note.VerifierList(vs...)
 }
@@ -96,16 +108,18 @@ func (r *Roster) Verifiers() note.Verifiers {
 // store, each with a key, give it several keys (a key being rotated).
 // Blank lines and everything after a # are ignored. It refuses invalid,
 // reserved and repeated ids, keys that are not note verifier keys named
-// for their store (ledger.KeyName), and a key listed twice, naming their
-// lines.
+// for their store (ledger.KeyName), a key listed twice, and a line over
+// MaxRosterLine bytes. Its errors name the lines, never their content.
 func ParseRoster(rd io.Reader) (*Roster, error) {
 	var (
-		r    = &Roster{keys: map[string][]string{}}
+		r    = &Roster{keys: map[string][]string{}, verifiers: map[string][]note.Verifier{}}
 		bad  []string
 		seen = map[string]bool{} // store ids on lines with no key
+		n    = 0
 	)
 	sc := bufio.NewScanner(rd)
-	for n := 1; sc.Scan(); n++ {
+	sc.Buffer(make([]byte, 0, 512), MaxRosterLine)
+	for n = 1; sc.Scan(); n++ {
 		line, _, _ := strings.Cut(sc.Text(), "#")
 		f := strings.Fields(line)
 		if len(f) == 0 {
@@ -118,13 +132,13 @@ func ParseRoster(rd io.Reader) (*Roster, error) {
 			bad = append(bad, fmt.Sprintf("line %d: a line is a store id and at most one verifier key", n))
 			continue
 		case slices.Contains(reservedAccounts, id):
-			bad = append(bad, fmt.Sprintf("line %d: %q is reserved", n, id))
+			bad = append(bad, fmt.Sprintf("line %d: the id is reserved (a name of the configuration's own accounts or users)", n))
 			continue
 		case !central.ValidStoreID(id):
-			bad = append(bad, fmt.Sprintf("line %d: %q is not a store id (letters, digits, _ and -, at most 32)", n, id))
+			bad = append(bad, fmt.Sprintf("line %d: not a store id (letters, digits, _ and -, at most 32)", n))
 			continue
 		case listed && (len(f) == 1 || seen[id]):
-			bad = append(bad, fmt.Sprintf("line %d: %s is listed twice (a store repeats only on lines that each give one of its keys)", n, id))
+			bad = append(bad, fmt.Sprintf("line %d: the store is listed twice (a store repeats only on lines that each give one of its keys)", n))
 			continue
 		}
 		if len(f) == 1 {
@@ -133,23 +147,26 @@ func ParseRoster(rd io.Reader) (*Roster, error) {
 			v, err := note.NewVerifier(f[1])
 			switch {
 			case err != nil:
-				bad = append(bad, fmt.Sprintf("line %d: the key of %s is not a note verifier key (agent status shows it as ledger.public_key)", n, id))
+				bad = append(bad, fmt.Sprintf("line %d: the key is not a note verifier key (agent status shows it as ledger.public_key)", n))
 				continue
 			case v.Name() != ledger.KeyName(id):
-				bad = append(bad, fmt.Sprintf("line %d: the key is named %q, not %q: it is not %s's key", n, v.Name(), ledger.KeyName(id), id))
+				bad = append(bad, fmt.Sprintf("line %d: the key is not named for the store on its line (ledger.KeyName): it is not that store's key", n))
 				continue
 			case slices.Contains(r.keys[id], f[1]):
-				bad = append(bad, fmt.Sprintf("line %d: %s's key is listed twice", n, id))
+				bad = append(bad, fmt.Sprintf("line %d: the store's key is listed twice", n))
 				continue
 			}
 			r.keys[id] = append(r.keys[id], f[1])
+			r.verifiers[id] = append(r.verifiers[id], v)
 		}
 		if !listed {
 			r.Stores = append(r.Stores, id)
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return nil, err
+	if err := sc.Err(); errors.Is(err, bufio.ErrTooLong) {
+		return nil, fmt.Errorf("roster: line %d: over %d bytes", n, MaxRosterLine)
+	} else if err != nil {
+		return nil, fmt.Errorf("roster: %w", err)
 	}
 	if len(bad) > 0 {
 		return nil, fmt.Errorf("roster:\n  %s", strings.Join(bad, "\n  "))
@@ -178,8 +195,12 @@ func migrateGrants(n int) []string {
 // A store can then reach nothing of another store's, not even through the
 // reply subject of a JetStream request: the server answers into the
 // requester's own account. The auditor has an account of its own, AUDIT,
-// for the same reason: it imports from RX only the reads of the archives
-// and of the fleet view, and from each store only the commands reconcile and ledger.
+// for the same reason: it imports from RX only the reads of the archives,
+// of the witness stream and of the fleet view, and from each store only
+// the commands reconcile and ledger. Head office's witness has the account
+// WITNESS: it imports the reads of the archives and of the witness stream
+// and the publishing of countersigned checkpoints; no other user may
+// publish those.
 //
 // With more than one partition each store account's imports map the
 // subjects an agent uses, which do not change, onto its partition's
@@ -215,6 +236,7 @@ func CentralConfig(w io.Writer, stores []string, partitions int) error {
 		Streams, FleetStream, Fleet, Status, Ctl string
 		Reconcile, ReconcileAll, AuditAPI        string
 		Ledger, LedgerAll                        string
+		Witness, WitnessSubjects, WitnessAPI     string
 		Migrate                                  []string
 		AuditArchives                            []confPartition
 	}{
@@ -224,6 +246,7 @@ func CentralConfig(w io.Writer, stores []string, partitions int) error {
 		Reconcile: command.Subject("STORE", "reconcile"), ReconcileAll: command.Subject("*", "reconcile"),
 		Ledger: command.Subject("STORE", command.CmdLedger), LedgerAll: command.Subject("*", command.CmdLedger),
 		AuditAPI: central.AuditAPIPrefix,
+		Witness:  central.WitnessStreamName, WitnessSubjects: central.WitnessPrefix + ">", WitnessAPI: central.WitnessAPIPrefix,
 	})
 	if err != nil {
 		return err
@@ -280,7 +303,7 @@ var centralTemplate = template.Must(template.New("central").Funcs(template.FuncM
 #   3. enable TLS: without it passwords cross the network in clear text;
 #   4. run ` + "`agent provision --server URL --user admin …`" + ` (replicas 3 on a
 #      cluster, the same --partitions) to create the streams
-#      {{.Streams}} and {{.FleetStream}}.
+#      {{.Streams}}, {{.FleetStream}} and {{.Witness}}.
 #
 # Any value may come from the environment instead: ` + "`password: $S0001_PASS`" + `
 # reads the variable S0001_PASS when the server starts.
@@ -359,6 +382,9 @@ accounts {
 {{- end}}
               "$JS.API.STREAM.INFO.{{.FleetStream}}"
               "$JS.API.STREAM.CREATE.{{.FleetStream}}"
+              "$JS.API.STREAM.INFO.{{.Witness}}"
+              "$JS.API.STREAM.CREATE.{{.Witness}}"
+              "$JS.API.STREAM.UPDATE.{{.Witness}}"
             ]
           }
           subscribe: { allow: ["_INBOX_admin.>"] }
@@ -402,15 +428,24 @@ accounts {
 
     ]
     exports: [
-      # The auditor: its reads of the archives (a pull consumer's next
-      # request is answered by many messages) and of the fleet view.
+      # The auditor and the witness: their reads of the archives and of
+      # the witness stream (a pull consumer's next request is answered by
+      # many messages); the auditor's of the fleet view.
 {{- range .AuditArchives}}
-      { service: "$JS.API.STREAM.INFO.{{.Archive}}", accounts: [AUDIT] }
-      { service: "$JS.API.CONSUMER.CREATE.{{.Archive}}.>", accounts: [AUDIT] }
-      { service: "$JS.API.CONSUMER.MSG.NEXT.{{.Archive}}.*", accounts: [AUDIT], response: stream }
-      { service: "$JS.API.CONSUMER.INFO.{{.Archive}}.*", accounts: [AUDIT] }
-      { service: "$JS.API.CONSUMER.DELETE.{{.Archive}}.*", accounts: [AUDIT] }
+      { service: "$JS.API.STREAM.INFO.{{.Archive}}", accounts: [AUDIT, WITNESS] }
+      { service: "$JS.API.CONSUMER.CREATE.{{.Archive}}.>", accounts: [AUDIT, WITNESS] }
+      { service: "$JS.API.CONSUMER.MSG.NEXT.{{.Archive}}.*", accounts: [AUDIT, WITNESS], response: stream }
+      { service: "$JS.API.CONSUMER.INFO.{{.Archive}}.*", accounts: [AUDIT, WITNESS] }
+      { service: "$JS.API.CONSUMER.DELETE.{{.Archive}}.*", accounts: [AUDIT, WITNESS] }
 {{- end}}
+      { service: "$JS.API.STREAM.INFO.{{.Witness}}", accounts: [AUDIT, WITNESS] }
+      { service: "$JS.API.CONSUMER.CREATE.{{.Witness}}.>", accounts: [AUDIT, WITNESS] }
+      { service: "$JS.API.CONSUMER.MSG.NEXT.{{.Witness}}.*", accounts: [AUDIT, WITNESS], response: stream }
+      { service: "$JS.API.CONSUMER.INFO.{{.Witness}}.*", accounts: [AUDIT, WITNESS] }
+      { service: "$JS.API.CONSUMER.DELETE.{{.Witness}}.*", accounts: [AUDIT, WITNESS] }
+      # The witness publishes the checkpoints it countersigned; the
+      # stream's publish ack comes back to it across the boundary.
+      { service: "{{.WitnessSubjects}}", accounts: [WITNESS] }
       { service: "$JS.API.DIRECT.GET.{{.FleetStream}}", accounts: [AUDIT], response: stream }
       { service: "$JS.API.DIRECT.GET.{{.FleetStream}}.>", accounts: [AUDIT] }
 {{- range .Stores}}
@@ -486,7 +521,8 @@ accounts {
     ]
   }
 {{end}}
-  # Head office's reconciliation and verification: reads the archives with ordered consumers
+  # Head office's reconciliation and verification: reads the archives (and
+  # the witness's countersigned checkpoints, RX_WITNESS) with ordered consumers
   # (nats.go jetstream.OrderedConsumer: create, next, info and delete of
   # its own ephemeral consumers) and the fleet view, and sends stores the
   # signed read-only commands reconcile and ledger. It cannot publish movements,
@@ -511,6 +547,11 @@ accounts {
               "{{$.AuditAPI}}CONSUMER.INFO.{{.Archive}}.*"
               "{{$.AuditAPI}}CONSUMER.DELETE.{{.Archive}}.*"
 {{- end}}
+              "{{.AuditAPI}}STREAM.INFO.{{.Witness}}"
+              "{{.AuditAPI}}CONSUMER.CREATE.{{.Witness}}.>"
+              "{{.AuditAPI}}CONSUMER.MSG.NEXT.{{.Witness}}.*"
+              "{{.AuditAPI}}CONSUMER.INFO.{{.Witness}}.*"
+              "{{.AuditAPI}}CONSUMER.DELETE.{{.Witness}}.*"
               "{{.AuditAPI}}DIRECT.GET.{{.FleetStream}}"
               "{{.AuditAPI}}DIRECT.GET.{{.FleetStream}}.>"
               "{{.ReconcileAll}}"
@@ -529,12 +570,73 @@ accounts {
       { service: { account: RX, subject: "$JS.API.CONSUMER.INFO.{{.Archive}}.*" }, to: "{{$.AuditAPI}}CONSUMER.INFO.{{.Archive}}.*" }
       { service: { account: RX, subject: "$JS.API.CONSUMER.DELETE.{{.Archive}}.*" }, to: "{{$.AuditAPI}}CONSUMER.DELETE.{{.Archive}}.*" }
 {{- end}}
+      { service: { account: RX, subject: "$JS.API.STREAM.INFO.{{.Witness}}" }, to: "{{.AuditAPI}}STREAM.INFO.{{.Witness}}" }
+      { service: { account: RX, subject: "$JS.API.CONSUMER.CREATE.{{.Witness}}.>" }, to: "{{.AuditAPI}}CONSUMER.CREATE.{{.Witness}}.>" }
+      { service: { account: RX, subject: "$JS.API.CONSUMER.MSG.NEXT.{{.Witness}}.*" }, to: "{{.AuditAPI}}CONSUMER.MSG.NEXT.{{.Witness}}.*" }
+      { service: { account: RX, subject: "$JS.API.CONSUMER.INFO.{{.Witness}}.*" }, to: "{{.AuditAPI}}CONSUMER.INFO.{{.Witness}}.*" }
+      { service: { account: RX, subject: "$JS.API.CONSUMER.DELETE.{{.Witness}}.*" }, to: "{{.AuditAPI}}CONSUMER.DELETE.{{.Witness}}.*" }
       { service: { account: RX, subject: "$JS.API.DIRECT.GET.{{.FleetStream}}" }, to: "{{.AuditAPI}}DIRECT.GET.{{.FleetStream}}" }
       { service: { account: RX, subject: "$JS.API.DIRECT.GET.{{.FleetStream}}.>" }, to: "{{.AuditAPI}}DIRECT.GET.{{.FleetStream}}.>" }
 {{- range .Stores}}
       { service: { account: {{.ID}}, subject: "{{for $.Reconcile .ID}}" } }
       { service: { account: {{.ID}}, subject: "{{for $.Ledger .ID}}" } }
 {{- end}}
+    ]
+  }
+
+  # Head office's witness (` + "`agent central witness`" + `): reads the archives
+  # and the witness stream {{.Witness}} (at start, its own countersignatures
+  # after its state file's) with ordered consumers as the auditor does, and
+  # publishes the checkpoints it countersigned to {{.WitnessSubjects}},
+  # whose JetStream publish ack comes back to its inbox. It cannot publish movements, send commands, or
+  # create, change, delete or purge a stream; no other user may publish to
+  # {{.WitnessSubjects}}. An account of its own, not AUDIT's: an account
+  # that can publish to {{.WitnessSubjects}} could have a JetStream answer
+  # to a request of any of its users, whose reply subject that user
+  # named, stored in {{.Witness}}, so the auditor would share the
+  # witness's grant. Its JetStream API is central's under the prefix
+  # {{.WitnessAPI}} (` + "`agent central witness --js-api-prefix {{.WitnessAPI}}`" + `).
+  WITNESS {
+    users: [
+      {
+        user: witness
+        password: "CHANGE-ME-witness"
+        permissions: {
+          publish: {
+            allow: [
+{{- range .AuditArchives}}
+              "{{$.WitnessAPI}}STREAM.INFO.{{.Archive}}"
+              "{{$.WitnessAPI}}CONSUMER.CREATE.{{.Archive}}.>"
+              "{{$.WitnessAPI}}CONSUMER.MSG.NEXT.{{.Archive}}.*"
+              "{{$.WitnessAPI}}CONSUMER.INFO.{{.Archive}}.*"
+              "{{$.WitnessAPI}}CONSUMER.DELETE.{{.Archive}}.*"
+{{- end}}
+              "{{.WitnessAPI}}STREAM.INFO.{{.Witness}}"
+              "{{.WitnessAPI}}CONSUMER.CREATE.{{.Witness}}.>"
+              "{{.WitnessAPI}}CONSUMER.MSG.NEXT.{{.Witness}}.*"
+              "{{.WitnessAPI}}CONSUMER.INFO.{{.Witness}}.*"
+              "{{.WitnessAPI}}CONSUMER.DELETE.{{.Witness}}.*"
+              "{{.WitnessSubjects}}"
+            ]
+          }
+          subscribe: { allow: ["_INBOX_witness.>"] }
+        }
+      }
+    ]
+    imports: [
+{{- range .AuditArchives}}
+      { service: { account: RX, subject: "$JS.API.STREAM.INFO.{{.Archive}}" }, to: "{{$.WitnessAPI}}STREAM.INFO.{{.Archive}}" }
+      { service: { account: RX, subject: "$JS.API.CONSUMER.CREATE.{{.Archive}}.>" }, to: "{{$.WitnessAPI}}CONSUMER.CREATE.{{.Archive}}.>" }
+      { service: { account: RX, subject: "$JS.API.CONSUMER.MSG.NEXT.{{.Archive}}.*" }, to: "{{$.WitnessAPI}}CONSUMER.MSG.NEXT.{{.Archive}}.*" }
+      { service: { account: RX, subject: "$JS.API.CONSUMER.INFO.{{.Archive}}.*" }, to: "{{$.WitnessAPI}}CONSUMER.INFO.{{.Archive}}.*" }
+      { service: { account: RX, subject: "$JS.API.CONSUMER.DELETE.{{.Archive}}.*" }, to: "{{$.WitnessAPI}}CONSUMER.DELETE.{{.Archive}}.*" }
+{{- end}}
+      { service: { account: RX, subject: "$JS.API.STREAM.INFO.{{.Witness}}" }, to: "{{.WitnessAPI}}STREAM.INFO.{{.Witness}}" }
+      { service: { account: RX, subject: "$JS.API.CONSUMER.CREATE.{{.Witness}}.>" }, to: "{{.WitnessAPI}}CONSUMER.CREATE.{{.Witness}}.>" }
+      { service: { account: RX, subject: "$JS.API.CONSUMER.MSG.NEXT.{{.Witness}}.*" }, to: "{{.WitnessAPI}}CONSUMER.MSG.NEXT.{{.Witness}}.*" }
+      { service: { account: RX, subject: "$JS.API.CONSUMER.INFO.{{.Witness}}.*" }, to: "{{.WitnessAPI}}CONSUMER.INFO.{{.Witness}}.*" }
+      { service: { account: RX, subject: "$JS.API.CONSUMER.DELETE.{{.Witness}}.*" }, to: "{{.WitnessAPI}}CONSUMER.DELETE.{{.Witness}}.*" }
+      { service: { account: RX, subject: "{{.WitnessSubjects}}" } }
     ]
   }
 

@@ -31,12 +31,12 @@ func TestTemplateIsGenerated(t *testing.T) {
 		return
 	}
 	if !bytes.Equal(have, b.Bytes()) {
-		t.Errorf("%s is not the generator's output for S0001 and S0002: run RXEDGE_UPDATE_TEMPLATE=1 go test ./hub -run TestTemplateIsGenerated", productionConfig)
+		t.Errorf("%s is not the generator's output for S0001 and S0002: run RXEDGE_UPDATE_TEMPLATE=1 go test ./headoffice/provision -run TestTemplateIsGenerated", productionConfig)
 	}
 }
 
 func TestReadRosterRefuses(t *testing.T) {
-	for _, in := range []string{"", "S1\nS1\n", "S1.>\n", "RX\n", "fleet\n", "audit\n", "AUDIT\n"} {
+	for _, in := range []string{"", "S1\nS1\n", "S1.>\n", "RX\n", "fleet\n", "audit\n", "AUDIT\n", "witness\n", "WITNESS\n"} {
 		if _, err := provision.ReadRoster(strings.NewReader(in)); err == nil {
 			t.Errorf("roster %q: no error", in)
 		}

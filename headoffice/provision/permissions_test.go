@@ -165,7 +165,7 @@ func startProduction(t *testing.T, n int) *hub.Hub {
 	for p := range n {
 		want = append(want, "created stream "+central.MovementStream(p, n), "created stream "+central.ArchiveStream(p, n))
 	}
-	want = append(want, "created stream KV_RX_FLEET")
+	want = append(want, "created stream KV_RX_FLEET", "created stream RX_WITNESS")
 	if got := h.Provisioned(); !slices.Equal(got, want) {
 		t.Fatalf("Provisioned() = %q, want %q", got, want)
 	}
@@ -530,6 +530,7 @@ func testAdminOnlyProvisions(t *testing.T, n int) {
 	for p := range n {
 		want = append(want, central.MovementStream(p, n)+": duplicate_window: 10m0s -> 5m0s", central.ArchiveStream(p, n)+": duplicate_window: 10m0s -> 5m0s")
 	}
+	want = append(want, central.WitnessStreamName+": duplicate_window: 10m0s -> 5m0s")
 	if !slices.Equal(changes, want) {
 		t.Errorf("changes = %q, want %q", changes, want)
 	}

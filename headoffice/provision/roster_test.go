@@ -91,3 +91,37 @@ func TestParseRosterRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestParseRosterNamesLinesNotContent: every refusal names its line and
+// repeats nothing of it, and a line over MaxRosterLine is refused without
+// reading on.
+func TestParseRosterNamesLinesNotContent(t *testing.T) {
+	k1, _ := vkey(t, "S0001")
+	_, other, err := note.GenerateKey(rand.Reader, "someone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const secret = "Q7Z9SECRET"
+	for name, in := range map[string]string{
+		"another store's key": "S0001\n" + secret + " " + k1 + "\n",
+		"not a key":           "S0001 rxedge-store-" + secret + "+00000000+AAAA\n",
+		"bad store id":        "S0001\n" + secret + ".x\n",
+		"reserved id":         "S0001\nAUDIT # " + secret + "\n",
+		"a key of no store":   "S0001 " + other + "\n",
+		"a line too long":     "S0001\nS0002 " + secret + strings.Repeat("x", provision.MaxRosterLine) + "\n",
+		"listed twice":        "S0001\nS0001\n",
+	} {
+		_, err := provision.ParseRoster(strings.NewReader(in))
+		if err == nil || !strings.Contains(err.Error(), "line 2") && !strings.Contains(err.Error(), "line 1") {
+			t.Errorf("%s: %v, want a refusal naming the line", name, err)
+			continue
+		}
+		if strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), "AAAA") || strings.Contains(err.Error(), "someone") {
+			t.Errorf("%s: the error repeats the line: %v", name, err)
+		}
+	}
+	_, err = provision.ParseRoster(strings.NewReader("S0001\nS0002 " + strings.Repeat("x", provision.MaxRosterLine) + "\n"))
+	if err == nil || !strings.Contains(err.Error(), "line 2: over") {
+		t.Errorf("a long second line: %v, want it named", err)
+	}
+}

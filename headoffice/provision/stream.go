@@ -40,7 +40,9 @@ func CheckOptions(o central.StreamOptions, allowShort bool) error {
 // Provision brings central to the layout o describes: for every partition
 // of o.Partitions (0 means 1), the movement stream (central.StreamConfig)
 // and its archive (central.ArchiveConfig); then the fleet view's stream,
-// KV_RX_FLEET, when it is missing. It creates what is missing, brings the
+// KV_RX_FLEET, when it is missing; then the witness stream, RX_WITNESS
+// (central.WitnessStreamConfig), where head office's witness publishes
+// the checkpoints it countersigned. It creates what is missing, brings the
 // settings it manages to the wanted values on what exists, and returns
 // each change in words ("created stream RX_ARCHIVE", "RX_MOVEMENTS:
 // duplicate_window: 2m0s -> 10m0s"); nothing when all was as wanted.
@@ -68,7 +70,12 @@ func Provision(ctx context.Context, js jetstream.JetStream, o central.StreamOpti
 		}
 	}
 	fleet, err := provisionFleet(ctx, js, o.Replicas)
-	return append(changes, fleet...), err
+	changes = append(changes, fleet...)
+	if err != nil {
+		return changes, err
+	}
+	witness, err := ensure(ctx, js, central.WitnessStreamConfig(o), nil)
+	return append(changes, witness...), err
 }
 
 // provisionPartition provisions the movement stream and the archive of

@@ -26,18 +26,18 @@ func TestProvision(t *testing.T) {
 		opts central.StreamOptions
 		want []string
 	}{
-		{name: "create", opts: central.StreamOptions{}, want: []string{"created stream RX_MOVEMENTS", "created stream RX_ARCHIVE", "created stream KV_RX_FLEET"}},
+		{name: "create", opts: central.StreamOptions{}, want: []string{"created stream RX_MOVEMENTS", "created stream RX_ARCHIVE", "created stream KV_RX_FLEET", "created stream RX_WITNESS"}},
 		{name: "again: nothing to do", opts: central.StreamOptions{}, want: nil},
 		{name: "shorter duplicate window", opts: central.StreamOptions{DuplicateWindow: 2 * time.Minute},
-			want: []string{"RX_MOVEMENTS: duplicate_window: 10m0s -> 2m0s", "RX_ARCHIVE: duplicate_window: 10m0s -> 2m0s"}},
+			want: []string{"RX_MOVEMENTS: duplicate_window: 10m0s -> 2m0s", "RX_ARCHIVE: duplicate_window: 10m0s -> 2m0s", "RX_WITNESS: duplicate_window: 10m0s -> 2m0s"}},
 		{name: "same again: nothing to do", opts: central.StreamOptions{DuplicateWindow: 2 * time.Minute}, want: nil},
 		{name: "back to defaults, with a cap", opts: central.StreamOptions{MaxMsgs: 1000},
-			want: []string{"RX_MOVEMENTS: duplicate_window: 2m0s -> 10m0s", "RX_MOVEMENTS: max_msgs: unlimited -> 1000", "RX_ARCHIVE: duplicate_window: 2m0s -> 10m0s"}},
+			want: []string{"RX_MOVEMENTS: duplicate_window: 2m0s -> 10m0s", "RX_MOVEMENTS: max_msgs: unlimited -> 1000", "RX_ARCHIVE: duplicate_window: 2m0s -> 10m0s", "RX_WITNESS: duplicate_window: 2m0s -> 10m0s"}},
 		{name: "cap removed", opts: central.StreamOptions{}, want: []string{"RX_MOVEMENTS: max_msgs: 1000 -> unlimited"}},
 		{name: "longer horizon and retention", opts: central.StreamOptions{MaxAge: 40 * 24 * time.Hour, Retention: 800 * 24 * time.Hour},
-			want: []string{"RX_MOVEMENTS: max_age: 840h0m0s -> 960h0m0s", "RX_ARCHIVE: max_age: 18264h0m0s -> 19200h0m0s"}},
+			want: []string{"RX_MOVEMENTS: max_age: 840h0m0s -> 960h0m0s", "RX_ARCHIVE: max_age: 18264h0m0s -> 19200h0m0s", "RX_WITNESS: max_age: 18264h0m0s -> 19200h0m0s"}},
 		{name: "back to the defaults: the empty stream's horizon is lowered at once", opts: central.StreamOptions{},
-			want: []string{"RX_ARCHIVE: max_age: 19200h0m0s -> 18264h0m0s", "RX_MOVEMENTS: max_age: 960h0m0s -> 840h0m0s"}},
+			want: []string{"RX_ARCHIVE: max_age: 19200h0m0s -> 18264h0m0s", "RX_MOVEMENTS: max_age: 960h0m0s -> 840h0m0s", "RX_WITNESS: max_age: 19200h0m0s -> 18264h0m0s"}},
 		{name: "four partitions", opts: central.StreamOptions{Partitions: 4},
 			want: []string{"created stream RX_MOVEMENTS_0", "created stream RX_ARCHIVE_0", "created stream RX_MOVEMENTS_1", "created stream RX_ARCHIVE_1",
 				"created stream RX_MOVEMENTS_2", "created stream RX_ARCHIVE_2", "created stream RX_MOVEMENTS_3", "created stream RX_ARCHIVE_3"}},
@@ -94,6 +94,7 @@ func TestProvisionRepairsSettings(t *testing.T) {
 		"created stream RX_ARCHIVE",
 		"RX_MOVEMENTS: max_age: 0s -> 840h0m0s",
 		"created stream KV_RX_FLEET",
+		"created stream RX_WITNESS",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("Provision changes =\n%q\nwant\n%q", got, want)

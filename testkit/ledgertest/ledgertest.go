@@ -193,6 +193,41 @@ func (s *Store) Fork(ctx context.Context, tb testing.TB, js jetstream.JetStream,
 	return c
 }
 
+// ForkFrom signs and publishes a checkpoint of the whole log with the
+// movement at index i (at or after from) replaced, and its proof from the
+// store's size from: a store rewriting history that an older checkpoint
+// of size from does not cover, but a later one it published does.
+func (s *Store) ForkFrom(ctx context.Context, tb testing.TB, js jetstream.JetStream, from int64, i int) ledger.Checkpoint {
+	tb.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if from <= 0 || int64(i) < from || i >= len(s.leaves) {
+		tb.Fatalf("ForkFrom(%d, %d) of a log of %d leaves", from, i, len(s.leaves))
+	}
+	var forked, old ledger.Frontier
+	var added []ledger.Hash
+	for k, l := range s.leaves {
+		if int64(k) == from {
+			old = forked.Clone()
+		}
+		if k == i {
+			l.Digest[0] ^= 1
+		}
+		forked.Append(l.Hash())
+		if int64(k) >= from {
+			added = append(added, l.Hash())
+		}
+	}
+	proof, err := ledger.ProveConsistency(old, added)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c := ledger.Checkpoint{Store: s.ID, Log: s.Log, Size: forked.Size, Root: forked.Root(), First: s.First, Time: s.Clock().UTC()}
+	m := s.sign(tb, c, from, proof)
+	s.publish(ctx, tb, js, c, m)
+	return c
+}
+
 // Leaves are the store's leaves.
 func (s *Store) Leaves() []ledger.Leaf {
 	s.mu.Lock()
