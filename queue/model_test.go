@@ -77,6 +77,21 @@ func TestModel(t *testing.T) {
 			}
 			return out
 		}
+		// reopen closes the file, rewrites it as an older schema held it
+		// when downgrade is set, and opens it again, which upgrades it.
+		reopen := func(rt *rapid.T, downgrade func(fataler, string)) {
+			if err := q.Close(); err != nil {
+				rt.Fatal(err)
+			}
+			if downgrade != nil {
+				downgrade(rt, path)
+			}
+			q, err = Open(Options{Path: path, StoreID: testStore, Clock: clk.Now, MaxGroup: 8})
+			if err != nil {
+				rt.Fatal(err)
+			}
+			clear(leased)
+		}
 
 		rt.Repeat(map[string]func(*rapid.T){
 			"enqueue": func(rt *rapid.T) {
@@ -341,15 +356,7 @@ func TestModel(t *testing.T) {
 			"upgrade": func(rt *rapid.T) {
 				// The file as schema 2 would have held this state,
 				// upgraded by the next open.
-				if err := q.Close(); err != nil {
-					rt.Fatal(err)
-				}
-				downgradeV2(rt, path)
-				q, err = Open(Options{Path: path, StoreID: testStore, Clock: clk.Now, MaxGroup: 8})
-				if err != nil {
-					rt.Fatal(err)
-				}
-				clear(leased)
+				reopen(rt, downgradeV2)
 				// Schema 2 kept the time of the newest synced key held.
 				lastSynced = time.Time{}
 				for _, m := range model {
@@ -360,30 +367,14 @@ func TestModel(t *testing.T) {
 			},
 			"upgrade3": func(rt *rapid.T) {
 				// The file as schema 3 would have held this state (one
-				// synced entry per sequence), upgraded by the next open.
-				if err := q.Close(); err != nil {
-					rt.Fatal(err)
-				}
-				downgradeV3(rt, path)
-				q, err = Open(Options{Path: path, StoreID: testStore, Clock: clk.Now, MaxGroup: 8})
-				if err != nil {
-					rt.Fatal(err)
-				}
-				clear(leased)
+				// synced entry per sequence, one key entry per key),
+				// upgraded by the next open.
+				reopen(rt, downgradeV3)
 			},
 			"tick": func(rt *rapid.T) {
 				clk.Add(time.Duration(rapid.IntRange(1, 40).Draw(rt, "seconds")) * time.Second)
 			},
-			"reopen": func(rt *rapid.T) {
-				if err := q.Close(); err != nil {
-					rt.Fatal(err)
-				}
-				q, err = Open(Options{Path: path, StoreID: testStore, Clock: clk.Now, MaxGroup: 8})
-				if err != nil {
-					rt.Fatal(err)
-				}
-				clear(leased)
-			},
+			"reopen": func(rt *rapid.T) { reopen(rt, nil) },
 			"": func(rt *rapid.T) {
 				if err := q.Verify(); err != nil {
 					rt.Fatal(err)
