@@ -121,6 +121,9 @@ func testFailover(t *testing.T, syncRep bool, kill string) {
 		standby.Exec(t, "postgres", `ALTER SYSTEM SET primary_conninfo = ''`)
 		standby.Exec(t, "postgres", `SELECT pg_reload_conf()`)
 		awaitQuery(t, standby, "postgres", `SELECT count(*) = 0 FROM pg_stat_wal_receiver`, "the standby's WAL receiver to stop", sinkDone, state)
+		// What it received before may not be replayed yet (a busy
+		// machine): its position is final once replay has caught up.
+		awaitQuery(t, standby, "postgres", `SELECT COALESCE(pg_last_wal_replay_lsn() >= pg_last_wal_receive_lsn(), true)`, "the standby to replay all it received", sinkDone, state)
 		cut := position(t, standby, db.name)
 		p := awaitPosition(t, primary, db.name, cut+3*batch, sinkDone, state)
 		t.Logf("the standby stopped receiving at position %d; the primary committed on to %d", cut, p)
