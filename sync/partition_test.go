@@ -3,6 +3,7 @@ package sync
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -104,30 +105,20 @@ func TestClusterPartitionLeaderStoppedMidDrain(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	keys := map[string]int{}
-	cons, err := ajs.OrderedConsumer(ctx, archive, jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for len(keys) < n {
-		batch, err := cons.Fetch(500, jetstream.FetchMaxWait(2*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := 0
-		for m := range batch.Messages() {
-			got++
-			if !strings.HasPrefix(m.Subject(), central.ArchivePrefix+testStore) {
-				t.Errorf("archived subject %q", m.Subject())
-			}
-			keys[central.KeyOfMsgID(m.Headers().Get(jetstream.MsgIDHeader))]++
-		}
-		if err := batch.Error(); err != nil {
-			t.Fatal(err)
-		}
-		if got == 0 {
+	// The read starts over while the cluster still settles after the
+	// leader's stop (a consumer request can find no responder then).
+	var keys map[string]int
+	readBy := time.Now().Add(60 * time.Second)
+	for {
+		var err error
+		keys, err = readArchiveKeys(ctx, t, ajs, archive, n)
+		if err == nil {
 			break
 		}
+		if !errors.Is(err, nats.ErrNoResponders) || time.Now().After(readBy) {
+			t.Fatalf("reading %s: %v", archive, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	st, err := ajs.Stream(ctx, archive)
 	if err != nil {
@@ -153,4 +144,35 @@ func TestClusterPartitionLeaderStoppedMidDrain(t *testing.T) {
 			t.Errorf("%s holds %d messages, want none", central.ArchiveStream(q, parts), msgs)
 		}
 	}
+}
+
+// readArchiveKeys reads archive whole with an ordered consumer and counts
+// its messages per key.
+func readArchiveKeys(ctx context.Context, t *testing.T, js jetstream.JetStream, archive string, n uint64) (map[string]int, error) {
+	keys := map[string]int{}
+	cons, err := js.OrderedConsumer(ctx, archive, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		return nil, err
+	}
+	for uint64(len(keys)) < n {
+		batch, err := cons.Fetch(500, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			return nil, err
+		}
+		got := 0
+		for m := range batch.Messages() {
+			got++
+			if !strings.HasPrefix(m.Subject(), central.ArchivePrefix+testStore) {
+				t.Errorf("archived subject %q", m.Subject())
+			}
+			keys[central.KeyOfMsgID(m.Headers().Get(jetstream.MsgIDHeader))]++
+		}
+		if err := batch.Error(); err != nil {
+			return nil, err
+		}
+		if got == 0 {
+			break
+		}
+	}
+	return keys, nil
 }
