@@ -327,9 +327,12 @@ func openFile(opts Options) (*bolt.DB, error) {
 	for attempt := 0; ; attempt++ {
 		before, statErr := os.Stat(opts.Path)
 		db, err := bolt.Open(opts.Path, 0o600, &bolt.Options{
-			Timeout:      opts.LockTimeout,
-			ReadOnly:     opts.ReadOnly,
-			FreelistType: bolt.FreelistMapType,
+			Timeout:  opts.LockTimeout,
+			ReadOnly: opts.ReadOnly,
+			// The list of free pages is not written with each commit
+			// (see writeFreelist).
+			NoFreelistSync: !opts.ReadOnly,
+			FreelistType:   bolt.FreelistMapType,
 		})
 		if err != nil {
 			return nil, err
@@ -564,6 +567,7 @@ func (q *Queue) writer() {
 					}
 				}
 				if len(group) == 0 {
+					q.writeFreelist()
 					return
 				}
 				q.commit(group)
@@ -580,6 +584,23 @@ func (q *Queue) writer() {
 		}
 		q.commit(group)
 	}
+}
+
+// writeFreelist commits once more, writing the list of the file's free
+// pages, so that the next open reads it instead of walking the file.
+//
+// While the queue runs its commits do not write that list: a drained
+// backlog leaves tens of thousands of free pages (half a megabyte of list
+// at a million movements), which bbolt would otherwise sort and write with
+// every commit. A file whose last commit did not write it (the agent was
+// killed, or the power went) has its free pages found again by walking its
+// pages when it is next opened, as bbolt does for etcd, which never writes
+// the list: about 150 ms for a file of 600 MB in the page cache. Only the
+// writer calls it, once it has stopped taking submissions; a failure
+// costs the next open that walk, nothing else.
+func (q *Queue) writeFreelist() {
+	q.db.NoFreelistSync = false
+	_ = q.db.Update(func(*bolt.Tx) error { return nil })
 }
 
 // commit runs a group in one transaction and answers each op. An op that

@@ -374,10 +374,15 @@ func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 
 // dueKey orders the due index by time, then by sequence (FIFO).
 func dueKey(t time.Time, seq uint64) []byte {
-	b := make([]byte, 16)
-	binary.BigEndian.PutUint64(b, uint64(max(t.UnixNano(), 0)))
+	var b [16]byte
+	putDueKey(&b, t, seq)
+	return b[:]
+}
+
+// putDueKey writes the due key of t and seq into b.
+func putDueKey(b *[16]byte, t time.Time, seq uint64) {
+	binary.BigEndian.PutUint64(b[:], uint64(max(t.UnixNano(), 0)))
 	binary.BigEndian.PutUint64(b[8:], seq)
-	return b
 }
 
 func parseDueKey(b []byte) (time.Time, uint64) {

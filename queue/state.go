@@ -2,6 +2,7 @@ package queue
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -30,16 +31,29 @@ func (q *Queue) Lease(now time.Time, max int) ([]*Record, error) {
 	farAhead := now.Add(ahead)
 	var out []*Record
 	err := q.db.View(func(tx *bolt.Tx) error {
-		pending := tx.Bucket(bucketPending)
+		// Due order is mostly sequence order: the cursor steps to the
+		// next record where it can and seeks where it must.
+		pc := tx.Bucket(bucketPending).Cursor()
+		var at uint64 // pc is at sequence at, when at > 0
+		var kb [8]byte
 		take := func(seq uint64) error {
 			if _, ok := q.leased[seq]; ok || q.held(seq) {
 				return nil
 			}
-			v := pending.Get(u64(seq))
-			if v == nil {
+			binary.BigEndian.PutUint64(kb[:], seq)
+			var ck, v []byte
+			if at > 0 && seq == at+1 {
+				ck, v = pc.Next()
+			} else {
+				ck, v = pc.Seek(kb[:])
+			}
+			if at = 0; len(ck) == 8 {
+				at = binary.BigEndian.Uint64(ck)
+			}
+			if at != seq {
 				return errors.New("queue: due index names a missing pending record")
 			}
-			r, err := unmarshalRecord(u64(seq), v)
+			r, err := unmarshalRecord(kb[:], v)
 			if err != nil {
 				return err
 			}
@@ -193,27 +207,44 @@ func (q *Queue) markSynced(tx *bolt.Tx, now time.Time, acks []Ack, leased map[ui
 	b := buckets(tx)
 	var moved [2]int64
 	entries := make([]syncedEntry, 0, len(acks))
+	// One cursor a bucket, each entry found once: a settlement's writes
+	// are the bulk of a drain's work in the data file.
+	pc, dc := b.pending.Cursor(), b.due.Cursor()
+	var k [8]byte
+	var dk [16]byte
 	for _, a := range acks {
-		k := u64(a.Seq)
+		binary.BigEndian.PutUint64(k[:], a.Seq)
 		l, ok := leased[a.Seq]
-		dk := dueKey(l.nextAt, a.Seq)
-		if !ok || b.due.Get(dk) == nil {
-			v := b.pending.Get(k)
-			if v == nil {
+		pendingAt := false // pc is at the pending record
+		if ok {
+			putDueKey(&dk, l.nextAt, a.Seq)
+			ok = seekExact(dc, dk[:])
+		}
+		if !ok {
+			// Not leased, or rescheduled since: the record says.
+			at, v := pc.Seek(k[:])
+			if !bytes.Equal(at, k[:]) {
 				continue // no longer pending
 			}
-			r, err := unmarshalRecord(k, v)
+			r, err := unmarshalRecord(k[:], v)
 			if err != nil {
 				return err
 			}
 			l = lease{nextAt: r.NextAt, key: r.Key, digest: r.Digest, class: r.Class}
-			dk = dueKey(r.NextAt, a.Seq)
+			putDueKey(&dk, r.NextAt, a.Seq)
+			ok, pendingAt = seekExact(dc, dk[:]), true
+		} else {
+			pendingAt = seekExact(pc, k[:])
 		}
-		if err := b.due.Delete(dk); err != nil {
-			return err
+		if ok {
+			if err := dc.Delete(); err != nil {
+				return err
+			}
 		}
-		if err := b.pending.Delete(k); err != nil {
-			return err
+		if pendingAt {
+			if err := pc.Delete(); err != nil {
+				return err
+			}
 		}
 		entries = append(entries, syncedEntry{Seq: a.Seq, Key: l.key, Digest: l.digest, Class: l.class, StreamSeq: a.StreamSeq, At: now})
 		moved[l.class]++
@@ -578,6 +609,12 @@ func buckets(tx *bolt.Tx) txBuckets {
 		synced:     tx.Bucket(bucketSynced),
 		quarantine: tx.Bucket(bucketQuarantine),
 	}
+}
+
+// seekExact moves c to key and reports whether key is there.
+func seekExact(c *bolt.Cursor, key []byte) bool {
+	k, _ := c.Seek(key)
+	return bytes.Equal(k, key)
 }
 
 // takePending deletes a pending record and its due entry and returns it,

@@ -236,7 +236,7 @@ func newBlame(systemicAfter, inProcessMax int) *blame {
 // settle judges a group of outcomes in send order; online is the loop's
 // state when they settled.
 func (b *blame) settle(outs []outcome, online bool) ruling {
-	var r ruling
+	r := ruling{acks: make([]outcome, 0, len(outs))}
 	for _, o := range outs {
 		b.see(&r, o, online)
 	}

@@ -377,9 +377,13 @@ func (st *settler) singly(ctx context.Context, items []*queue.Record) []outcome 
 func (st *settler) carry(r ruling, outs []outcome) {
 	var set queue.Settlement
 	now := time.Now()
+	set.Acks = make([]queue.Ack, 0, len(r.acks))
+	debug := st.log.Enabled(context.Background(), slog.LevelDebug) // a line per movement: built only when logged
 	for _, o := range r.acks {
 		set.Acks = append(set.Acks, queue.Ack{Seq: o.rec.Seq, StreamSeq: o.streamSeq})
-		st.log.Debug("SYNC_OK", "key", o.rec.KeyString(), "seq", o.rec.Seq, "stream_seq", o.streamSeq, "outcome", o.v.kind)
+		if debug {
+			st.log.Debug("SYNC_OK", "key", o.rec.KeyString(), "seq", o.rec.Seq, "stream_seq", o.streamSeq, "outcome", o.v.kind)
+		}
 	}
 	for _, o := range r.quarantine {
 		set.Quarantines = append(set.Quarantines, st.quarantineAt(o, o.v.kind))

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -228,6 +229,7 @@ func (b *bench) rawAtomicRun(ctx context.Context, name string, n int, lin centra
 	if err != nil {
 		return syncResult{}, err
 	}
+	defer os.RemoveAll(dir) // after the hub's shutdown: see engineRig.close
 	h, err := startHub(filepath.Join(dir, "hub"), false)
 	if err != nil {
 		return syncResult{}, err

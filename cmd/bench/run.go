@@ -76,7 +76,7 @@ func fullSizes() sizes {
 	return sizes{
 		ingestN: 50_000, naiveN: 5_000, ingestConns: 64, ingestRounds: 10,
 		syncN: 100_000, syncRounds: 5,
-		drainN: 1_000_000, drainRounds: 2, bytesN: 1_000_000,
+		drainN: 1_000_000, drainRounds: 3, bytesN: 1_000_000,
 		bulkN: 1_000_000, bulkRounds: 2,
 		scaleNs: []int{10_000, 100_000, 1_000_000}, stepSamples: 201, statusCalls: 100,
 		herdStores: 2000, herdPerStore: 3, herdJitter: 5 * time.Second, herdOutage: 3 * time.Second,

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -316,6 +317,7 @@ func (r *rawRig) checkStored(ctx context.Context, n int) error {
 // engineRig is a hub and a copy of a backlog file for the agent's engine.
 type engineRig struct {
 	h    *hub.Hub
+	dir  string // the hub's and the agent's, removed by close
 	path string
 	o    settings.Options
 }
@@ -339,17 +341,23 @@ func (b *bench) newEngineRigOf(name, store string, n int, order backlogOrder, no
 	if err != nil {
 		return nil, err
 	}
-	o, err := agentOptions(store, dataDir, h.URL())
+	r := &engineRig{h: h, dir: dir, path: path}
+	r.o, err = agentOptions(store, dataDir, h.URL())
 	if err != nil {
-		h.Shutdown()
+		r.close()
 		return nil, err
 	}
 	// The bench times delivery, not the resume jitter.
-	o.ResumeJitter = time.Nanosecond
-	return &engineRig{h: h, path: path, o: o}, nil
+	r.o.ResumeJitter = time.Nanosecond
+	return r, nil
 }
 
-func (r *engineRig) close() { r.h.Shutdown() }
+// close shuts the hub down and removes its files and the agent's, so
+// that turns after it find the disk as it found it.
+func (r *engineRig) close() {
+	r.h.Shutdown()
+	os.RemoveAll(r.dir)
+}
 
 // deliver opens the file, runs a sync.Engine over it until at least target
 // movements are synced, and stops the engine and closes the file. The
