@@ -47,7 +47,8 @@ func (q *Queue) Lease(now time.Time, max int) ([]*Record, error) {
 			} else {
 				ck, v = pc.Seek(kb[:])
 			}
-			if at = 0; len(ck) == 8 {
+			at = 0
+			if len(ck) == 8 {
 				at = binary.BigEndian.Uint64(ck)
 			}
 			if at != seq {
@@ -218,12 +219,12 @@ func (q *Queue) markSynced(tx *bolt.Tx, now time.Time, acks []Ack, leased map[ui
 		pendingAt := false // pc is at the pending record
 		if ok {
 			putDueKey(&dk, l.nextAt, a.Seq)
-			ok = seekExact(dc, dk[:])
+			_, ok = seekExact(dc, dk[:])
 		}
 		if !ok {
 			// Not leased, or rescheduled since: the record says.
-			at, v := pc.Seek(k[:])
-			if !bytes.Equal(at, k[:]) {
+			v, found := seekExact(pc, k[:])
+			if !found {
 				continue // no longer pending
 			}
 			r, err := unmarshalRecord(k[:], v)
@@ -232,9 +233,10 @@ func (q *Queue) markSynced(tx *bolt.Tx, now time.Time, acks []Ack, leased map[ui
 			}
 			l = lease{nextAt: r.NextAt, key: r.Key, digest: r.Digest, class: r.Class}
 			putDueKey(&dk, r.NextAt, a.Seq)
-			ok, pendingAt = seekExact(dc, dk[:]), true
+			_, ok = seekExact(dc, dk[:])
+			pendingAt = true
 		} else {
-			pendingAt = seekExact(pc, k[:])
+			_, pendingAt = seekExact(pc, k[:])
 		}
 		if ok {
 			if err := dc.Delete(); err != nil {
@@ -611,10 +613,10 @@ func buckets(tx *bolt.Tx) txBuckets {
 	}
 }
 
-// seekExact moves c to key and reports whether key is there.
-func seekExact(c *bolt.Cursor, key []byte) bool {
-	k, _ := c.Seek(key)
-	return bytes.Equal(k, key)
+// seekExact moves c to key and returns its value and whether key is there.
+func seekExact(c *bolt.Cursor, key []byte) ([]byte, bool) {
+	k, v := c.Seek(key)
+	return v, bytes.Equal(k, key)
 }
 
 // takePending deletes a pending record and its due entry and returns it,
