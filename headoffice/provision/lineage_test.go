@@ -1,21 +1,23 @@
 package provision_test
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
+	"github.com/google/uuid"
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/central/command"
 	"github.com/rxedge/agent/lineage"
+	"github.com/rxedge/agent/movement"
 )
 
 // TestProductionConfigLineageReads: with the generated configuration, a
 // store's agent reads what it needs at start to continue its sequence
-// (lineage.Read): the last movement central stored for it, through a
+// (lineage.Read): the last message central stored for it, through a
 // wildcard direct get with its own grant, and its own fleet-view summary;
 // and it can read neither of another store's.
 func TestProductionConfigLineageReads(t *testing.T) {
@@ -27,40 +29,42 @@ func TestProductionConfigLineageReads(t *testing.T) {
 
 			// Two movements of A, the higher sequence first: the read is of
 			// the last stored, not the highest.
-			for i, seq := range []string{"7", "5"} {
-				m := nats.NewMsg(central.Subject("S0001", fmt.Sprintf("k%d", i)))
-				m.Header.Set(central.HeaderMsgID, fmt.Sprintf("k%d", i))
-				m.Header.Set(central.HeaderExpectLast, "0")
-				m.Header.Set(central.HeaderSeq, seq)
-				m.Header.Set(central.HeaderFile, "file-a")
+			fileA, fileA2, fileB := uuid.NewString(), uuid.NewString(), uuid.NewString()
+			for i, seq := range []uint64{7, 5} {
+				p, es := movement.Prepare([]byte(fmt.Sprintf(`{"movement_id":"m%d","type":"dispense","ndc":"12345-6789-01","quantity":1,"unit":"EA","occurred_at":"2026-03-01T09:30:00Z"}`, i)), "S0001", time.Now())
+				if es != nil {
+					t.Fatal(es)
+				}
+				m := central.Message{Store: "S0001", Key: p.KeyString(), Digest: hex.EncodeToString(p.Digest[:]), Seq: seq, EnqueuedAt: time.Now(),
+					Payload: p.Payload, File: central.FileLineage{ID: fileA}}.Msg()
 				if _, err := a.js.PublishMsg(testContext(t), m); err != nil {
 					t.Fatal(err)
 				}
 			}
-			sum, _ := json.Marshal(command.Summary{StoreID: "S0001", HighestSeq: 9, FileID: "file-a2"})
+			sum, _ := json.Marshal(command.Summary{StoreID: "S0001", HighestSeq: 9, FileID: fileA2})
 			if _, err := a.js.Publish(testContext(t), central.FleetSubject("S0001"), sum); err != nil {
 				t.Fatal(err)
 			}
-			sumB, _ := json.Marshal(command.Summary{StoreID: "S0002", HighestSeq: 99, FileID: "file-b"})
+			sumB, _ := json.Marshal(command.Summary{StoreID: "S0002", HighestSeq: 99, FileID: fileB})
 			if _, err := b.js.Publish(testContext(t), central.FleetSubject("S0002"), sumB); err != nil {
 				t.Fatal(err)
 			}
 
-			rec, err := lineage.Read(t.Context(), a.nc, "S0001", 2*time.Second)
+			last, summary, err := lineage.Read(t.Context(), a.nc, "S0001", "", 2*time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if rec.LastStored != 5 || rec.LastStoredFile != "file-a" || rec.Summary != 9 || rec.SummaryFile != "file-a2" || rec.SummaryErr != "" {
-				t.Fatalf("record = %+v", rec)
+			if last.Found != lineage.FoundMovement || last.Seq != 5 || last.File != fileA || summary.Found != lineage.FoundSummary || summary.Seq != 9 || summary.File != fileA2 {
+				t.Fatalf("last %+v, summary %+v", last, summary)
 			}
-			if rec.Highest != 9 || rec.FileID != "file-a2" {
-				t.Fatalf("central record = %+v, want 9 from file-a2", rec.CentralRecord)
+			if v := lineage.Decide(lineage.Evidence{Last: last, Summary: summary}); v.Record.Highest != 9 || v.Record.FileID != fileA2 {
+				t.Fatalf("central record = %+v, want 9 from the summary's file", v.Record)
 			}
 
-			// A store with nothing stored reads an empty record.
-			recB, err := lineage.Read(t.Context(), b.nc, "S0002", 2*time.Second)
-			if err != nil || recB.LastStored != 0 || recB.Summary != 99 {
-				t.Fatalf("store B's record = %+v, %v", recB, err)
+			// A store with nothing stored reads no movement.
+			lastB, summaryB, err := lineage.Read(t.Context(), b.nc, "S0002", "", 2*time.Second)
+			if err != nil || lastB.Found != lineage.FoundNone || summaryB.Seq != 99 {
+				t.Fatalf("store B's record: %+v, %+v, %v", lastB, summaryB, err)
 			}
 
 			// A cannot read B's summary or B's movements.
