@@ -106,8 +106,11 @@ type daemon struct {
 	// conn reports the connection to central; it is replaced by the
 	// sender's once one is configured.
 	conn func() status.Connection
-	st   *builder.Builder
-	srv  *control.Server
+	// lineageCheck reports the start-up lineage check; it is replaced by
+	// the checker's once one is configured.
+	lineageCheck func() *status.LineageCheck
+	st           *builder.Builder
+	srv          *control.Server
 
 	hl7Srv  *hl7.Server
 	watcher *asap.Watcher
@@ -197,10 +200,12 @@ func (d *daemon) wire() {
 	d.conn = func() status.Connection {
 		return status.Connection{State: status.Idle, Reason: "no central servers configured: set nats.servers"}
 	}
+	d.lineageCheck = func() *status.LineageCheck { return nil }
 	connection := func() status.Connection { return d.conn() }
 	d.notary = notary.New(notary.Options{Queue: d.q, StoreID: opts.StoreID, Settings: opts.Ledger,
 		AttemptTimeout: opts.AttemptTimeout, Logger: d.log})
-	d.st = builder.New(builder.Sources{Queue: d.q, Connection: connection, Running: true, Intakes: d.counters.Snapshot, Ledger: d.ledgerKey})
+	d.st = builder.New(builder.Sources{Queue: d.q, Connection: connection, Running: true, Intakes: d.counters.Snapshot, Ledger: d.ledgerKey,
+		LineageCheck: func() *status.LineageCheck { return d.lineageCheck() }})
 	d.m.WatchConnection(connection)
 	d.srv = control.New(control.Options{
 		Queue: d.q, StoreID: opts.StoreID,
@@ -226,7 +231,9 @@ func (d *daemon) ledgerKey() status.Ledger {
 // responder, for an agent with central servers configured.
 func (d *daemon) wireSync() {
 	opts, log, q := d.opts, d.log, d.q
-	checker := lineage.New(q, opts.StoreID, log, opts.Sync().AttemptTimeout)
+	checker := lineage.New(lineage.Options{Queue: q, Store: opts.StoreID, Logger: log, Timeout: opts.Sync().AttemptTimeout,
+		PublicKey: func() string { return d.notary.State().PublicKey }})
+	d.lineageCheck = checker.Status
 	engine := sync.New(q, opts.Sync(), log, d.m, d.st.Status)
 	engine.OnConnect(checker.OnConnect)
 	engine.OnConnect(d.notary.OnConnect)

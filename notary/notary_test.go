@@ -147,10 +147,12 @@ func TestPublishesCheckpointsOffline(t *testing.T) {
 
 	// The checkpoint is now the store's newest message centrally: a file
 	// reading central's record at start still reads the last sequence
-	// the store gave.
-	rec, err := lineage.Read(ctx, natstest.Connect(t, srv.URL()), store, 5*time.Second)
-	if err != nil || rec.Highest != 12 || rec.FileID != q.Lineage().FileID {
-		t.Fatalf("central's record with a checkpoint newest: %+v, %v", rec, err)
+	// the store gave, and with the store's key knows it for its own.
+	for _, key := range []string{vkey, ""} {
+		last, _, err := lineage.Read(ctx, natstest.Connect(t, srv.URL()), store, key, 5*time.Second)
+		if err != nil || last.Found != lineage.FoundCheckpoint || last.Signed != (key != "") || last.Seq != 12 || last.File != q.Lineage().FileID {
+			t.Fatalf("central's record with a checkpoint newest, key %q: %+v, %v", key, last, err)
+		}
 	}
 	// Nothing new: no checkpoint.
 	if err := n.Tick(ctx); err != nil {

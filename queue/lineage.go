@@ -80,6 +80,18 @@ type Lineage struct {
 	// know ("" when none): another data file gives the store's sequences.
 	// The file sends nothing until an operator decides (agent data).
 	Foreign string
+	// Accepted is a file central's record named that an operator accepted
+	// as the store's (agent data adopt), "" when none: it is no longer
+	// foreign to this file.
+	Accepted string
+}
+
+// Knows reports whether id is a data file this file does not take for
+// another giving the store's sequences: itself, the file it continued
+// after, one an operator accepted, or none named ("", movements sent
+// before files had identities).
+func (l Lineage) Knows(id string) bool {
+	return id == "" || id == l.FileID || id == l.Prev || id == l.Accepted
 }
 
 // Confirmed reports whether the file's sequences since its start were
@@ -94,7 +106,21 @@ type CentralRecord struct {
 	// FileID is the identity of the file that gave Highest, when central
 	// says ("" for movements sent before files had identities).
 	FileID string
+	// Unverified says that FileID comes from a record nothing the store
+	// can trust corroborates (package lineage decides): the file may
+	// continue after it and name it as its predecessor, but a FileID this
+	// file does not know never holds it as foreign.
+	Unverified bool
 }
+
+// MaxSeq is the highest store sequence a file takes from central's
+// record: far beyond any store's (2^53, ten movements a second for 28
+// million years), the largest integer every JSON reader keeps exact, and
+// low enough that continuing after it cannot overflow.
+const MaxSeq = 1 << 53
+
+// ErrSeqRange is a central record above MaxSeq given to Confirm.
+var ErrSeqRange = errors.New("queue: central's record of the store is above the highest sequence a store gives")
 
 // Confirmation is what Confirm found.
 type Confirmation struct {
@@ -165,6 +191,7 @@ func readLineage(meta *bolt.Bucket) Lineage {
 		l.RestoredAt = time.Unix(0, int64(v)).UTC()
 	}
 	l.Foreign = string(meta.Get(metaForeign))
+	l.Accepted = string(meta.Get(metaAccepted))
 	return l
 }
 
@@ -226,6 +253,9 @@ func (q *Queue) confirm(tx *bolt.Tx, rec CentralRecord, out *Confirmation) (Line
 		out.Lineage = cur
 		return cur, nil
 	}
+	if rec.Highest > MaxSeq {
+		return Lineage{}, ErrSeqRange
+	}
 	now := q.opts.Clock()
 	if rec.Highest >= cur.Fence {
 		out.Behind = true
@@ -233,11 +263,11 @@ func (q *Queue) confirm(tx *bolt.Tx, rec CentralRecord, out *Confirmation) (Line
 			return Lineage{}, err
 		}
 	}
-	if !out.Behind && rec.FileID != "" && rec.FileID != cur.FileID && rec.FileID != cur.Prev && rec.FileID != string(b.meta.Get(metaAccepted)) {
-		// Central's newest record is another file's, and this file is
-		// not behind it: two files give the store's sequences (a
-		// cloned PC or VM). Keep everything held, say so, and wait
-		// for an operator.
+	if !out.Behind && !rec.Unverified && !cur.Knows(rec.FileID) {
+		// Central's newest record is another file's, corroborated, and
+		// this file is not behind it: two files give the store's
+		// sequences (a cloned PC or VM). Keep everything held, say so,
+		// and wait for an operator.
 		if err := markForeign(tx, b, rec, cur, now); err != nil {
 			return Lineage{}, err
 		}

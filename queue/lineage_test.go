@@ -285,3 +285,69 @@ func TestForeignFileIsHeld(t *testing.T) {
 		t.Fatalf("confirm after adoption: %+v, %v", c, err)
 	}
 }
+
+// TestUnverifiedForeignFileIsNotHeld: a file central's record names that
+// nothing the store trusts corroborates (package lineage says so with
+// Unverified) never holds the file: the held movements are released, the
+// file records no foreign file, and the next start is not refused. A
+// record it is behind is still continued after, naming that file.
+func TestUnverifiedForeignFileIsNotHeld(t *testing.T) {
+	clk := newClock()
+	path := filepath.Join(t.TempDir(), "agent.db")
+	q := openLineage(t, path, clk)
+	q.Confirm(CentralRecord{})
+	enqueueN(t, q, "a", 5)
+	syncAll(t, q, clk.Now())
+	q.Close()
+	q = openLineage(t, path, clk)
+	enqueueN(t, q, "b", 2)
+	other := uuid.NewString()
+	c, err := q.Confirm(CentralRecord{Highest: 5, FileID: other, Unverified: true})
+	if err != nil || c.Foreign != "" || !c.Confirmed() || c.Behind {
+		t.Fatalf("confirm against an unverified file: %+v, %v", c, err)
+	}
+	if l, _ := q.Lease(clk.Now(), 10); fmt.Sprint(seqsOf(l)) != "[6 7]" {
+		t.Fatalf("leased %v, want the held 6 and 7", seqsOf(l))
+	}
+	q.Close()
+	if err := CheckLeftovers(path); err != nil {
+		t.Fatalf("the next start is refused: %v", err)
+	}
+
+	q = openLineage(t, path, clk)
+	enqueueN(t, q, "c", 1)
+	c, err = q.Confirm(CentralRecord{Highest: 20, FileID: other, Unverified: true})
+	if err != nil || !c.Behind || c.Prev != other || c.Base != 20 || c.Foreign != "" {
+		t.Fatalf("confirm behind an unverified file: %+v, %v", c, err)
+	}
+	if l, _ := q.Lease(clk.Now(), 10); fmt.Sprint(seqsOf(l)) != "[6 7 21]" {
+		t.Fatalf("leased %v, want 6, 7 and the renumbered 21", seqsOf(l))
+	}
+}
+
+// TestConfirmBoundsCentralsSequence: a record above MaxSeq is refused and
+// changes nothing (continuing after it could overflow the file's
+// sequences); a record at MaxSeq is continued after without overflow.
+func TestConfirmBoundsCentralsSequence(t *testing.T) {
+	clk := newClock()
+	q := openLineage(t, filepath.Join(t.TempDir(), "agent.db"), clk)
+	enqueueN(t, q, "a", 3)
+	for _, h := range []uint64{MaxSeq + 1, 1<<64 - 1} {
+		if _, err := q.Confirm(CentralRecord{Highest: h}); !errors.Is(err, ErrSeqRange) {
+			t.Fatalf("confirm at %d: %v, want ErrSeqRange", h, err)
+		}
+		if l := q.Lineage(); l.Confirmed() || l.Base != 0 {
+			t.Fatalf("a refused record changed the lineage: %+v", l)
+		}
+	}
+	c, err := q.Confirm(CentralRecord{Highest: MaxSeq})
+	if err != nil || !c.Behind || c.Base != MaxSeq || c.Renumbered != 3 {
+		t.Fatalf("confirm at MaxSeq: %+v, %v", c, err)
+	}
+	if l, _ := q.Lease(clk.Now(), 10); fmt.Sprint(seqsOf(l)) != fmt.Sprint([]uint64{MaxSeq + 1, MaxSeq + 2, MaxSeq + 3}) {
+		t.Fatalf("leased %v", seqsOf(l))
+	}
+	if err := q.Verify(); err != nil {
+		t.Fatal(err)
+	}
+}

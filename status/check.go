@@ -26,6 +26,8 @@ const (
 	CodeDiskLow         = "disk_low"          // free disk of the data directory below the threshold
 	CodeFileRestored    = "file_restored"     // the data file was found older than central's record (within RestoredNotice)
 	CodeFileForeign     = "file_foreign"      // central's record names a data file this one does not know; nothing is sent
+	CodeLineageSkipped  = "lineage_skipped"   // the start-up lineage check passed over records the store did not write
+	CodeFileUnverified  = "file_unverified"   // only a record the store cannot trust names a data file this one does not know
 )
 
 // Severities of a Problem.
@@ -133,6 +135,7 @@ func (s *Status) Judge(th Thresholds) []Problem {
 	if l := s.DataFile.Lineage; l != nil && l.RestoredAt != nil && s.GeneratedAt.Sub(*l.RestoredAt) < RestoredNotice {
 		add(false, CodeFileRestored, "the data file was restored from an older copy (found %s): it continues after central's highest sequence %d as file %s; see the journal (action lineage)", l.RestoredAt.UTC().Format(time.RFC3339), l.Base, l.FileID)
 	}
+	judgeLineage(s, add)
 	return append(crit, warn...)
 }
 

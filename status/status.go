@@ -233,6 +233,10 @@ type FileLineage struct {
 	// does not know: another data file gives the store's sequences, and
 	// this one sends nothing until an operator decides.
 	Foreign string `json:"foreign_file_id,omitempty"`
+	// Check is the running agent's check of the file against central's
+	// record at its start; absent when the agent does not run or has no
+	// central servers.
+	Check *LineageCheck `json:"check,omitempty"`
 }
 
 // RestoredNotice is how long after a restored data file was found the
@@ -286,6 +290,7 @@ func Render(w io.Writer, s *Status, maxAge time.Duration) {
 	renderCentral(&b, s)
 	renderCounts(&b, s)
 	renderQueue(&b, s)
+	renderLineage(&b, s)
 	renderIntakes(&b, s)
 	renderLedger(&b, s)
 	renderAttention(&b, s, maxAge)

@@ -28,6 +28,9 @@ type Sources struct {
 	// Ledger reports the signing key's part of the ledger (the public
 	// key, a lost key, the last error); nil when not known.
 	Ledger func() status.Ledger
+	// LineageCheck reports the start-up check of the data file against
+	// central's record (nil, or a nil answer, when there is none).
+	LineageCheck func() *status.LineageCheck
 }
 
 // Builder builds the status document from the queue's counters (no scan),
@@ -103,6 +106,9 @@ func (b *Builder) Status() (*status.Status, error) {
 		if !l.RestoredAt.IsZero() {
 			at := l.RestoredAt.UTC()
 			fl.RestoredAt = &at
+		}
+		if b.src.LineageCheck != nil {
+			fl.Check = b.src.LineageCheck()
 		}
 		st.DataFile.Lineage = fl
 	}

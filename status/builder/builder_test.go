@@ -42,7 +42,8 @@ func TestBuilder(t *testing.T) {
 		running bool
 	}{
 		{"stopped", Sources{Queue: q, Clock: clock}, status.Stopped, false},
-		{"running", Sources{Queue: q, Clock: clock, Running: true, Connection: func() status.Connection { return status.Connection{State: status.Online} }}, status.Online, true},
+		{"running", Sources{Queue: q, Clock: clock, Running: true, Connection: func() status.Connection { return status.Connection{State: status.Online} },
+			LineageCheck: func() *status.LineageCheck { return &status.LineageCheck{State: status.LineageDone, Skipped: 1} }}, status.Online, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -54,6 +55,9 @@ func TestBuilder(t *testing.T) {
 			}
 			if st.Connection.State != tt.state || st.Agent.Running != tt.running || (st.Agent.PID != 0) != tt.running {
 				t.Errorf("got state %q, running %v, pid %d; want %q, %v", st.Connection.State, st.Agent.Running, st.Agent.PID, tt.state, tt.running)
+			}
+			if l := st.DataFile.Lineage; l == nil || (l.Check != nil) != tt.running || tt.running && l.Check.Skipped != 1 {
+				t.Errorf("lineage %+v: want the lineage check when running", l)
 			}
 			if st.HighestSeq != 3 {
 				t.Errorf("highest_seq %d, want 3 (the last sequence assigned)", st.HighestSeq)

@@ -1,0 +1,88 @@
+package lineage_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/rxedge/agent/lineage"
+	"github.com/rxedge/agent/queue"
+)
+
+// TestDecide: the check's decision as a table of evidence: which record
+// the file is checked against, what is skipped, and when a data file it
+// does not know holds it (only when the store's own summary or its signed
+// checkpoint names that file) or is only reported.
+func TestDecide(t *testing.T) {
+	const (
+		own, prev, accepted = "own-file", "prev-file", "accepted-file"
+		x                   = "x-file" // a file this one does not know
+	)
+	file := queue.Lineage{FileID: own, Prev: prev, Accepted: accepted, Fence: 101}
+	mv := func(seq uint64, f string) lineage.Claim {
+		return lineage.Claim{Where: lineage.WhereLast, Found: lineage.FoundMovement, Seq: seq, File: f}
+	}
+	cp := func(seq uint64, f string, signed bool) lineage.Claim {
+		return lineage.Claim{Where: lineage.WhereLast, Found: lineage.FoundCheckpoint, Seq: seq, File: f, Signed: signed}
+	}
+	sum := func(seq uint64, f string) lineage.Claim {
+		return lineage.Claim{Where: lineage.WhereSummary, Found: lineage.FoundSummary, Seq: seq, File: f}
+	}
+	skip := func(where, why string) lineage.Claim {
+		return lineage.Claim{Where: where, Found: lineage.FoundSkipped, Skip: why, Stream: "S", StreamSeq: 9}
+	}
+	none := lineage.Claim{Found: lineage.FoundNone}
+	unread := lineage.Claim{Where: lineage.WhereSummary, Found: lineage.FoundUnread, Err: "timeout"}
+
+	cases := []struct {
+		name       string
+		last, sum  lineage.Claim
+		from       string
+		highest    uint64
+		fileID     string
+		unverified bool     // Record.Unverified
+		behind     bool     // continues after the record
+		hold       bool     // held for an operator
+		reported   string   // Verdict.Unverified
+		skipped    []string // the reasons skipped, in order
+	}{
+		{name: "nothing on central", last: none, sum: none, from: lineage.FromNone, unverified: true},
+		{name: "only a record the store did not write", last: skip(lineage.WhereLast, lineage.SkipNoSeq), sum: none, from: lineage.FromNone, unverified: true, skipped: []string{lineage.SkipNoSeq}},
+		{name: "nothing trustworthy anywhere", last: skip(lineage.WhereLast, lineage.SkipReflected), sum: skip(lineage.WhereSummary, lineage.SkipNotOwn), from: lineage.FromNone, unverified: true, skipped: []string{lineage.SkipReflected, lineage.SkipNotOwn}},
+		{name: "a skipped record: the summary decides", last: skip(lineage.WhereLast, lineage.SkipNoSeq), sum: sum(300, prev), from: lineage.FromSummary, highest: 300, fileID: prev, behind: true, skipped: []string{lineage.SkipNoSeq}},
+		{name: "summary, up to date", last: none, sum: sum(100, own), from: lineage.FromSummary, highest: 100, fileID: own},
+		{name: "summary unread: the movement decides", last: mv(100, own), sum: unread, from: lineage.FromMovement, highest: 100, fileID: own, unverified: true},
+		{name: "summary of a file this one does not know holds", last: mv(80, own), sum: sum(90, x), from: lineage.FromSummary, highest: 90, fileID: x, hold: true},
+		{name: "a higher movement of this file wins", last: mv(95, own), sum: sum(90, x), from: lineage.FromMovement, highest: 95, fileID: own, unverified: true},
+		{name: "unknown file on the movement only: reported, not held", last: mv(95, x), sum: sum(90, own), from: lineage.FromMovement, highest: 95, fileID: x, unverified: true, reported: x},
+		{name: "unknown file with no summary: reported, not held", last: mv(95, x), sum: none, from: lineage.FromMovement, highest: 95, fileID: x, unverified: true, reported: x},
+		{name: "unknown file the summary names too: held", last: mv(95, x), sum: sum(90, x), from: lineage.FromMovement, highest: 95, fileID: x, hold: true},
+		{name: "unknown file in a checkpoint signed by the store: held", last: cp(95, x, true), sum: sum(90, own), from: lineage.FromCheckpoint, highest: 95, fileID: x, hold: true},
+		{name: "unknown file in an unsigned checkpoint: reported", last: cp(95, x, false), sum: sum(90, own), from: lineage.FromCheckpoint, highest: 95, fileID: x, unverified: true, reported: x},
+		{name: "an unverified record ahead: continued after", last: mv(500, x), sum: sum(90, own), from: lineage.FromMovement, highest: 500, fileID: x, unverified: true, behind: true},
+		{name: "the previous file is known", last: mv(95, prev), sum: sum(90, own), from: lineage.FromMovement, highest: 95, fileID: prev, unverified: true},
+		{name: "an accepted file is known", last: mv(95, accepted), sum: none, from: lineage.FromMovement, highest: 95, fileID: accepted, unverified: true},
+		{name: "no file named: never foreign", last: mv(95, ""), sum: none, from: lineage.FromMovement, highest: 95, unverified: true},
+		{name: "a tie: the summary wins", last: mv(100, x), sum: sum(100, own), from: lineage.FromSummary, highest: 100, fileID: own},
+		{name: "MaxLead ahead of the summary", last: mv(90+lineage.MaxLead, own), sum: sum(90, own), from: lineage.FromMovement, highest: 90 + lineage.MaxLead, fileID: own, behind: true},
+		{name: "past MaxLead: implausible", last: mv(91+lineage.MaxLead, own), sum: sum(90, own), from: lineage.FromSummary, highest: 90, fileID: own, skipped: []string{lineage.SkipImplausible}},
+		{name: "far ahead of a summary of 0", last: mv(1<<40, x), sum: sum(0, ""), from: lineage.FromSummary, skipped: []string{lineage.SkipImplausible}},
+		{name: "no summary: up to MaxSeq", last: mv(queue.MaxSeq, x), sum: none, from: lineage.FromMovement, highest: queue.MaxSeq, fileID: x, unverified: true, behind: true},
+		{name: "a signed checkpoint far ahead", last: cp(1<<40, own, true), sum: sum(90, own), from: lineage.FromCheckpoint, highest: 1 << 40, fileID: own, behind: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			v := lineage.Decide(lineage.Evidence{File: file, Last: tc.last, Summary: tc.sum})
+			whys := []string{}
+			for _, s := range v.Skipped {
+				whys = append(whys, s.Skip)
+			}
+			const form = "from %s, record %+v, behind %v, hold %v, reported %q, skipped %q"
+			got := fmt.Sprintf(form, v.From, v.Record, v.Behind, v.Hold, v.Unverified, whys)
+			want := fmt.Sprintf(form, tc.from, queue.CentralRecord{Highest: tc.highest, FileID: tc.fileID, Unverified: tc.unverified},
+				tc.behind, tc.hold, tc.reported, append([]string{}, tc.skipped...))
+			if got != want {
+				t.Fatalf("got  %s\nwant %s", got, want)
+			}
+		})
+	}
+}
