@@ -28,6 +28,11 @@ const (
 // ChunkRecords is how many movements of a file go in one submission.
 const ChunkRecords = 5000
 
+// MaxReportedRecords bounds the refused records a report lists; those past
+// it are counted (Report.RejectedNotListed), so a report's size does not
+// grow with a file of refused records.
+const MaxReportedRecords = 10000
+
 // Watcher takes complete ASAP files from a folder. One goroutine (Run)
 // owns the folder: files are taken one at a time, in name order.
 type Watcher struct {
@@ -51,10 +56,26 @@ type Report struct {
 	Stored     int            `json:"stored"`
 	Duplicates int            `json:"duplicates"`
 	Rejected   []RecordReport `json:"rejected,omitempty"`
+	// RejectedNotListed counts the refused records past the first
+	// MaxReportedRecords, which Rejected lists.
+	RejectedNotListed int `json:"rejected_not_listed,omitempty"`
 	// Errors are problems with the file as a whole: nothing of it was
 	// stored.
 	Errors []FileError `json:"errors,omitempty"`
 }
+
+// reject adds a refused record: listed while there are fewer than
+// MaxReportedRecords, counted after.
+func (r *Report) reject(rr RecordReport) {
+	if len(r.Rejected) < MaxReportedRecords {
+		r.Rejected = append(r.Rejected, rr)
+		return
+	}
+	r.RejectedNotListed++
+}
+
+// rejected counts the refused records, listed or not.
+func (r *Report) rejected() int { return len(r.Rejected) + r.RejectedNotListed }
 
 // RecordReport lists the field errors of one rejected record.
 type RecordReport struct {
@@ -169,19 +190,11 @@ func (w *Watcher) take(ctx context.Context, name string) (Report, bool, error) {
 		return rep, true, w.finish(path, &rep, true)
 	}
 	rep.Version = f.Version
-	recs := Records(f, w.Formulary, w.loc())
-	rep.Records = len(recs)
-	items, index := w.prepare(recs, now)
-	if done, err := w.store(ctx, name, recs, items, index, &rep); !done || err != nil {
+	if done, err := w.store(ctx, name, f, now, &rep); !done || err != nil {
 		return rep, false, err
 	}
-	for _, r := range recs {
-		if len(r.Errors) > 0 {
-			rep.Rejected = append(rep.Rejected, RecordReport{Record: r.Number, Segment: r.Segment, Errors: r.Errors})
-		}
-	}
-	w.Counter.Add(rep.Stored, rep.Duplicates, len(rep.Rejected), now)
-	return rep, true, w.finish(path, &rep, len(rep.Rejected) > 0)
+	w.Counter.Add(rep.Stored, rep.Duplicates, rep.rejected(), now)
+	return rep, true, w.finish(path, &rep, rep.rejected() > 0)
 }
 
 // prepare validates each record's movement as the HTTP intake does, and
@@ -206,24 +219,44 @@ func (w *Watcher) prepare(recs []Record, now time.Time) (items []movement.Prepar
 	return items, index
 }
 
-// store commits items in chunks of ChunkRecords, counting what was stored
-// and duplicated into rep and giving refused records their errors. It
-// reports done false when it stopped before the end (ctx ended, or a
-// chunk failed with err): the file then stays to be taken again, its
-// stored records coming back as duplicates.
-func (w *Watcher) store(ctx context.Context, name string, recs []Record, items []movement.Prepared, index []int, rep *Report) (done bool, err error) {
-	for start := 0; start < len(items); start += ChunkRecords {
-		if ctx.Err() != nil {
-			return false, nil
+// store maps the file's records and commits them ChunkRecords at a time,
+// counting what was stored and duplicated into rep and listing refused
+// records: a chunk's records are all that is held of the file's records
+// at once. It reports done false when it stopped before the end (ctx
+// ended, or a chunk failed with err): the file then stays to be taken
+// again, its stored records coming back as duplicates.
+func (w *Watcher) store(ctx context.Context, name string, f *File, now time.Time, rep *Report) (done bool, err error) {
+	chunk := make([]Record, 0, min(f.DSPCount, ChunkRecords))
+	for r := range EachRecord(f, w.Formulary, w.loc()) {
+		if chunk = append(chunk, r); len(chunk) < ChunkRecords {
+			continue
 		}
-		end := min(start+ChunkRecords, len(items))
-		res, err := w.Sink.EnqueueEach(items[start:end])
+		if done, err := w.storeChunk(ctx, name, chunk, now, rep); !done || err != nil {
+			return done, err
+		}
+		chunk = chunk[:0]
+	}
+	if len(chunk) == 0 {
+		return true, nil
+	}
+	return w.storeChunk(ctx, name, chunk, now, rep)
+}
+
+// storeChunk commits one chunk of records, each on its own, and adds the
+// outcome to rep.
+func (w *Watcher) storeChunk(ctx context.Context, name string, recs []Record, now time.Time, rep *Report) (done bool, err error) {
+	items, index := w.prepare(recs, now)
+	if ctx.Err() != nil {
+		return false, nil
+	}
+	if len(items) > 0 {
+		res, err := w.Sink.EnqueueEach(items)
 		if err != nil {
 			// Nothing of this chunk stored.
 			return false, fmt.Errorf("store %s: %w", name, err)
 		}
 		for j, r := range res {
-			rec := &recs[index[start+j]]
+			rec := &recs[index[j]]
 			var ce *queue.ConflictError
 			var pe *queue.PurgedError
 			switch {
@@ -238,6 +271,12 @@ func (w *Watcher) store(ctx context.Context, name string, recs []Record, items [
 			default:
 				return false, fmt.Errorf("store %s: %w", name, r.Err)
 			}
+		}
+	}
+	rep.Records += len(recs)
+	for _, r := range recs {
+		if len(r.Errors) > 0 {
+			rep.reject(RecordReport{Record: r.Number, Segment: r.Segment, Errors: r.Errors})
 		}
 	}
 	return true, nil
@@ -267,7 +306,7 @@ func (w *Watcher) finish(path string, rep *Report, rejected bool) error {
 	}
 	w.Counter.File(true)
 	w.log().Warn("ASAP_FILE_REJECTED", "file", name, "records", rep.Records, "stored", rep.Stored, "duplicates", rep.Duplicates,
-		"rejected_records", len(rep.Rejected), "file_errors", len(rep.Errors), "report", filepath.Base(dst)+".report.json")
+		"rejected_records", rep.rejected(), "file_errors", len(rep.Errors), "report", filepath.Base(dst)+".report.json")
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rxedge/agent/intake"
 	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/status"
 	"github.com/rxedge/agent/testkit/dlqtest"
 )
 
@@ -27,11 +28,27 @@ func newWatcher(t *testing.T) (*Watcher, *queue.Queue) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &Watcher{Dir: t.TempDir(), Sink: &intake.Sink{Queue: q, StoreID: "S0042"}, Formulary: fm, Counter: new(intake.Counter)}
+	cs := new(intake.Counters)
+	w := &Watcher{Dir: t.TempDir(), Sink: &intake.Sink{Queue: q, StoreID: "S0042"}, Formulary: fm, Counter: &cs.ASAP}
+	countersOf[w] = cs
+	t.Cleanup(func() { delete(countersOf, w) })
 	if err := w.Prepare(); err != nil {
 		t.Fatal(err)
 	}
 	return w, q
+}
+
+// countersOf holds the counters of each watcher newWatcher made.
+var countersOf = map[*Watcher]*intake.Counters{}
+
+// snapshot is what status would show of w's folder.
+func snapshot(w *Watcher) status.Intake {
+	for _, in := range countersOf[w].Snapshot() {
+		if in.Name == intake.NameASAP {
+			return in
+		}
+	}
+	return status.Intake{}
 }
 
 func drop(t *testing.T, w *Watcher, sample, as string) {
