@@ -3,6 +3,8 @@ package disk
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -12,9 +14,17 @@ import (
 // holds either its old content or all of b, never a part. When path.tmp
 // would be a longer name than the file system takes, the temporary file
 // is .NAMEHASH.tmp instead.
+//
+// The temporary file is created new (O_EXCL, which follows no link)
+// after whatever had its name is removed: in a folder others may write
+// to, a link put there under that name is replaced, never written
+// through.
 func WriteFile(path string, b []byte, perm os.FileMode) error {
 	tmp := tmpName(path)
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, perm)
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, perm)
 	if err != nil {
 		return err
 	}
