@@ -265,3 +265,66 @@ func TestCannotMoveIsSetAside(t *testing.T) {
 		t.Errorf("%d set aside now, %d in all, %d done; want 0, 2, 2", in.FilesSetAside, in.FilesSetAsideTotal, in.FilesDone)
 	}
 }
+
+// TestReplacedJustBeforeTheMove: a file renamed over the name between the
+// watcher's last look at it and its rename is moved to done/ instead of
+// the file read; the watcher sees that what arrived is not what it read,
+// puts it back, keeps what it read, and takes the other at the next scan.
+func TestReplacedJustBeforeTheMove(t *testing.T) {
+	w, q := newWatcher(t)
+	path := filepath.Join(w.Dir, "daily.asap")
+	first, second := asapOne("D1", "RXFIRST", 0), asapOne("D2", "RXSECOND", 40)
+	must(t, os.WriteFile(path, first, 0o600))
+	var once atomic.Bool
+	testHookBeforeRename = func(p string) {
+		if p == path && once.CompareAndSwap(false, true) {
+			must(t, os.WriteFile(path+".part", second, 0o600))
+			must(t, os.Rename(path+".part", path))
+		}
+	}
+	t.Cleanup(func() { testHookBeforeRename = nil })
+	scanBounded(t, w, context.Background())
+	if b, err := os.ReadFile(path); err != nil || string(b) != string(second) {
+		t.Fatalf("the drop folder holds %q, %v; want the second file put back", b, err)
+	}
+	scanBounded(t, w, context.Background())
+	got := pending(t, q)
+	for _, id := range []string{"asap:RXFIRST:0:20260301", "asap:RXSECOND:0:20260301"} {
+		if _, ok := got[id]; !ok {
+			t.Errorf("%s not stored; stored %v", id, keys(got))
+		}
+	}
+	for _, c := range []struct {
+		name string
+		want []byte
+	}{{"daily.asap", first}, {"daily.asap.1", second}} {
+		b, err := os.ReadFile(filepath.Join(w.Dir, DoneDir, c.name))
+		if err != nil || string(b) != string(c.want) {
+			t.Errorf("done/%s: %q, %v; want %q", c.name, b, err, c.want)
+		}
+	}
+}
+
+// TestDoneMustBeAFolder: done/ replaced by a link to another folder (the
+// drop folder's writers can do that) is not followed: files are set
+// aside, and nothing lands where the link points.
+func TestDoneMustBeAFolder(t *testing.T) {
+	w, q := newWatcher(t)
+	elsewhere := t.TempDir()
+	done := filepath.Join(w.Dir, DoneDir)
+	must(t, os.Remove(done))
+	if err := os.Symlink(elsewhere, done); err != nil {
+		t.Skipf("no symbolic links here: %v", err)
+	}
+	must(t, os.WriteFile(filepath.Join(w.Dir, "a.asap"), asapOne("A1", "RXA", 0), 0o600))
+	if reps := scanBounded(t, w, context.Background()); len(reps) != 0 {
+		t.Fatalf("reports %+v, want none taken", reps)
+	}
+	if ents, _ := os.ReadDir(elsewhere); len(ents) != 0 {
+		t.Errorf("the link's target holds %d entries, want none", len(ents))
+	}
+	// Set aside: a.asap, its movements stored, and the link itself.
+	if in := snapshot(w); in.FilesSetAside != 2 || len(pending(t, q)) != 1 {
+		t.Errorf("%d set aside, %d stored; want 2 and 1", in.FilesSetAside, len(pending(t, q)))
+	}
+}

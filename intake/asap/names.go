@@ -24,8 +24,14 @@ const maxCopies = 1 << 16
 // system with reserve bytes to spare (for a suffix such as .report.json):
 // a longer one is cut and ends in a hash of the whole (see fit). Only a
 // name that does not exist is free; any other answer from the file system
-// is an error, and the look ends after maxCopies names.
+// is an error, and the look ends after maxCopies names. dir must be a
+// folder, not a link to one.
 func free(dir, name string, reserve int) (string, error) {
+	// The folder itself must be one, not a link others could point
+	// elsewhere (done/ and rejected/ are writable by the folder's writers).
+	if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("%s is not a folder (or not one the agent can see): it must be a folder, not a link", filepath.Base(dir))
+	}
 	limit := disk.NameMax(dir) - reserve
 	for n := range maxCopies {
 		cand := name

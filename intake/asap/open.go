@@ -159,6 +159,10 @@ func (w *Watcher) writeReport(dst string, rep *Report) error {
 	return nil
 }
 
+// testHookBeforeRename, when set, runs between move's last look at a
+// name and its rename: tests replace the file there.
+var testHookBeforeRename func(path string)
+
 // move renames the opened file to dst only if its name still refers to
 // it, unchanged; moved is false when it does not. The name can change
 // hands between that look and the rename, so what arrived is looked at
@@ -167,6 +171,9 @@ func (w *Watcher) writeReport(dst string, rep *Report) error {
 func (w *Watcher) move(o *opened, dst string) (moved bool, err error) {
 	if !o.at(o.path) {
 		return false, nil
+	}
+	if testHookBeforeRename != nil {
+		testHookBeforeRename(o.path)
 	}
 	if err := disk.Rename(o.path, dst); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
