@@ -65,6 +65,10 @@ type Counter struct {
 	accepted, duplicates, rejected  atomic.Uint64
 	last                            atomic.Int64 // unix nanoseconds
 	files, filesDone, filesRejected atomic.Uint64
+	// setAsideTotal counts files the ASAP drop folder set aside (each
+	// time one is set aside for a new reason); setAside is how many its
+	// folder holds set aside now.
+	setAsideTotal, setAside atomic.Uint64
 }
 
 // Add records one submission's outcome at now.
@@ -91,6 +95,24 @@ func (c *Counter) File(rejected bool) {
 	}
 }
 
+// FileSetAside records a file the drop folder left in place, unable to
+// take it (not a regular file, unreadable, written to while read, or
+// impossible to move out): counted once per file and reason.
+func (c *Counter) FileSetAside() {
+	if c == nil {
+		return
+	}
+	c.setAsideTotal.Add(1)
+}
+
+// SetAside records how many files the drop folder holds set aside now.
+func (c *Counter) SetAside(n int) {
+	if c == nil {
+		return
+	}
+	c.setAside.Store(uint64(max(n, 0)))
+}
+
 // Counters are the counters of every intake.
 type Counters struct {
 	HTTP, HL7, ASAP Counter
@@ -109,6 +131,7 @@ func (c *Counters) Snapshot() []status.Intake {
 		}
 		if name == NameASAP {
 			in.FilesDone, in.FilesRejected = k.filesDone.Load(), k.filesRejected.Load()
+			in.FilesSetAside, in.FilesSetAsideTotal = k.setAside.Load(), k.setAsideTotal.Load()
 		}
 		return in
 	}

@@ -7,9 +7,10 @@ import (
 )
 
 var (
-	intakeDesc     = prometheus.NewDesc("rxedge_intake_movements_total", "Movements taken since start, by intake (http, hl7, asap) and result (accepted, duplicate, rejected).", []string{"intake", "result"}, nil)
-	intakeLastDesc = prometheus.NewDesc("rxedge_intake_last_received_timestamp_seconds", "Unix time an intake last received anything (0: nothing since start).", []string{"intake"}, nil)
-	intakeFileDesc = prometheus.NewDesc("rxedge_intake_files_total", "ASAP files finished since start, by result (done, rejected).", []string{"result"}, nil)
+	intakeDesc      = prometheus.NewDesc("rxedge_intake_movements_total", "Movements taken since start, by intake (http, hl7, asap) and result (accepted, duplicate, rejected).", []string{"intake", "result"}, nil)
+	intakeLastDesc  = prometheus.NewDesc("rxedge_intake_last_received_timestamp_seconds", "Unix time an intake last received anything (0: nothing since start).", []string{"intake"}, nil)
+	intakeFileDesc  = prometheus.NewDesc("rxedge_intake_files_total", "ASAP files finished since start, by result (done, rejected), and files set aside (set_aside: left in the folder, unable to be taken, counted once per file and reason).", []string{"result"}, nil)
+	intakeAsideDesc = prometheus.NewDesc("rxedge_intake_files_set_aside", "ASAP files the drop folder holds now and cannot take (not regular files, unreadable, written to while read, or impossible to move out).", nil, nil)
 )
 
 // WatchIntakes exports the per-intake counters intakes reports, read at
@@ -27,6 +28,7 @@ func (c *intakeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- intakeDesc
 	ch <- intakeLastDesc
 	ch <- intakeFileDesc
+	ch <- intakeAsideDesc
 }
 
 func (c *intakeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -42,6 +44,8 @@ func (c *intakeCollector) Collect(ch chan<- prometheus.Metric) {
 		if in.Name == "asap" {
 			ch <- prometheus.MustNewConstMetric(intakeFileDesc, prometheus.CounterValue, float64(in.FilesDone), "done")
 			ch <- prometheus.MustNewConstMetric(intakeFileDesc, prometheus.CounterValue, float64(in.FilesRejected), "rejected")
+			ch <- prometheus.MustNewConstMetric(intakeFileDesc, prometheus.CounterValue, float64(in.FilesSetAsideTotal), "set_aside")
+			ch <- prometheus.MustNewConstMetric(intakeAsideDesc, prometheus.GaugeValue, float64(in.FilesSetAside))
 		}
 	}
 }

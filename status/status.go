@@ -86,7 +86,10 @@ type Ledger struct {
 
 // Intake is what one intake (http, hl7, asap) took since the agent
 // started: movements accepted, duplicates, rejected, and when it last
-// received anything; for the ASAP drop folder, files done and rejected.
+// received anything; for the ASAP drop folder, files done and rejected,
+// and files it left in the folder unable to take them (set aside: not
+// regular files, unreadable, written to while read, or impossible to move
+// out), now and since start.
 type Intake struct {
 	Name           string     `json:"name"`
 	Accepted       uint64     `json:"accepted"`
@@ -95,6 +98,10 @@ type Intake struct {
 	LastReceivedAt *time.Time `json:"last_received_at,omitempty"`
 	FilesDone      uint64     `json:"files_done,omitempty"`
 	FilesRejected  uint64     `json:"files_rejected,omitempty"`
+	// FilesSetAside counts the files set aside in the folder now; the log
+	// line ASAP_FILE_SET_ASIDE of each says why.
+	FilesSetAside      uint64 `json:"files_set_aside,omitempty"`
+	FilesSetAsideTotal uint64 `json:"files_set_aside_total,omitempty"`
 }
 
 // Service is the system service as the service manager reports it.
@@ -402,8 +409,12 @@ func renderIntakes(b *strings.Builder, s *Status) {
 	b.WriteString("\nIntake      accepted  duplicates  rejected  last received\n")
 	for _, in := range s.Intakes {
 		fmt.Fprintf(b, "%-11s %8d  %10d  %8d  %s", in.Name, in.Accepted, in.Duplicates, in.Rejected, ago(in.LastReceivedAt, s.GeneratedAt))
-		if in.FilesDone+in.FilesRejected > 0 {
-			fmt.Fprintf(b, " (files: %d done, %d rejected)", in.FilesDone, in.FilesRejected)
+		if in.FilesDone+in.FilesRejected+in.FilesSetAside > 0 {
+			fmt.Fprintf(b, " (files: %d done, %d rejected", in.FilesDone, in.FilesRejected)
+			if in.FilesSetAside > 0 {
+				fmt.Fprintf(b, ", %d set aside in the folder: see ASAP_FILE_SET_ASIDE in the log", in.FilesSetAside)
+			}
+			b.WriteString(")")
 		}
 		b.WriteString("\n")
 	}

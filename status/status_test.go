@@ -77,7 +77,7 @@ func TestRenderShowsTheIntakes(t *testing.T) {
 	s := &Status{StoreID: "S0001", GeneratedAt: now, Connection: Connection{State: Idle}, Intakes: []Intake{
 		{Name: "http", Accepted: 12, Duplicates: 1, Rejected: 2, LastReceivedAt: &last},
 		{Name: "hl7"},
-		{Name: "asap", Accepted: 300, Rejected: 3, LastReceivedAt: &last, FilesDone: 1, FilesRejected: 1},
+		{Name: "asap", Accepted: 300, Rejected: 3, LastReceivedAt: &last, FilesDone: 1, FilesRejected: 1, FilesSetAside: 2},
 	}}
 	var b strings.Builder
 	Render(&b, s, time.Hour)
@@ -85,7 +85,7 @@ func TestRenderShowsTheIntakes(t *testing.T) {
 		"Intake      accepted  duplicates  rejected  last received\n",
 		"http              12           1         2  1m30s ago\n",
 		"hl7                0           0         0  never\n",
-		"asap             300           0         3  1m30s ago (files: 1 done, 1 rejected)\n",
+		"asap             300           0         3  1m30s ago (files: 1 done, 1 rejected, 2 set aside in the folder: see ASAP_FILE_SET_ASIDE in the log)\n",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("no %q in\n%s", want, b.String())

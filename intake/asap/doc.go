@@ -21,4 +21,25 @@
 // DSP05). Only DSP elements are read: PAT, the prescriber's PRE fields,
 // AIR and CDI never leave the file (P6); reports and logs name records and
 // elements, never values.
+//
+// A file taken is the file that was read (P10). It is opened once, without
+// following a link and without blocking, checked to be a regular file on
+// its descriptor, read from that descriptor, and moved only if its name
+// still refers to it, unchanged. A file replaced or written to while it
+// was read is stored as it was read and kept in done/ (or rejected/) as
+// such; what its name holds then is taken at the next scan. What the
+// folder cannot take (a link, FIFO, device or folder; a file it may not
+// read; one written to while read; one it cannot move out) is set aside:
+// left where it is, counted (status files_set_aside), logged once
+// (ASAP_FILE_SET_ASIDE, a bounded number of lines a scan), and tried again
+// at each scan; it never keeps the files after it from being taken. Names
+// in done/ and rejected/ always fit the file system: a longer one is cut
+// and ends in a hash of the whole. Nothing waits without a bound, so Run
+// returns soon after its context ends.
+//
+// Memory is bounded by the file's size, not by what it holds: Parse walks
+// the file once, counting segments and elements against their limits
+// before anything is split, and keeps no segment; records are mapped,
+// stored and reported ChunkRecords at a time; a report lists at most
+// MaxReportedRecords refused records.
 package asap

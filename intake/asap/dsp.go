@@ -1,6 +1,7 @@
 package asap
 
 import (
+	"iter"
 	"strconv"
 	"strings"
 	"time"
@@ -21,23 +22,34 @@ type Record struct {
 // Units maps DSP-11 (drug dosage units code) to a movement unit.
 var Units = map[string]string{"01": "EA", "02": "ML", "03": "GM"}
 
-// Records maps every DSP of f to a dispense movement. Only DSP elements
-// are read: PAT, PRE (the prescriber's name, phone and identifiers), AIR
-// and every other segment are never looked at. The schedule comes from
-// the formulary; the time is the date filled at midnight in loc.
+// Records maps every DSP of f to a dispense movement (see EachRecord). It
+// holds them all at once: the drop folder takes them a chunk at a time.
 func Records(f *File, fm intake.Formulary, loc *time.Location) []Record {
+	var out []Record
+	for r := range EachRecord(f, fm, loc) {
+		out = append(out, r)
+	}
+	return out
+}
+
+// EachRecord yields every DSP of f mapped to a dispense movement, in
+// order, keeping none. Only DSP elements are read: PAT, PRE (the
+// prescriber's name, phone and identifiers), AIR and every other segment
+// are never looked at. The schedule comes from the formulary; the time is
+// the date filled at midnight in loc.
+func EachRecord(f *File, fm intake.Formulary, loc *time.Location) iter.Seq[Record] {
 	if loc == nil {
 		loc = time.Local
 	}
-	var out []Record
-	for i := range f.Segments {
-		s := &f.Segments[i]
-		if s.ID != "DSP" {
-			continue
+	return func(yield func(Record) bool) {
+		n := 0
+		for s := range f.segments("DSP") {
+			n++
+			if !yield(record(&s, n, fm, loc)) {
+				return
+			}
 		}
-		out = append(out, record(s, len(out)+1, fm, loc))
 	}
-	return out
 }
 
 func record(s *Segment, n int, fm intake.Formulary, loc *time.Location) Record {

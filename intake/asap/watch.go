@@ -2,10 +2,8 @@ package asap
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -14,7 +12,6 @@ import (
 	"time"
 
 	"github.com/rxedge/agent/intake"
-	"github.com/rxedge/agent/internal/disk"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
 )
@@ -28,8 +25,14 @@ const (
 // ChunkRecords is how many movements of a file go in one submission.
 const ChunkRecords = 5000
 
+// MaxReportedRecords bounds the refused records a report lists; those past
+// it are counted (Report.RejectedNotListed), so a report's size does not
+// grow with a file of refused records.
+const MaxReportedRecords = 10000
+
 // Watcher takes complete ASAP files from a folder. One goroutine (Run)
-// owns the folder: files are taken one at a time, in name order.
+// owns the folder and the watcher: files are taken one at a time, in name
+// order, and Scan must not be called concurrently.
 type Watcher struct {
 	Dir          string
 	Sink         *intake.Sink
@@ -39,6 +42,13 @@ type Watcher struct {
 	Log          *slog.Logger
 	Poll         time.Duration
 	MaxFileBytes int64
+
+	// notes are the files of the folder set aside, by name, with why:
+	// each is counted and logged when it is set aside for a reason, and
+	// forgotten once taken or gone.
+	notes map[string]string
+	// asideLogged counts the files set aside in this scan.
+	asideLogged int
 }
 
 // Report is what became of one file; a rejected file's report is written
@@ -51,10 +61,26 @@ type Report struct {
 	Stored     int            `json:"stored"`
 	Duplicates int            `json:"duplicates"`
 	Rejected   []RecordReport `json:"rejected,omitempty"`
+	// RejectedNotListed counts the refused records past the first
+	// MaxReportedRecords, which Rejected lists.
+	RejectedNotListed int `json:"rejected_not_listed,omitempty"`
 	// Errors are problems with the file as a whole: nothing of it was
 	// stored.
 	Errors []FileError `json:"errors,omitempty"`
 }
+
+// reject adds a refused record: listed while there are fewer than
+// MaxReportedRecords, counted after.
+func (r *Report) reject(rr RecordReport) {
+	if len(r.Rejected) < MaxReportedRecords {
+		r.Rejected = append(r.Rejected, rr)
+		return
+	}
+	r.RejectedNotListed++
+}
+
+// rejected counts the refused records, listed or not.
+func (r *Report) rejected() int { return len(r.Rejected) + r.RejectedNotListed }
 
 // RecordReport lists the field errors of one rejected record.
 type RecordReport struct {
@@ -80,7 +106,10 @@ func (w *Watcher) Prepare() error {
 	return nil
 }
 
-// Run takes files until ctx ends.
+// Run takes files until ctx ends. It returns soon after ctx ends, even
+// mid-file: nothing in a scan waits without a bound (a file is opened
+// without blocking and read only when it is a regular file), and ctx is
+// looked at before each file and each submission.
 func (w *Watcher) Run(ctx context.Context) error {
 	if err := w.Prepare(); err != nil {
 		return err
@@ -101,20 +130,30 @@ func (w *Watcher) Run(ctx context.Context) error {
 
 // Scan takes every complete file in the folder once, in name order, and
 // returns their reports. A file without its TT trailer is left for a
-// later scan.
+// later scan; so is a file it cannot take (see setAside), which does not
+// keep it from the files after it. It returns an error only when the
+// folder cannot be read or the queue cannot store (a full disk, a closed
+// queue): nothing a file holds ends a scan.
 func (w *Watcher) Scan(ctx context.Context) ([]Report, error) {
 	ents, err := os.ReadDir(w.Dir)
 	if err != nil {
 		return nil, err
 	}
+	present := make(map[string]bool, len(ents))
 	var names []string
 	for _, e := range ents {
 		n := e.Name()
-		if !e.Type().IsRegular() || strings.HasPrefix(n, ".") || strings.HasSuffix(n, ".tmp") || strings.HasSuffix(n, ".part") {
-			continue
+		present[n] = true
+		switch {
+		case strings.HasPrefix(n, ".") || strings.HasSuffix(n, ".tmp") || strings.HasSuffix(n, ".part"):
+		case e.IsDir() && (n == DoneDir || n == RejectedDir):
+		case !e.Type().IsRegular():
+			w.setAside(n, reasonNotRegular, fmt.Errorf("a %s", kind(e.Type())))
+		default:
+			names = append(names, n)
 		}
-		names = append(names, n)
 	}
+	defer w.forget(present)
 	slices.Sort(names)
 	var out []Report
 	for _, n := range names {
@@ -132,32 +171,32 @@ func (w *Watcher) Scan(ctx context.Context) ([]Report, error) {
 	return out, nil
 }
 
-// take processes one file: taken is false when it is not complete yet, or
-// when ctx ended before all of it was stored.
-// The file moves to done/ only after every movement in it is in an
-// fsynced commit; a crash before the move leaves it in place, and taking
-// it again finds its movements held (duplicates), so nothing is stored
-// twice.
+// take processes one file, as it was opened: taken is false when it is
+// not complete yet, when it was set aside, or when ctx ended before all
+// of it was stored; err is the queue's failure to store. The file moves
+// to done/ only after every movement in it is in an fsynced commit; a
+// crash before the move leaves it in place, and taking it again finds its
+// movements held (duplicates), so nothing is stored twice.
 func (w *Watcher) take(ctx context.Context, name string) (Report, bool, error) {
-	path := filepath.Join(w.Dir, name)
 	rep := Report{File: name}
-	fi, err := os.Stat(path)
-	if err != nil {
-		return rep, false, nil // gone meanwhile
+	o := w.open(name)
+	if o == nil {
+		return rep, false, nil
 	}
-	if fi.Size() > w.maxBytes() {
+	defer o.f.Close()
+	if o.fi.Size() > w.maxBytes() {
 		rep.Errors = []FileError{{Field: "file", Error: fmt.Sprintf("larger than intake.asap.max_file_bytes (%d)", w.maxBytes())}}
-		return rep, true, w.finish(path, &rep, true)
+		return rep, w.finish(o, &rep, true), nil
 	}
-	b, err := readFile(path, w.maxBytes())
-	if err != nil {
-		return rep, false, fmt.Errorf("read %s: %w", name, err)
+	if !w.read(o) {
+		return rep, false, nil
 	}
-	if !Complete(b) {
+	if !Complete(o.b) {
+		delete(w.notes, name)
 		return rep, false, nil
 	}
 	now := w.Sink.Now()
-	f, err := Parse(b)
+	f, err := Parse(o.b)
 	if err != nil {
 		var pe *ParseError
 		if errors.As(err, &pe) {
@@ -165,23 +204,18 @@ func (w *Watcher) take(ctx context.Context, name string) (Report, bool, error) {
 		} else {
 			rep.Errors = []FileError{{Field: "file", Error: "malformed"}}
 		}
-		w.Counter.Add(0, 0, 1, now)
-		return rep, true, w.finish(path, &rep, true)
+		taken := w.finish(o, &rep, true)
+		if taken {
+			w.Counter.Add(0, 0, 1, now)
+		}
+		return rep, taken, nil
 	}
 	rep.Version = f.Version
-	recs := Records(f, w.Formulary, w.loc())
-	rep.Records = len(recs)
-	items, index := w.prepare(recs, now)
-	if done, err := w.store(ctx, name, recs, items, index, &rep); !done || err != nil {
+	if done, err := w.store(ctx, name, f, now, &rep); !done || err != nil {
 		return rep, false, err
 	}
-	for _, r := range recs {
-		if len(r.Errors) > 0 {
-			rep.Rejected = append(rep.Rejected, RecordReport{Record: r.Number, Segment: r.Segment, Errors: r.Errors})
-		}
-	}
-	w.Counter.Add(rep.Stored, rep.Duplicates, len(rep.Rejected), now)
-	return rep, true, w.finish(path, &rep, len(rep.Rejected) > 0)
+	w.Counter.Add(rep.Stored, rep.Duplicates, rep.rejected(), now)
+	return rep, w.finish(o, &rep, rep.rejected() > 0), nil
 }
 
 // prepare validates each record's movement as the HTTP intake does, and
@@ -206,24 +240,44 @@ func (w *Watcher) prepare(recs []Record, now time.Time) (items []movement.Prepar
 	return items, index
 }
 
-// store commits items in chunks of ChunkRecords, counting what was stored
-// and duplicated into rep and giving refused records their errors. It
-// reports done false when it stopped before the end (ctx ended, or a
-// chunk failed with err): the file then stays to be taken again, its
-// stored records coming back as duplicates.
-func (w *Watcher) store(ctx context.Context, name string, recs []Record, items []movement.Prepared, index []int, rep *Report) (done bool, err error) {
-	for start := 0; start < len(items); start += ChunkRecords {
-		if ctx.Err() != nil {
-			return false, nil
+// store maps the file's records and commits them ChunkRecords at a time,
+// counting what was stored and duplicated into rep and listing refused
+// records: a chunk's records are all that is held of the file's records
+// at once. It reports done false when it stopped before the end (ctx
+// ended, or a chunk failed with err): the file then stays to be taken
+// again, its stored records coming back as duplicates.
+func (w *Watcher) store(ctx context.Context, name string, f *File, now time.Time, rep *Report) (done bool, err error) {
+	chunk := make([]Record, 0, min(f.DSPCount, ChunkRecords))
+	for r := range EachRecord(f, w.Formulary, w.loc()) {
+		if chunk = append(chunk, r); len(chunk) < ChunkRecords {
+			continue
 		}
-		end := min(start+ChunkRecords, len(items))
-		res, err := w.Sink.EnqueueEach(items[start:end])
+		if done, err := w.storeChunk(ctx, name, chunk, now, rep); !done || err != nil {
+			return done, err
+		}
+		chunk = chunk[:0]
+	}
+	if len(chunk) == 0 {
+		return true, nil
+	}
+	return w.storeChunk(ctx, name, chunk, now, rep)
+}
+
+// storeChunk commits one chunk of records, each on its own, and adds the
+// outcome to rep.
+func (w *Watcher) storeChunk(ctx context.Context, name string, recs []Record, now time.Time, rep *Report) (done bool, err error) {
+	items, index := w.prepare(recs, now)
+	if ctx.Err() != nil {
+		return false, nil
+	}
+	if len(items) > 0 {
+		res, err := w.Sink.EnqueueEach(items)
 		if err != nil {
 			// Nothing of this chunk stored.
 			return false, fmt.Errorf("store %s: %w", name, err)
 		}
 		for j, r := range res {
-			rec := &recs[index[start+j]]
+			rec := &recs[index[j]]
 			var ce *queue.ConflictError
 			var pe *queue.PurgedError
 			switch {
@@ -240,56 +294,13 @@ func (w *Watcher) store(ctx context.Context, name string, recs []Record, items [
 			}
 		}
 	}
+	rep.Records += len(recs)
+	for _, r := range recs {
+		if len(r.Errors) > 0 {
+			rep.reject(RecordReport{Record: r.Number, Segment: r.Segment, Errors: r.Errors})
+		}
+	}
 	return true, nil
-}
-
-// finish moves a taken file to done/ or, with its report, to rejected/,
-// durably, and only then counts and logs it: the file shows in its new
-// folder as soon as it is renamed, before both folders are synced.
-func (w *Watcher) finish(path string, rep *Report, rejected bool) error {
-	name := filepath.Base(path)
-	if !rejected {
-		dst := free(filepath.Join(w.Dir, DoneDir), name)
-		if err := disk.Rename(path, dst); err != nil {
-			return fmt.Errorf("move %s to %s: %w", name, DoneDir, err)
-		}
-		w.Counter.File(false)
-		w.log().Info("ASAP_FILE_DONE", "file", name, "records", rep.Records, "stored", rep.Stored, "duplicates", rep.Duplicates)
-		return nil
-	}
-	dst := free(filepath.Join(w.Dir, RejectedDir), name)
-	b, _ := json.MarshalIndent(rep, "", "  ")
-	if err := disk.WriteFile(dst+".report.json", append(b, '\n'), 0o660); err != nil {
-		return fmt.Errorf("write the report of %s: %w", name, err)
-	}
-	if err := disk.Rename(path, dst); err != nil {
-		return fmt.Errorf("move %s to %s: %w", name, RejectedDir, err)
-	}
-	w.Counter.File(true)
-	w.log().Warn("ASAP_FILE_REJECTED", "file", name, "records", rep.Records, "stored", rep.Stored, "duplicates", rep.Duplicates,
-		"rejected_records", len(rep.Rejected), "file_errors", len(rep.Errors), "report", filepath.Base(dst)+".report.json")
-	return nil
-}
-
-// free is dir/name, or dir/name.N for the first N not taken: a file sent
-// twice under one name keeps both copies.
-func free(dir, name string) string {
-	p := filepath.Join(dir, name)
-	for n := 1; ; n++ {
-		if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
-			return p
-		}
-		p = filepath.Join(dir, fmt.Sprintf("%s.%d", name, n))
-	}
-}
-
-func readFile(path string, max int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return io.ReadAll(io.LimitReader(f, max+1))
 }
 
 func (w *Watcher) poll() time.Duration {

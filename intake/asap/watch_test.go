@@ -11,6 +11,7 @@ import (
 
 	"github.com/rxedge/agent/intake"
 	"github.com/rxedge/agent/queue"
+	"github.com/rxedge/agent/status"
 	"github.com/rxedge/agent/testkit/dlqtest"
 )
 
@@ -27,11 +28,27 @@ func newWatcher(t *testing.T) (*Watcher, *queue.Queue) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &Watcher{Dir: t.TempDir(), Sink: &intake.Sink{Queue: q, StoreID: "S0042"}, Formulary: fm, Counter: new(intake.Counter)}
+	cs := new(intake.Counters)
+	w := &Watcher{Dir: t.TempDir(), Sink: &intake.Sink{Queue: q, StoreID: "S0042"}, Formulary: fm, Counter: &cs.ASAP}
+	countersOf[w] = cs
+	t.Cleanup(func() { delete(countersOf, w) })
 	if err := w.Prepare(); err != nil {
 		t.Fatal(err)
 	}
 	return w, q
+}
+
+// countersOf holds the counters of each watcher newWatcher made.
+var countersOf = map[*Watcher]*intake.Counters{}
+
+// snapshot is what status would show of w's folder.
+func snapshot(w *Watcher) status.Intake {
+	for _, in := range countersOf[w].Snapshot() {
+		if in.Name == intake.NameASAP {
+			return in
+		}
+	}
+	return status.Intake{}
 }
 
 func drop(t *testing.T, w *Watcher, sample, as string) {
@@ -195,20 +212,41 @@ func TestMalformedFilesRejectedWhole(t *testing.T) {
 	}
 }
 
+// FuzzParse decodes anything: no panic, every record a movement or its
+// errors, and the work bounded by the input before anything grows with it
+// (Complete allocates nothing, Parse at most parseAllocBound whatever the
+// input, each record at most recordAllocBound beyond four times the
+// file).
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{"sample-4.2A.asap", "sample-4.2B.asap"} {
 		b, _ := os.ReadFile(filepath.Join("testdata", s))
 		f.Add(b)
 	}
 	f.Add([]byte("TH*4.2A*C1*01**20260302*101500*P**~~TT*C1*2~"))
+	f.Add([]byte("TH*4.2A*C1*01**20260302*101500*P**~~~~~~~~~~~~~~~~TT*C1*2~"))
+	f.Add([]byte("TH*4.2A*C1*01**20260302*101500*P**~~DSP~DSP*~DSP**~TT*C1*5~"))
 	fm := intake.Formulary{"00406055262": "CII"}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		Complete(b)
-		file, err := Parse(b)
+		if n := allocated(func() { Complete(b) }); n != 0 {
+			t.Fatalf("Complete allocated %d bytes", n)
+		}
+		var file *File
+		var err error
+		if n := allocated(func() { file, err = Parse(b) }); n > parseAllocBound {
+			t.Fatalf("Parse of %d bytes allocated %d, want at most %d", len(b), n, parseAllocBound)
+		}
 		if err != nil {
 			return
 		}
-		for _, r := range Records(file, fm, nil) {
+		var recs []Record
+		n := allocated(func() { recs = Records(file, fm, nil) })
+		if bound := uint64(4*len(b) + recordAllocBound*(file.DSPCount+1)); n > bound {
+			t.Fatalf("%d records of %d bytes allocated %d, want at most %d", file.DSPCount, len(b), n, bound)
+		}
+		if len(recs) != file.DSPCount {
+			t.Fatalf("%d records, %d DSP segments", len(recs), file.DSPCount)
+		}
+		for _, r := range recs {
 			if r.Movement == nil && len(r.Errors) == 0 {
 				t.Fatal("a record with neither movement nor errors")
 			}

@@ -1,13 +1,30 @@
 package disk
 
-import "os"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
 
 // WriteFile writes b to path durably: into path.tmp first, fsynced, then
 // renamed over path and the directory fsynced, so after a power cut path
-// holds either its old content or all of b, never a part.
+// holds either its old content or all of b, never a part. When path.tmp
+// would be a longer name than the file system takes, the temporary file
+// is .NAMEHASH.tmp instead.
+//
+// The temporary file is created new (O_EXCL, which follows no link)
+// after whatever had its name is removed: in a folder others may write
+// to, a link put there under that name is replaced, never written
+// through.
 func WriteFile(path string, b []byte, perm os.FileMode) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, perm)
+	tmp := tmpName(path)
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, perm)
 	if err != nil {
 		return err
 	}
@@ -23,4 +40,14 @@ func WriteFile(path string, b []byte, perm os.FileMode) error {
 		return err
 	}
 	return Rename(tmp, path)
+}
+
+// tmpName is where WriteFile writes path's content before it renames it.
+func tmpName(path string) string {
+	dir, base := filepath.Split(path)
+	if len(base)+len(".tmp") <= NameMax(dir) {
+		return path + ".tmp"
+	}
+	sum := sha256.Sum256([]byte(base))
+	return filepath.Join(dir, "."+hex.EncodeToString(sum[:16])+".tmp")
 }

@@ -31,3 +31,27 @@ func TestWriteFile(t *testing.T) {
 		t.Error("a file in a missing directory was written")
 	}
 }
+
+// TestWriteFileThroughNoLink: a link left under the temporary file's name
+// (in a folder others may write to) is replaced, and what it points to is
+// not written.
+func TestWriteFileThroughNoLink(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(t.TempDir(), "victim")
+	if err := os.WriteFile(victim, []byte("keep"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "report.json")
+	if err := os.Symlink(victim, path+".tmp"); err != nil {
+		t.Skipf("no symbolic links here: %v", err)
+	}
+	if err := WriteFile(path, []byte("report"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "keep" {
+		t.Errorf("the link's target holds %q, want it untouched", b)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "report" {
+		t.Errorf("the file holds %q", b)
+	}
+}
