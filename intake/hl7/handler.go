@@ -55,6 +55,9 @@ func (h *Handler) Handle(raw []byte) ([]byte, Outcome) {
 	}
 	items := make([]movement.Prepared, len(ds))
 	for i, d := range ds {
+		if len(errs) >= MaxErrors {
+			break // refused already: the answer lists the first MaxErrors
+		}
 		p, es := intake.Prepare(d.Movement, h.Sink.StoreID, now)
 		for _, e := range es {
 			code := CodeDataType
@@ -66,7 +69,7 @@ func (h *Handler) Handle(raw []byte) ([]byte, Outcome) {
 		items[i] = p
 	}
 	if len(errs) > 0 {
-		return h.refuse(hdr, AE, now, errs, len(ds))
+		return h.refuse(hdr, AE, now, errs[:min(len(errs), MaxErrors)], len(ds))
 	}
 	res, err := h.Sink.Enqueue(items)
 	if err != nil {

@@ -17,6 +17,10 @@ const (
 // MaxMessageBytes is the default bound on one framed message.
 const MaxMessageBytes = 1 << 20
 
+// frameReadBuffer is the read buffer of a FrameReader: with the frame
+// being gathered, what one connection holds.
+const frameReadBuffer = 64 << 10
+
 // Framing errors. ErrTooLarge ends the connection: the rest of the frame
 // cannot be told from the next one without reading it all.
 var (
@@ -42,7 +46,7 @@ func NewFrameReader(r io.Reader, max int) *FrameReader {
 	if max <= 0 {
 		max = MaxMessageBytes
 	}
-	return &FrameReader{r: bufio.NewReaderSize(r, 64<<10), max: max}
+	return &FrameReader{r: bufio.NewReaderSize(r, frameReadBuffer), max: max}
 }
 
 // Next returns the next frame's message, without its framing bytes. The
