@@ -91,6 +91,7 @@ func (f *FrameReader) Next() ([]byte, error) {
 		if len(f.buf)+len(chunk) > f.max {
 			return nil, fmt.Errorf("%w of %d bytes", ErrTooLarge, f.max)
 		}
+		f.grow(len(chunk))
 		f.buf = append(f.buf, chunk...)
 		if !end {
 			continue
@@ -108,6 +109,20 @@ func (f *FrameReader) Next() ([]byte, error) {
 		}
 		return f.buf, nil
 	}
+}
+
+// grow makes room for n more bytes in the frame buffer, doubling it (up
+// to the bound) rather than letting append grow it by a quarter at a
+// time: a frame of the largest size then costs twice its size in
+// buffers, not five times.
+func (f *FrameReader) grow(n int) {
+	need := len(f.buf) + n
+	if need <= cap(f.buf) {
+		return
+	}
+	b := make([]byte, len(f.buf), min(max(2*cap(f.buf), need), f.max))
+	copy(b, f.buf)
+	f.buf = b
 }
 
 // AppendFrame appends msg framed for MLLP to dst.
