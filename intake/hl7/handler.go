@@ -29,6 +29,10 @@ type Outcome struct {
 	Code       string // AA, AE or AR
 	Accepted   int
 	Duplicates int
+	// Err is the first error of a message answered AE or AR, and Errors
+	// the number the answer lists.
+	Err    *Error
+	Errors int
 }
 
 // Handle processes one message and returns the acknowledgement to send.
@@ -100,11 +104,12 @@ func (h *Handler) Handle(raw []byte) ([]byte, Outcome) {
 	return buildAck(hdr, AA, h.Sink.StoreID, now, nil), out
 }
 
+// refuse answers a message with code and errs, counting n dispenses
+// rejected. The refusal is logged by the listener, which knows the
+// sender, in aggregate.
 func (h *Handler) refuse(hdr ackHeader, code string, now time.Time, errs []*Error, n int) ([]byte, Outcome) {
 	h.Counter.Add(0, 0, n, now)
-	first := errs[0]
-	h.log().Info("HL7_REFUSED", "ack", code, "where", first.Loc.String(), "code", first.Code, "errors", len(errs))
-	return buildAck(hdr, code, h.Sink.StoreID, now, errs), Outcome{Code: code}
+	return buildAck(hdr, code, h.Sink.StoreID, now, errs), Outcome{Code: code, Err: errs[0], Errors: len(errs)}
 }
 
 func (h *Handler) loc() *time.Location {

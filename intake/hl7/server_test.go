@@ -103,7 +103,7 @@ func TestServerBoundsHostileSenders(t *testing.T) {
 			t.Fatalf("other sender: %s", code)
 		}
 		deadline := time.Now().Add(time.Minute)
-		for s.CutOff.Load() == 0 {
+		for s.Refusals()[ReasonAckTimeout] == 0 {
 			if time.Now().After(deadline) {
 				t.Fatal("waited a minute for the server to cut off a sender that does not read its ACKs")
 			}
@@ -115,7 +115,7 @@ func TestServerBoundsHostileSenders(t *testing.T) {
 		// Its own server, whose idle timeout cannot close an admitted
 		// connection while the test opens the others.
 		s := startServer(t, h, intake.HL7Options{MaxConnections: 3})
-		before := s.Refused.Load()
+		before := s.Refusals()[ReasonTooMany]
 		for i := 0; i < 3; i++ {
 			c := dial(t, s)
 			fr := NewFrameReader(c, 0)
@@ -126,7 +126,7 @@ func TestServerBoundsHostileSenders(t *testing.T) {
 		if got := waitClosed(t, extra); len(got) != 0 {
 			t.Fatalf("answered %q", got)
 		}
-		if s.Refused.Load() == before {
+		if s.Refusals()[ReasonTooMany] == before {
 			t.Fatal("the refusal was not counted")
 		}
 	})
