@@ -3,10 +3,15 @@ package e2e
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net"
+	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -144,4 +149,74 @@ func ackCode(ack []byte, want string) error {
 		return fmt.Errorf("ACK %s %v, want %s", code, errs, want)
 	}
 	return nil
+}
+
+// TestHL7RefusalLoopIsCountedNotLogged connects to the built agent's HL7
+// listener in a loop while the one connection allowed is held: every
+// refusal is counted in rxedge_intake_hl7_refusals_total, while the log
+// gains a line when the loop starts and one a minute after (RefusalWindow),
+// not one a connection. After a clean stop, the lines' counts add up to
+// every refusal.
+func TestHL7RefusalLoopIsCountedNotLogged(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("stops the agent with SIGTERM")
+	}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "agent.yaml")
+	os.WriteFile(cfg, []byte("intake:\n  hl7:\n    max_connections: 1\n"), 0o600)
+	ingest, hl7Addr := agentbin.FreeAddr(t), agentbin.FreeAddr(t)
+	a := startAgent(t, filepath.Join(dir, "data"), ingest, nil, "--config", cfg, "--hl7-listen", hl7Addr)
+	held, err := net.Dial("tcp", hl7Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	held.SetDeadline(time.Now().Add(time.Minute))
+	held.Write(hl7.AppendFrame(nil, []byte(rdsMessage("L1", "RXLOOP", "1"))))
+	ack, err := hl7.NewFrameReader(held, 0).Next()
+	if err != nil {
+		t.Fatalf("the held connection's ACK: %v", err)
+	}
+	if err := ackCode(ack, hl7.AA); err != nil {
+		t.Fatal(err)
+	}
+
+	const n = 3000
+	before := strings.Count(a.stderr.String(), "\n")
+	start := time.Now()
+	for range n {
+		c, err := net.Dial("tcp", hl7Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(time.Minute))
+		io.Copy(io.Discard, c) // the agent closes it
+		c.Close()
+	}
+	elapsed := time.Since(start)
+	lines := strings.Count(a.stderr.String(), "\n") - before
+	bound := 2 + int(elapsed/hl7.RefusalWindow)
+	t.Logf("%d refused connections in %s: %d log lines (bound %d)", n, elapsed.Round(time.Millisecond), lines, bound)
+	if lines > bound {
+		t.Errorf("%d log lines for %d refused connections in %s, more than %d:\n%s", lines, n, elapsed, bound, a.stderr.Tail(5))
+	}
+	want := fmt.Sprintf(`rxedge_intake_hl7_refusals_total{reason="too_many_connections"} %d`, n)
+	if m := scrape(t, ingest); !bytes.Contains(m, []byte(want)) {
+		t.Errorf("metrics lack %s:\n%s", want, grepLines(m, "rxedge_intake_hl7_refusals_total"))
+	}
+
+	a.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-a.exited:
+	case <-time.After(time.Minute):
+		t.Fatal("the agent did not stop within a minute of SIGTERM")
+	}
+	logged := 0
+	for _, m := range regexp.MustCompile(`"msg":"HL7_REFUSED","reason":"too_many_connections","peer":"[^"]*","count":(\d+)`).FindAllStringSubmatch(a.stderr.String(), -1) {
+		k, _ := strconv.Atoi(m[1])
+		logged += k
+	}
+	if logged != n {
+		t.Errorf("the log lines count %d refusals, want %d:\n%s", logged, n, a.stderr.Tail(5))
+	}
 }
