@@ -65,7 +65,7 @@ func (h *Handler) Handle(raw []byte) ([]byte, Outcome) {
 		p, es := intake.Prepare(d.Movement, h.Sink.StoreID, now)
 		for _, e := range es {
 			code := CodeDataType
-			if e.Msg == "is required" || len(e.Msg) > 11 && e.Msg[:11] == "is required" {
+			if d.empty(e.Field) {
 				code = CodeRequiredMissing
 			}
 			errs = append(errs, &Error{Loc: d.where(e.Field), Code: code, Msg: e.Field + " " + e.Msg})
