@@ -88,7 +88,8 @@ var refusalLine = regexp.MustCompile(`msg=HL7_REFUSED reason=(\S+) peer=(\S+) co
 // loopback) peers not allowed. Every refusal is counted under its reason,
 // and the log holds at most a line per reason and peer per
 // RefusalWindow, plus one at the end, whose counts add up to the
-// refusals: thousands of refusals, a handful of lines.
+// refusals: thousands of refusals, a handful of lines, none of them
+// holding a value of the messages (which carry the patient marker).
 func TestRefusalsAreCountedAndLoggedInAggregate(t *testing.T) {
 	h, _ := newHandler(t)
 	var logs syncbuf.Buffer
@@ -113,18 +114,18 @@ func TestRefusalsAreCountedAndLoggedInAggregate(t *testing.T) {
 	waitFor(t, "the held connections to close", func() bool { return s.Conns() == 0 })
 
 	want[ReasonTooLarge] = 300
-	big := AppendFrame(nil, []byte("MSH|^~\\&|"+strings.Repeat("x", 5000)))
+	big := AppendFrame(nil, []byte("MSH|^~\\&|"+strings.Repeat(Marker, 5000/len(Marker)+1)))
 	refuseLoop(t, addr, 300, func(c net.Conn) { c.Write(big) })
 
 	want[ReasonMidMessage] = 300
 	refuseLoop(t, addr, 300, func(c net.Conn) {
-		c.Write([]byte{StartBlock, 'M', 'S', 'H'})
+		c.Write(append([]byte{StartBlock}, "MSH|^~\\&|"+Marker...))
 		c.(*net.TCPConn).CloseWrite()
 	})
 
 	want[ReasonMalformed] = 1000
 	c := dial(t, s)
-	bad := AppendFrame(nil, []byte("MSH|^~\\&|"+strings.Repeat("|", MaxFields)))
+	bad := AppendFrame(nil, []byte("MSH|^~\\&|"+Marker+strings.Repeat("|", MaxFields)))
 	go c.Write([]byte(strings.Repeat(string(bad), 1000)))
 	fr := NewFrameReader(c, 0)
 	for i := range 1000 {
@@ -166,6 +167,9 @@ func TestRefusalsAreCountedAndLoggedInAggregate(t *testing.T) {
 		if got[r] != want[r] {
 			t.Errorf("%s: %d refusals counted, want %d", r, got[r], want[r])
 		}
+	}
+	if strings.Contains(logs.String(), Marker) {
+		t.Errorf("the log holds a value from a message:\n%s", logs.String())
 	}
 	lines, logged, causes := 0, map[string]uint64{}, map[string]bool{}
 	sc := bufio.NewScanner(strings.NewReader(logs.String()))
