@@ -150,6 +150,9 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 	if d.hl7Srv, d.watcher, err = startIntakes(opts, d.q, d.counters, log); err != nil {
 		return err
 	}
+	if d.hl7Srv != nil {
+		d.m.WatchHL7Refusals(hl7.RefusalReasons, d.hl7Srv.Refusals)
+	}
 	if len(opts.NATS.Servers) > 0 {
 		d.wireSync()
 		defer d.responder.Close()

@@ -61,6 +61,12 @@ var fields = map[string]field{
 	"note":         {set: func(m *Movement, v string) { m.Note = v }},
 }
 
+// MaxMembers bounds the members of a movement object Decode reads: a
+// movement has thirteen fields, so an object of more is none, and is
+// refused when the count is passed, before its members are read and an
+// error kept for each.
+const MaxMembers = 32
+
 // Decode parses one movement from a JSON object. It is strict: unknown
 // fields, repeated fields, values of the wrong JSON type and trailing data
 // are errors. Every problem is reported at once. Decode does not validate
@@ -68,7 +74,7 @@ var fields = map[string]field{
 //
 // A well-formed movement is read in one pass (decodeFast); anything else
 // is read again token by token (decodeTokens), which finds and words every
-// problem. The two agree on every input they both accept: the
+// problem, up to the first MaxMembers members. The two agree on every input they both accept: the
 // differential fuzz test holds them to it.
 func Decode(data []byte) (*Movement, Errors) {
 	if m := decodeFast(data); m != nil {
@@ -95,7 +101,12 @@ func decodeTokens(data []byte) (*Movement, Errors) {
 		return nil, es
 	}
 	seen := make(map[string]bool)
-	for dec.More() {
+	for members := 1; dec.More(); members++ {
+		if members > MaxMembers {
+			es.add("", "has more than %d members: a movement has at most %d fields", MaxMembers, len(fields))
+			sortErrors(es)
+			return nil, es
+		}
 		tok, err := dec.Token()
 		if err != nil {
 			es.add("", "not valid JSON: %s", syntaxProblem(err))

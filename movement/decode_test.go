@@ -3,6 +3,7 @@ package movement
 import (
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -116,8 +117,10 @@ func FuzzDecode(f *testing.F) {
 	for _, in := range decodeCases {
 		f.Add([]byte(in))
 	}
+	f.Add([]byte("{" + strings.Repeat(`"a":1,`, MaxMembers) + `"a":1}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkAgainstOld(t, data)
+		checkBound(t, data, func() { Decode(data) })
 	})
 }
 
@@ -125,6 +128,14 @@ func checkAgainstOld(t *testing.T, data []byte) {
 	t.Helper()
 	want, wantErrs := decodeOld(data)
 	got, gotErrs := Decode(data)
+	if slices.Contains(gotErrs, tooManyMembers) {
+		// Past MaxMembers Decode refuses the object, where the old
+		// decoder went on to list an error for every member: both refuse.
+		if wantErrs == nil || got != nil {
+			t.Fatalf("%q: refused for its members, which the token decoder accepts", data)
+		}
+		return
+	}
 	if !reflect.DeepEqual(gotErrs, wantErrs) {
 		t.Fatalf("%q: errors\n got %v\nwant %v", data, gotErrs, wantErrs)
 	}

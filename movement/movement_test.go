@@ -179,12 +179,17 @@ func TestErrorsNeverEchoValues(t *testing.T) {
 	}
 }
 
+// FuzzPrepare checks that preparing any bytes reports at least one error
+// or yields a canonical form that prepares to itself, and that it
+// allocates within the bound (bytesPerByte a byte, plus bytesFixed).
 func FuzzPrepare(f *testing.F) {
 	f.Add([]byte(valid))
 	f.Add([]byte(`{"movement_id":"a","type":"receive","ndc":"1234-5678-90","quantity":"0.5","unit":"ML","occurred_at":"2026-01-01T00:00:00Z","schedule":"CII","dea_form_222":"X1"}`))
 	f.Add([]byte(`[]`))
 	f.Add([]byte(`{"a":1}`))
+	f.Add([]byte("{" + strings.Repeat(`"quantity":1,`, MaxMembers) + `"note":[[[[[[]]]]]]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		checkBound(t, data, func() { Prepare(data, store, now) })
 		p, es := Prepare(data, store, now)
 		if es != nil {
 			if len(es) == 0 {

@@ -38,7 +38,8 @@
 //     never a command's bytes quoted back.
 //
 // Ownership: a Responder's only mutable state is its set of accepted
-// nonces, behind a mutex, and its refusal tallies, behind another; the queue's transactions own everything else.
+// nonces, behind a mutex, and its refusal tallies, behind the
+// tally.Reporter's; the queue's transactions own everything else.
 // nats.go calls each subscription's handler from one goroutine, so the
 // commands of one subject run one at a time.
 package remote

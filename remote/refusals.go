@@ -2,9 +2,9 @@ package remote
 
 import (
 	"encoding/json"
-	"sort"
 	"time"
 
+	"github.com/rxedge/agent/internal/tally"
 	"github.com/rxedge/agent/queue"
 )
 
@@ -29,80 +29,54 @@ type cause struct {
 	code, reason, actor string
 }
 
-// tally is the refusals of one cause not yet journalled.
-type tally struct {
-	count       int
-	cmd         string // of the latest
-	first, last time.Time
-	journalled  time.Time // when this cause last had an event
-}
+// report is a tally's report of refusals of one cause; its detail is the
+// command of the latest.
+type report = tally.Report[cause, string]
 
-// refusalLog decides which refusals are journalled (a pure type: the
-// caller passes the time and writes the events it returns). It is not
-// safe for concurrent use.
+// refusalLog decides which refusals are journalled (see tally.Tally: a
+// pure type; the caller passes the time and writes the events it
+// returns). It is not safe for concurrent use.
 type refusalLog struct {
-	causes    map[cause]*tally
-	hourStart time.Time
-	spent     int // event bytes since hourStart
+	t *tally.Tally[cause, string]
 }
 
-func newRefusalLog() *refusalLog { return &refusalLog{causes: map[cause]*tally{}} }
+func newRefusalLog() *refusalLog {
+	return &refusalLog{t: tally.New(RefusalWindow, RefusalBytesPerHour, eventBytes)}
+}
 
 // note counts one refusal and returns the events due now: this cause's,
 // if its window has passed, within the hour's budget.
 func (l *refusalLog) note(c cause, cmd string, now time.Time) []queue.Event {
-	t := l.causes[c]
-	if t == nil {
-		t = &tally{}
-		l.causes[c] = t
-	}
-	if t.count == 0 {
-		t.first = now
-	}
-	t.count++
-	t.cmd, t.last = cmd, now
-	return l.due(now)
+	return events(l.t.Note(c, cmd, now))
 }
 
 // pending reports whether refusals wait to be journalled.
-func (l *refusalLog) pending() bool {
-	for _, t := range l.causes {
-		if t.count > 0 {
-			return true
-		}
-	}
-	return false
-}
+func (l *refusalLog) pending() bool { return l.t.Pending() }
 
 // due returns, and forgets, the tallies whose window has passed, as
 // events, as far as the hour's budget allows.
-func (l *refusalLog) due(now time.Time) []queue.Event {
-	if now.Sub(l.hourStart) >= time.Hour {
-		l.hourStart, l.spent = now, 0
+func (l *refusalLog) due(now time.Time) []queue.Event { return events(l.t.Due(now)) }
+
+// event is the journal event of a report.
+func event(r report) queue.Event {
+	return queue.Event{
+		At: r.At, Action: queue.ActionRefused, Actor: r.Cause.actor, Reason: r.Cause.reason, Count: r.Count,
+		Detail: map[string]string{"code": r.Cause.code, "cmd": r.Detail,
+			"first": r.First.UTC().Format(time.RFC3339), "last": r.Last.UTC().Format(time.RFC3339)},
 	}
-	keys := make([]cause, 0, len(l.causes))
-	for c, t := range l.causes {
-		if t.count > 0 && now.Sub(t.journalled) >= RefusalWindow {
-			keys = append(keys, c)
-		}
-	}
-	sort.Slice(keys, func(i, j int) bool { return l.causes[keys[i]].first.Before(l.causes[keys[j]].first) })
+}
+
+// eventBytes is what a report costs of the hour's budget: its event's
+// JSON and the sequence number the journal adds.
+func eventBytes(r report) int {
+	b, _ := json.Marshal(event(r))
+	return len(b) + 20
+}
+
+func events(rs []report) []queue.Event {
 	var out []queue.Event
-	for _, c := range keys {
-		t := l.causes[c]
-		ev := queue.Event{
-			At: now, Action: queue.ActionRefused, Actor: c.actor, Reason: c.reason, Count: t.count,
-			Detail: map[string]string{"code": c.code, "cmd": t.cmd,
-				"first": t.first.UTC().Format(time.RFC3339), "last": t.last.UTC().Format(time.RFC3339)},
-		}
-		b, _ := json.Marshal(ev)
-		size := len(b) + 20 // the sequence number the journal adds
-		if l.spent+size > RefusalBytesPerHour {
-			break // the next hour
-		}
-		l.spent += size
-		t.count, t.journalled = 0, now
-		out = append(out, ev)
+	for _, r := range rs {
+		out = append(out, event(r))
 	}
 	return out
 }

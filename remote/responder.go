@@ -19,6 +19,7 @@ import (
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/central/command"
 	"github.com/rxedge/agent/dlq"
+	"github.com/rxedge/agent/internal/tally"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/status"
 )
@@ -70,9 +71,8 @@ type Responder struct {
 	loaded bool
 	nonces map[string]time.Time // accepted nonce → when it can no longer be accepted anyway
 
-	refMu    stdsync.Mutex
-	refusals *refusalLog
-	flushing *time.Timer // set while a flush of pending refusals is scheduled
+	// refusals journals refusals in aggregate (see refusalLog).
+	refusals *tally.Reporter[cause, string]
 }
 
 // New returns a responder; Subscribe puts it on a connection.
@@ -83,7 +83,8 @@ func New(o Options) *Responder {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	r := &Responder{o: o, keys: map[string]nkeys.KeyPair{}, nonces: map[string]time.Time{}, refusals: newRefusalLog()}
+	r := &Responder{o: o, keys: map[string]nkeys.KeyPair{}, nonces: map[string]time.Time{}}
+	r.refusals = tally.NewReporter(newRefusalLog().t, o.Clock, func(rs []report) { r.journalRefusals(events(rs)) })
 	for _, k := range o.OperatorKeys {
 		kp, err := nkeys.FromPublicKey(k)
 		if err != nil || !nkeys.IsValidPublicUserKey(k) {
@@ -370,31 +371,11 @@ func (r *Responder) refuse(c request, f *refusal) {
 		r.o.Logger.Warn("REMOTE_REFUSED", "cmd", c.cmd, "actor", c.actor, "reason", f.reason, "nonce", c.nonce())
 		return
 	}
-	r.refMu.Lock()
-	evs := r.refusals.note(cause{code: f.code, reason: f.reason, actor: c.actor}, c.cmd, r.o.Clock())
-	r.scheduleFlush()
-	r.refMu.Unlock()
-	r.journalRefusals(evs)
+	r.refusals.Note(cause{code: f.code, reason: f.reason, actor: c.actor}, c.cmd)
 }
 
-// scheduleFlush arms the timer that journals pending refusals; r.refMu is
-// held.
-func (r *Responder) scheduleFlush() {
-	if r.flushing != nil || !r.refusals.pending() {
-		return
-	}
-	r.flushing = time.AfterFunc(RefusalWindow, r.flushRefusals)
-}
-
-// flushRefusals journals the refusals that are due.
-func (r *Responder) flushRefusals() {
-	r.refMu.Lock()
-	r.flushing = nil
-	evs := r.refusals.due(r.o.Clock())
-	r.scheduleFlush()
-	r.refMu.Unlock()
-	r.journalRefusals(evs)
-}
+// flushRefusals journals the refusals that are due: the timer's work.
+func (r *Responder) flushRefusals() { r.refusals.Flush() }
 
 func (r *Responder) journalRefusals(evs []queue.Event) {
 	for _, ev := range evs {
@@ -407,14 +388,7 @@ func (r *Responder) journalRefusals(evs []queue.Event) {
 
 // Close stops the timer that journals pending refusals; refusals counted
 // since the last event are then only in the log.
-func (r *Responder) Close() {
-	r.refMu.Lock()
-	if r.flushing != nil {
-		r.flushing.Stop()
-		r.flushing = nil
-	}
-	r.refMu.Unlock()
-}
+func (r *Responder) Close() { r.refusals.Close() }
 
 // args decodes a command's arguments strictly into v.
 func args(c request, v any) error {

@@ -89,8 +89,9 @@ func TestSignatureBindsEveryField(t *testing.T) {
 }
 
 // FuzzEnvelope checks that decoding any bytes neither panics nor accepts
-// more than one value, and that a decoded envelope encodes and decodes to
-// the same signing bytes.
+// more than one value, that a decoded envelope encodes and decodes to
+// the same signing bytes, and that decoding allocates within the bound
+// (envelopeBytesPerByte a byte, plus envelopeBytesFixed).
 func FuzzEnvelope(f *testing.F) {
 	f.Add([]byte(`{"cmd":"dlq.redrive","store":"S0001","args":{"all":true},"nonce":"0190a4b2-0000-7000-8000-000000000000","expires":"2026-03-01T12:05:00Z","key":"UABC","sig":"AAAA"}`))
 	f.Add([]byte(`{}`))
@@ -98,6 +99,7 @@ func FuzzEnvelope(f *testing.F) {
 	f.Add([]byte(`{"args":[[[[[[[[[[[[]]]]]]]]]]]]}`))
 	f.Add([]byte("\xff"))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		checkEnvelopeBound(t, data)
 		e, err := command.DecodeEnvelope(data)
 		if err != nil {
 			return

@@ -5,9 +5,12 @@
 // It is built in three parts that know one thing each: FrameReader knows
 // MLLP framing only (bytes outside frames skipped, a bound on a frame,
 // refused without buffering it); Parse knows segments and fields only
-// (delimiters from MSH-1 and MSH-2, repetitions, components and escape
-// sequences decoded on access, every limit a named constant, errors naming
-// a place and never a value); Dispenses maps RXD and RXE fields to a
+// (delimiters from MSH-1 and MSH-2; segments, fields, repetitions,
+// components and subcomponents counted against their limits, each a named
+// constant, in one pass before anything is kept, so a message costs about
+// its size whatever it is made of; fields, repetitions, components and
+// escape sequences found and decoded on access; errors naming a place and
+// never a value); Dispenses maps RXD and RXE fields to a
 // movement and reads nothing else, so PID, PV1, NK1, IN1 and every other
 // segment never leave the message (DESIGN P6).
 //

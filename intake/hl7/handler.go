@@ -29,6 +29,10 @@ type Outcome struct {
 	Code       string // AA, AE or AR
 	Accepted   int
 	Duplicates int
+	// Err is the first error of a message answered AE or AR, and Errors
+	// the number the answer lists.
+	Err    *Error
+	Errors int
 }
 
 // Handle processes one message and returns the acknowledgement to send.
@@ -55,10 +59,13 @@ func (h *Handler) Handle(raw []byte) ([]byte, Outcome) {
 	}
 	items := make([]movement.Prepared, len(ds))
 	for i, d := range ds {
+		if len(errs) >= MaxErrors {
+			break // refused already: the answer lists the first MaxErrors
+		}
 		p, es := intake.Prepare(d.Movement, h.Sink.StoreID, now)
 		for _, e := range es {
 			code := CodeDataType
-			if e.Msg == "is required" || len(e.Msg) > 11 && e.Msg[:11] == "is required" {
+			if d.empty(e.Field) {
 				code = CodeRequiredMissing
 			}
 			errs = append(errs, &Error{Loc: d.where(e.Field), Code: code, Msg: e.Field + " " + e.Msg})
@@ -66,7 +73,7 @@ func (h *Handler) Handle(raw []byte) ([]byte, Outcome) {
 		items[i] = p
 	}
 	if len(errs) > 0 {
-		return h.refuse(hdr, AE, now, errs, len(ds))
+		return h.refuse(hdr, AE, now, errs[:min(len(errs), MaxErrors)], len(ds))
 	}
 	res, err := h.Sink.Enqueue(items)
 	if err != nil {
@@ -97,11 +104,12 @@ func (h *Handler) Handle(raw []byte) ([]byte, Outcome) {
 	return buildAck(hdr, AA, h.Sink.StoreID, now, nil), out
 }
 
+// refuse answers a message with code and errs, counting n dispenses
+// rejected. The refusal is logged by the listener, which knows the
+// sender, in aggregate.
 func (h *Handler) refuse(hdr ackHeader, code string, now time.Time, errs []*Error, n int) ([]byte, Outcome) {
 	h.Counter.Add(0, 0, n, now)
-	first := errs[0]
-	h.log().Info("HL7_REFUSED", "ack", code, "where", first.Loc.String(), "code", first.Code, "errors", len(errs))
-	return buildAck(hdr, code, h.Sink.StoreID, now, errs), Outcome{Code: code}
+	return buildAck(hdr, code, h.Sink.StoreID, now, errs), Outcome{Code: code, Err: errs[0], Errors: len(errs)}
 }
 
 func (h *Handler) loc() *time.Location {

@@ -105,6 +105,8 @@ func TestHandleAcks(t *testing.T) {
 	}{
 		{"a bad NDC", rds("C3", "RX101", "1", "12345", "30", "EA", "II"), AE, "RXD^1^2^1^1|102"},
 		{"no quantity", rds("C4", "RX101", "1", "12345-6789-01", "", "EA", ""), AE, "RXD^1^4^1|101"},
+		{"a sign for a quantity", rds("C4", "RX101", "1", "12345-6789-01", "-", "EA", ""), AE, "RXD^1^4^1|101"},
+		{"a quantity of letters", rds("C4", "RX101", "1", "12345-6789-01", "ten", "EA", ""), AE, "RXD^1^4^1|102"},
 		{"an unknown unit", rds("C5", "RX101", "1", "12345-6789-01", "3", "BOX", ""), AE, "RXD^1^5^1^1|103"},
 		{"schedule I", rds("C6", "RX101", "1", "12345-6789-01", "3", "EA", "I"), AE, "RXE^1^35^1^1|103"},
 		{"no prescription number", rds("C7", "", "1", "12345-6789-01", "3", "EA", ""), AE, "RXD^1^7^1|101"},

@@ -3,11 +3,13 @@ package hl7
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
 
-// Limits of one message's structure.
+// Limits of one message's structure. Parse counts against each as it
+// reads and refuses at the first crossed, before it keeps anything.
 const (
 	MaxSegments      = 2000
 	MaxFields        = 300 // per segment
@@ -72,96 +74,237 @@ const (
 	CodeDuplicateKey    = "205"
 )
 
-// Message is a decoded HL7 v2 message: its segments, each split into
-// fields, with delimiters taken from its own MSH. Values are decoded on
-// access (Get), escape sequences included.
+// Message is a decoded HL7 v2 message: its segments, with delimiters
+// taken from its own MSH. Fields are found, and values decoded (escape
+// sequences included), on access (Raw, Get).
 type Message struct {
 	Enc      Encoding
 	Segments []Segment
 }
 
-// Segment is one segment; Fields[0] is its id. For MSH, Fields[1] is
-// MSH-1 (the field separator) and Fields[2] MSH-2, so Fields[n] is always
-// field n.
+// Segment is one segment: its id, its position among the message's
+// segments with that id, and its text, which Raw and Get read fields
+// from. For MSH, field 1 is MSH-1 (the field separator) and field 2
+// MSH-2, as the standard numbers them.
 type Segment struct {
-	ID     string
-	Seq    int // position among the message's segments with this id, from 1
-	Fields []string
+	ID   string
+	Seq  int // position among the message's segments with this id, from 1
+	text string
+	sep  byte
 }
 
 // Parse decodes a message. Segments end with CR; a LF or CR LF is taken as
 // a segment end too (careless senders). The message must begin with MSH,
 // whose fourth and following bytes give its delimiters. Errors name a
 // place, never a value.
+//
+// Parse checks the message's structure against the limits (MaxSegments,
+// MaxFields, MaxRepetitions, MaxComponents, MaxSubcomponents) in one pass
+// over its bytes before it keeps anything, and refuses at the first limit
+// crossed. What it keeps of an accepted message is one copy of its text
+// and a Segment per segment: whatever the message holds, a little more
+// than its size.
 func Parse(b []byte) (*Message, error) {
 	if !utf8.Valid(b) {
 		// HL7 v2 allows other character sets (MSH-18); this intake takes
 		// ASCII and UTF-8 only and says so.
 		return nil, &Error{Loc: Location{Segment: "MSH", Seq: 1, Field: 18}, Code: CodeDataType, Msg: "the message is not ASCII or UTF-8"}
 	}
+	enc, err := encodingOf(b)
+	if err != nil {
+		return nil, err
+	}
+	n, err := enc.check(b)
+	if err != nil {
+		return nil, err
+	}
+	m := &Message{Enc: enc, Segments: make([]Segment, 0, n)}
+	text := string(b)
+	for len(text) > 0 {
+		if line := nextLine(&text); line != "" {
+			m.Segments = append(m.Segments, Segment{ID: segmentID(line, enc.Field), text: line, sep: enc.Field})
+		}
+	}
+	numberSegments(m.Segments)
+	return m, nil
+}
+
+// numberSegments sets each segment's Seq, its position among the
+// segments with its id, through an index sorted by id: four bytes a
+// segment, where a map of ids would cost many times that for a message
+// of many different ids.
+func numberSegments(segs []Segment) {
+	idx := make([]int32, len(segs))
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	slices.SortStableFunc(idx, func(a, b int32) int { return strings.Compare(segs[a].ID, segs[b].ID) })
+	seq := 0
+	for i, j := range idx {
+		if i == 0 || segs[j].ID != segs[idx[i-1]].ID {
+			seq = 0
+		}
+		seq++
+		segs[j].Seq = seq
+	}
+}
+
+// encodingOf reads a message's delimiters from MSH-1 and MSH-2.
+func encodingOf(b []byte) (Encoding, error) {
 	if len(b) < 8 || string(b[:3]) != "MSH" {
-		return nil, &Error{Loc: Location{Segment: "MSH", Seq: 1}, Code: CodeSegmentSequence, Msg: "the message does not begin with an MSH segment"}
+		return Encoding{}, &Error{Loc: Location{Segment: "MSH", Seq: 1}, Code: CodeSegmentSequence, Msg: "the message does not begin with an MSH segment"}
 	}
 	enc := Encoding{Field: b[3]}
 	encEnd := bytes.IndexByte(b[4:], enc.Field)
 	if encEnd < 0 {
-		return nil, &Error{Loc: Location{Segment: "MSH", Seq: 1, Field: 2}, Code: CodeRequiredMissing, Msg: "the encoding characters are not followed by a field separator"}
+		return Encoding{}, &Error{Loc: Location{Segment: "MSH", Seq: 1, Field: 2}, Code: CodeRequiredMissing, Msg: "the encoding characters are not followed by a field separator"}
 	}
 	ec := b[4 : 4+encEnd]
 	if len(ec) < 4 || len(ec) > 5 {
-		return nil, &Error{Loc: Location{Segment: "MSH", Seq: 1, Field: 2}, Code: CodeDataType, Msg: "must be 4 encoding characters (component, repetition, escape, subcomponent), or 5 with truncation"}
+		return Encoding{}, &Error{Loc: Location{Segment: "MSH", Seq: 1, Field: 2}, Code: CodeDataType, Msg: "must be 4 encoding characters (component, repetition, escape, subcomponent), or 5 with truncation"}
 	}
 	enc.Component, enc.Repetition, enc.Escape, enc.Subcomponent = ec[0], ec[1], ec[2], ec[3]
-	all := []byte{enc.Field, enc.Component, enc.Repetition, enc.Escape, enc.Subcomponent}
+	all := [...]byte{enc.Field, enc.Component, enc.Repetition, enc.Escape, enc.Subcomponent}
 	for i, c := range all {
 		if c < 0x21 || c > 0x7e || bytes.IndexByte(all[i+1:], c) >= 0 || isAlnum(c) {
-			return nil, &Error{Loc: Location{Segment: "MSH", Seq: 1, Field: 1 + min(i, 1)}, Code: CodeDataType, Msg: "delimiters must be distinct printable punctuation"}
+			return Encoding{}, &Error{Loc: Location{Segment: "MSH", Seq: 1, Field: 1 + min(i, 1)}, Code: CodeDataType, Msg: "delimiters must be distinct printable punctuation"}
 		}
 	}
-	m := &Message{Enc: enc}
-	seen := map[string]int{}
-	text := string(b)
-	for len(text) > 0 {
-		var line string
-		if i := strings.IndexAny(text, "\r\n"); i >= 0 {
-			line, text = text[:i], text[i+1:]
-		} else {
-			line, text = text, ""
+	return enc, nil
+}
+
+// nextLine cuts the next segment's text (up to a CR or LF) from text.
+func nextLine(text *string) string {
+	t := *text
+	if i := strings.IndexAny(t, "\r\n"); i >= 0 {
+		*text = t[i+1:]
+		return t[:i]
+	}
+	*text = ""
+	return t
+}
+
+// segmentID is a segment's text up to its first field separator.
+func segmentID(line string, sep byte) string {
+	if i := strings.IndexByte(line, sep); i >= 0 {
+		return line[:i]
+	}
+	return line
+}
+
+// check counts b's segments, and each segment's fields, repetitions,
+// components and subcomponents, as it reads, and returns the number of
+// segments, or an error naming the place of the first limit crossed (or
+// of a segment without a valid id, or a second MSH). It allocates
+// nothing but the error.
+func (e Encoding) check(b []byte) (int, error) {
+	n := 0
+	for start := 0; start < len(b); {
+		end := len(b)
+		if i := bytes.IndexAny(b[start:], "\r\n"); i >= 0 {
+			end = start + i
 		}
-		if line == "" {
+		line := b[start:end]
+		start = end + 1
+		if len(line) == 0 {
 			continue
 		}
-		if len(m.Segments) == MaxSegments {
-			return nil, &Error{Loc: Location{Segment: "MSH", Seq: 1}, Code: CodeSegmentSequence, Msg: fmt.Sprintf("more than %d segments", MaxSegments)}
+		n++
+		if n > MaxSegments {
+			return 0, &Error{Loc: Location{Segment: "MSH", Seq: 1}, Code: CodeSegmentSequence, Msg: fmt.Sprintf("more than %d segments", MaxSegments)}
 		}
-		fields := strings.Split(line, string(enc.Field))
-		id := fields[0]
+		id := line
+		if i := bytes.IndexByte(line, e.Field); i >= 0 {
+			id = line[:i]
+		}
 		if !validSegmentID(id) {
-			return nil, &Error{Loc: Location{Segment: "?", Seq: len(m.Segments) + 1}, Code: CodeSegmentSequence, Msg: fmt.Sprintf("segment %d has no valid segment id", len(m.Segments)+1)}
+			return 0, &Error{Loc: Location{Segment: "?", Seq: n}, Code: CodeSegmentSequence, Msg: fmt.Sprintf("segment %d has no valid segment id", n)}
 		}
-		seen[id]++
-		seg := Segment{ID: id, Seq: seen[id]}
-		if id == "MSH" {
-			if len(m.Segments) > 0 {
-				return nil, &Error{Loc: Location{Segment: "MSH", Seq: seen[id]}, Code: CodeSegmentSequence, Msg: "a second MSH segment"}
+		// The fields of MSH are read after MSH-2, whose text is the
+		// delimiters themselves.
+		from, field := len(id), 0
+		if string(id) == "MSH" {
+			if n > 1 {
+				return 0, &Error{Loc: Location{Segment: "MSH", Seq: seqOf(b[:end], "MSH", e.Field)}, Code: CodeSegmentSequence, Msg: "a second MSH segment"}
 			}
-			// fields[1] is MSH-2; MSH-1 is the separator itself.
-			fields = append([]string{"MSH", string(enc.Field)}, fields[1:]...)
+			from = 4 + bytes.IndexByte(line[4:], e.Field)
+			field = 2
 		}
-		if len(fields) > MaxFields+1 {
-			return nil, &Error{Loc: Location{Segment: id, Seq: seg.Seq}, Code: CodeSegmentSequence, Msg: fmt.Sprintf("more than %d fields", MaxFields)}
+		if l, msg := e.checkFields(line[from:], field); msg != "" {
+			l.Segment, l.Seq = string(id), seqOf(b[:end], string(id), e.Field)
+			code := CodeDataType
+			if l.Repetition == 0 {
+				code = CodeSegmentSequence
+			}
+			return 0, &Error{Loc: l, Code: code, Msg: msg}
 		}
-		seg.Fields = fields
-		m.Segments = append(m.Segments, seg)
 	}
-	return m, nil
+	return n, nil
+}
+
+// checkFields counts the delimiters of a segment's text from its first
+// field separator on (field is the number of the field before it) and
+// returns the place and the text of the first limit crossed (msg "" when
+// none is). A place has a repetition only when a limit inside a field
+// was crossed.
+func (e Encoding) checkFields(text []byte, field int) (Location, string) {
+	rep, comp, sub := 1, 1, 1
+	for _, c := range text {
+		switch c {
+		case e.Field:
+			field++
+			rep, comp, sub = 1, 1, 1
+			if field > MaxFields {
+				return Location{Field: field}, fmt.Sprintf("more than %d fields", MaxFields)
+			}
+		case e.Repetition:
+			rep++
+			comp, sub = 1, 1
+			if rep > MaxRepetitions {
+				return Location{Field: field, Repetition: rep}, fmt.Sprintf("more than %d repetitions", MaxRepetitions)
+			}
+		case e.Component:
+			comp++
+			sub = 1
+			if comp > MaxComponents {
+				return Location{Field: field, Repetition: rep, Component: comp}, fmt.Sprintf("more than %d components", MaxComponents)
+			}
+		case e.Subcomponent:
+			sub++
+			if sub > MaxSubcomponents {
+				return Location{Field: field, Repetition: rep, Component: comp, Sub: sub}, fmt.Sprintf("more than %d subcomponents", MaxSubcomponents)
+			}
+		}
+	}
+	return Location{}, ""
+}
+
+// seqOf is the position of the last segment of b, whose id is id, among
+// b's segments with that id: for an error's place, so counted only then.
+func seqOf(b []byte, id string, sep byte) int {
+	n := 0
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexAny(b, "\r\n"); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		if i := bytes.IndexByte(line, sep); i >= 0 {
+			line = line[:i]
+		}
+		if string(line) == id {
+			n++
+		}
+	}
+	return n
 }
 
 func isAlnum(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z'
 }
 
-func validSegmentID(id string) bool {
+func validSegmentID(id []byte) bool {
 	if len(id) != 3 {
 		return false
 	}
@@ -188,42 +331,47 @@ func (m *Message) Find(id string) []*Segment {
 // MSH is the message header.
 func (m *Message) MSH() *Segment { return &m.Segments[0] }
 
+// Fields is the number of s's fields (its last field's number).
+func (s *Segment) Fields() int {
+	n := strings.Count(s.text, string(s.sep))
+	if s.ID == "MSH" {
+		n++ // MSH-1 is the separator itself
+	}
+	return n
+}
+
 // Raw is field n of s as sent (escapes not decoded); "" when absent.
 func (s *Segment) Raw(n int) string {
-	if n <= 0 || n >= len(s.Fields) {
+	if n <= 0 || len(s.text) <= len(s.ID) {
 		return ""
 	}
-	return s.Fields[n]
+	rest := s.text[len(s.ID)+1:] // after the separator that ends the id
+	if s.ID == "MSH" {
+		if n == 1 {
+			return s.text[3:4]
+		}
+		n--
+	}
+	return part(rest, s.sep, n)
 }
 
 // Get is the decoded value of field n, repetition rep, component comp,
 // subcomponent sub of s (each 1-based; a 0 repetition, component or
 // subcomponent means the first). MSH-1 and MSH-2 are returned as sent.
 // It returns an *Error naming the place when the value has a malformed
-// escape sequence or too many parts.
+// escape sequence. Parse bounded every part's count, so Get only looks:
+// it allocates nothing but a value with escapes.
 func (m *Message) Get(s *Segment, n, rep, comp, sub int) (string, error) {
 	raw := s.Raw(n)
 	if s.ID == "MSH" && n <= 2 {
 		return raw, nil
 	}
-	loc := Location{Segment: s.ID, Seq: s.Seq, Field: n, Repetition: max(rep, 1), Component: comp, Sub: sub}
-	reps := strings.Split(raw, string(m.Enc.Repetition))
-	if len(reps) > MaxRepetitions {
-		return "", &Error{Loc: loc, Code: CodeDataType, Msg: fmt.Sprintf("more than %d repetitions", MaxRepetitions)}
-	}
-	v := pick(reps, rep)
-	comps := strings.Split(v, string(m.Enc.Component))
-	if len(comps) > MaxComponents {
-		return "", &Error{Loc: loc, Code: CodeDataType, Msg: fmt.Sprintf("more than %d components", MaxComponents)}
-	}
-	v = pick(comps, comp)
-	subs := strings.Split(v, string(m.Enc.Subcomponent))
-	if len(subs) > MaxSubcomponents {
-		return "", &Error{Loc: loc, Code: CodeDataType, Msg: fmt.Sprintf("more than %d subcomponents", MaxSubcomponents)}
-	}
-	v = pick(subs, sub)
+	v := part(raw, m.Enc.Repetition, rep)
+	v = part(v, m.Enc.Component, comp)
+	v = part(v, m.Enc.Subcomponent, sub)
 	out, ok := m.Enc.Unescape(v)
 	if !ok {
+		loc := Location{Segment: s.ID, Seq: s.Seq, Field: n, Repetition: max(rep, 1), Component: comp, Sub: sub}
 		return "", &Error{Loc: loc, Code: CodeDataType, Msg: "malformed escape sequence"}
 	}
 	return out, nil
@@ -238,14 +386,20 @@ func (m *Message) Repetitions(s *Segment, n int) int {
 	return strings.Count(raw, string(m.Enc.Repetition)) + 1
 }
 
-func pick(parts []string, i int) string {
-	if i <= 0 {
-		i = 1
+// part is the i-th (from 1; 0 is 1) of the parts of s separated by sep,
+// "" when s has fewer.
+func part(s string, sep byte, i int) string {
+	for ; i > 1; i-- {
+		j := strings.IndexByte(s, sep)
+		if j < 0 {
+			return ""
+		}
+		s = s[j+1:]
 	}
-	if i > len(parts) {
-		return ""
+	if j := strings.IndexByte(s, sep); j >= 0 {
+		return s[:j]
 	}
-	return parts[i-1]
+	return s
 }
 
 // maxEscape bounds one escape sequence's text (\X...\ with hex bytes).

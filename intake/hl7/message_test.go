@@ -183,18 +183,25 @@ func TestFrameReader(t *testing.T) {
 	}
 }
 
+// FuzzParse checks that decoding any bytes neither panics nor yields a
+// value longer than the message, and that it allocates within the bound
+// (decodeBytesPerByte a byte, plus decodeBytesFixed).
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(rds("C1", "RX1", "1", "12345-6789-01", "10", "EA", "II")))
 	f.Add([]byte("MSH#:*!$#A#B\rRXD#1#x:y\r"))
 	f.Add([]byte("MSH|^~\\&|A\rRXD|1|\\X41\\|\\F\\\\S\\"))
+	f.Add([]byte("MSH|^~\\&|" + strings.Repeat("|", 400)))
+	f.Add([]byte("MSH|^~\\&|" + strings.Repeat("\rZ00", 300)))
+	f.Add([]byte("MSH|^~\\&|A|B|C|D|1||RDS^O13|C|P|2.5" + strings.Repeat("\rRXD|1|1234-5678-90|202603010930|1|EA||R", 50)))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		checkDecodeBound(t, b)
 		m, err := Parse(b)
 		if err != nil {
 			return
 		}
 		for i := range m.Segments {
 			s := &m.Segments[i]
-			for n := range min(len(s.Fields), 40) {
+			for n := range min(s.Fields()+1, 40) {
 				v, err := m.Get(s, n, 1, 1, 1)
 				if err == nil && len(v) > len(b) {
 					t.Fatalf("decoded value longer than the message")
@@ -205,12 +212,27 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
+// FuzzFrame checks that framing any bytes never panics, never returns a
+// frame over the bound or holding a framing byte, never returns more
+// frame bytes than it read, and allocates at most the read buffer and
+// three times the largest frame it may hold.
 func FuzzFrame(f *testing.F) {
 	f.Add(AppendFrame([]byte("x"), []byte("MSH|a")), 64)
 	f.Add([]byte{StartBlock, EndBlock, CR, StartBlock, 'a', EndBlock}, 8)
 	f.Fuzz(func(t *testing.T, b []byte, max int) {
 		if max <= 0 || max > 1<<16 {
 			max = 64
+		}
+		n := allocated(func() {
+			fr := NewFrameReader(bytes.NewReader(b), max)
+			for {
+				if _, err := fr.Next(); err != nil && !errors.Is(err, ErrFrame) {
+					return
+				}
+			}
+		})
+		if limit := uint64(frameReadBuffer + 3*min(len(b), max) + 4<<10); n > limit {
+			t.Fatalf("framing %d bytes (frames of at most %d) allocated %d bytes, more than %d", len(b), max, n, limit)
 		}
 		fr := NewFrameReader(bytes.NewReader(b), max)
 		total := 0

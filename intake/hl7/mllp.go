@@ -17,6 +17,10 @@ const (
 // MaxMessageBytes is the default bound on one framed message.
 const MaxMessageBytes = 1 << 20
 
+// frameReadBuffer is the read buffer of a FrameReader: with the frame
+// being gathered, what one connection holds.
+const frameReadBuffer = 64 << 10
+
 // Framing errors. ErrTooLarge ends the connection: the rest of the frame
 // cannot be told from the next one without reading it all.
 var (
@@ -42,7 +46,7 @@ func NewFrameReader(r io.Reader, max int) *FrameReader {
 	if max <= 0 {
 		max = MaxMessageBytes
 	}
-	return &FrameReader{r: bufio.NewReaderSize(r, 64<<10), max: max}
+	return &FrameReader{r: bufio.NewReaderSize(r, frameReadBuffer), max: max}
 }
 
 // Next returns the next frame's message, without its framing bytes. The
@@ -87,6 +91,7 @@ func (f *FrameReader) Next() ([]byte, error) {
 		if len(f.buf)+len(chunk) > f.max {
 			return nil, fmt.Errorf("%w of %d bytes", ErrTooLarge, f.max)
 		}
+		f.grow(len(chunk))
 		f.buf = append(f.buf, chunk...)
 		if !end {
 			continue
@@ -104,6 +109,20 @@ func (f *FrameReader) Next() ([]byte, error) {
 		}
 		return f.buf, nil
 	}
+}
+
+// grow makes room for n more bytes in the frame buffer, doubling it (up
+// to the bound) rather than letting append grow it by a quarter at a
+// time: a frame of the largest size then costs twice its size in
+// buffers, not five times.
+func (f *FrameReader) grow(n int) {
+	need := len(f.buf) + n
+	if need <= cap(f.buf) {
+		return
+	}
+	b := make([]byte, len(f.buf), min(max(2*cap(f.buf), need), f.max))
+	copy(b, f.buf)
+	f.buf = b
 }
 
 // AppendFrame appends msg framed for MLLP to dst.

@@ -43,11 +43,41 @@ func (d *Dispense) where(field string) Location {
 	return rxd
 }
 
+// MaxErrors bounds the errors gathered for one message, and so the ERR
+// segments of its acknowledgement: a message with more is refused with
+// the first MaxErrors, and its later RXD segments are not read.
+const MaxErrors = 100
+
+// empty reports whether the movement field named field was mapped to
+// nothing: a validation error of such a field is a required field
+// missing (table 0357 code 101), of any other a data type error (102).
+// The mapping itself refuses most empty fields; a quantity that is a
+// sign alone reaches validation empty.
+func (d *Dispense) empty(field string) bool {
+	m := d.Movement
+	switch field {
+	case "movement_id":
+		return m.MovementID == ""
+	case "type":
+		return m.Type == ""
+	case "ndc":
+		return m.NDC == ""
+	case "quantity":
+		return m.Quantity == ""
+	case "unit":
+		return m.Unit == ""
+	case "occurred_at":
+		return m.OccurredAt == ""
+	}
+	return false
+}
+
 // Dispenses maps every RXD of an RDS message to a dispense movement (a
 // return when the quantity is negative). Only MSH, RXE and RXD are read:
 // PID, PV1, NK1, IN1 and every other segment are never looked at. Times
 // without an offset are in loc. The schedule is RXE-35 of the RXE before
-// the RXD, else the formulary's. Errors name places, never values.
+// the RXD, else the formulary's. Errors name places, never values; there
+// are at most MaxErrors.
 func Dispenses(m *Message, fm intake.Formulary, loc *time.Location) ([]*Dispense, []*Error) {
 	var out []*Dispense
 	var errs []*Error
@@ -65,6 +95,9 @@ func Dispenses(m *Message, fm intake.Formulary, loc *time.Location) ([]*Dispense
 			if d != nil {
 				out = append(out, d)
 			}
+		}
+		if len(errs) >= MaxErrors {
+			return out, errs[:MaxErrors]
 		}
 	}
 	if len(out) == 0 && len(errs) == 0 {

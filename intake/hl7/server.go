@@ -11,7 +11,6 @@ import (
 	"net"
 	"os"
 	stdsync "sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/rxedge/agent/intake"
@@ -21,28 +20,26 @@ import (
 // which reads a frame, hands it to the Handler and writes the
 // acknowledgement before reading the next: a sender gets its answers in
 // order, and one that never reads its acknowledgements is cut off after
-// WriteTimeout without holding up the others. The connection set is
-// owned by mu.
+// WriteTimeout without holding up the others. Every refusal (of a
+// connection or a message) is counted by reason and logged in aggregate
+// (see RefusalWindow), so no sender can flood the log. The connection set
+// is owned by mu.
 type Server struct {
-	opts intake.HL7Options
-	h    *Handler
-	ln   net.Listener
-	log  *slog.Logger
+	opts    intake.HL7Options
+	h       *Handler
+	ln      net.Listener
+	log     *slog.Logger
+	refused *refusals
 
 	mu      stdsync.Mutex
 	conns   map[*conn]struct{}
 	closing bool
 	wg      stdsync.WaitGroup
-
-	// Refused counts connections refused (too many, or not permitted).
-	Refused atomic.Uint64
-	// CutOff counts connections closed because their sender did not read
-	// an acknowledgement within WriteTimeout.
-	CutOff atomic.Uint64
 }
 
 type conn struct {
 	net.Conn
+	peer    string // its address without the port, for the refusal log
 	mu      stdsync.Mutex
 	closing bool
 }
@@ -64,7 +61,7 @@ func Listen(opts intake.HL7Options, h *Handler, log *slog.Logger) (*Server, erro
 		}
 		ln = tls.NewListener(ln, cfg)
 	}
-	return &Server{opts: opts, h: h, ln: ln, log: log, conns: map[*conn]struct{}{}}, nil
+	return &Server{opts: opts, h: h, ln: ln, log: log, refused: newRefusals(log), conns: map[*conn]struct{}{}}, nil
 }
 
 func tlsConfig(o intake.HL7Options) (*tls.Config, error) {
@@ -114,22 +111,28 @@ func (s *Server) Serve(ctx context.Context) error {
 		s.admit(c)
 	}
 	s.wg.Wait()
+	s.refused.rep.Drain()
 	return err
 }
 
 func (s *Server) admit(nc net.Conn) {
+	c := &conn{Conn: nc, peer: peerOf(nc.RemoteAddr())}
+	// A refusal is counted before the connection is closed: what the
+	// sender sees follows what the counters say.
 	if !s.opts.Permitted(nc.RemoteAddr()) {
-		s.Refused.Add(1)
-		s.log.Warn("HL7_CONNECTION_REFUSED", "reason", "address not in intake.hl7.allowed_hosts")
+		s.refused.note(ReasonNotAllowed, c.peer, refusalDetail{})
 		nc.Close()
 		return
 	}
-	c := &conn{Conn: nc}
 	s.mu.Lock()
 	if s.closing || len(s.conns) >= s.opts.MaxConnections {
+		closing := s.closing
 		s.mu.Unlock()
-		s.Refused.Add(1)
-		s.log.Warn("HL7_CONNECTION_REFUSED", "reason", "too many connections", "max", s.opts.MaxConnections)
+		if closing {
+			s.refused.note(ReasonShuttingDown, c.peer, refusalDetail{})
+		} else {
+			s.refused.note(ReasonTooMany, c.peer, refusalDetail{limit: s.opts.MaxConnections})
+		}
 		nc.Close()
 		return
 	}
@@ -145,6 +148,10 @@ func (s *Server) admit(nc net.Conn) {
 		c.Close()
 	}()
 }
+
+// Refusals is the count of refusals by reason (RefusalReasons) since the
+// server started, for metrics.
+func (s *Server) Refusals() map[string]uint64 { return s.refused.snapshot() }
 
 // Conns is the number of open connections.
 func (s *Server) Conns() int {
@@ -190,54 +197,51 @@ func (s *Server) serve(c *conn) {
 			return
 		}
 		msg, err := fr.Next()
-		switch {
-		case errors.Is(err, ErrTooLarge):
-			s.h.Counter.Add(0, 0, 1, s.h.Sink.Now())
-			s.log.Warn("HL7_MESSAGE_TOO_LARGE", "max_bytes", s.opts.MaxMessageBytes)
-			return
-		case err != nil && !errors.Is(err, ErrFrame):
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				c.mu.Lock()
-				closing := c.closing
-				c.mu.Unlock()
-				if !closing {
-					s.log.Info("HL7_IDLE_CLOSED")
-				}
-			} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
-				s.log.Info("HL7_CONNECTION_ENDED", "reason", errorKind(err))
-			}
+		if err != nil && !errors.Is(err, ErrFrame) {
+			s.ended(c, err)
 			return
 		}
 		// A frame whose end is malformed is still answered (AR or
 		// better): the sender learns of it rather than timing out.
-		ack, _ := s.h.Handle(msg)
+		ack, out := s.h.Handle(msg)
+		if out.Code != AA {
+			reason, d := messageRefusal(out)
+			s.refused.note(reason, c.peer, d)
+		}
 		c.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
 		if _, err := c.Write(AppendFrame(nil, ack)); err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				s.CutOff.Add(1)
+			reason := connRefusal(err)
+			if isTimeout(err) {
+				reason = ReasonAckTimeout
 			}
-			s.log.Warn("HL7_ACK_NOT_SENT", "reason", errorKind(err))
+			s.refused.note(reason, c.peer, refusalDetail{})
 			return
 		}
 	}
 }
 
-// errorKind names a connection error without its text (which may quote
-// addresses and is of no use in bulk).
-func errorKind(err error) string {
-	var ne net.Error
+// ended notes why a connection ended while a frame was awaited, unless
+// its sender closed it between messages or the agent is stopping.
+func (s *Server) ended(c *conn, err error) {
 	switch {
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return "closed mid-message"
-	case errors.As(err, &ne) && ne.Timeout():
-		return "timeout"
-	case errors.As(err, new(tls.RecordHeaderError)):
-		return "not tls"
+	case errors.Is(err, ErrTooLarge):
+		s.h.Counter.Add(0, 0, 1, s.h.Sink.Now())
+		s.refused.note(ReasonTooLarge, c.peer, refusalDetail{limit: s.opts.MaxMessageBytes})
+	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
+	case isTimeout(err):
+		c.mu.Lock()
+		closing := c.closing
+		c.mu.Unlock()
+		if !closing {
+			s.refused.note(ReasonIdle, c.peer, refusalDetail{})
+		}
+	default:
+		s.refused.note(connRefusal(err), c.peer, refusalDetail{})
 	}
-	return "connection error"
 }
 
 // Close closes the listener of a server that will not Serve.
-func (s *Server) Close() error { return s.ln.Close() }
+func (s *Server) Close() error {
+	s.refused.rep.Close()
+	return s.ln.Close()
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -73,6 +74,35 @@ func TestServerBoundsHostileSenders(t *testing.T) {
 		}
 	})
 
+	t.Run("a message of separators is refused at its first limit, for about its size", func(t *testing.T) {
+		// Its own server, taking messages of the default size.
+		s := startServer(t, h, intake.HL7Options{})
+		c := dial(t, s)
+		fr := NewFrameReader(c, 0)
+		msg := AppendFrame(nil, append([]byte("MSH|^~\\&"), bytes.Repeat([]byte("|"), intake.DefaultMaxMessageBytes-8)...))
+		var code string
+		var errs []string
+		// What the server allocates to read, decode and answer it: its
+		// frame buffer, not a string per separator (34 MB).
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		c.Write(msg)
+		ack, err := fr.Next()
+		if err != nil {
+			t.Fatalf("reading the ACK: %v", err)
+		}
+		runtime.ReadMemStats(&after)
+		n := after.TotalAlloc - before.TotalAlloc
+		code, _, errs = ackParts(t, ack)
+		t.Logf("%d bytes allocated to answer a %d-byte message", n, len(msg))
+		if code != AR || len(errs) != 1 || !strings.HasPrefix(errs[0], "MSH^1^301^1|100^") {
+			t.Fatalf("ACK %s %v, want AR at MSH-301", code, errs)
+		}
+		if n > 4*uint64(len(msg)) {
+			t.Errorf("%d bytes allocated to refuse a %d-byte message, more than 4 times its size", n, len(msg))
+		}
+	})
+
 	t.Run("an idle connection is closed", func(t *testing.T) {
 		c := dial(t, s)
 		if got := waitClosed(t, c); len(got) != 0 {
@@ -103,7 +133,7 @@ func TestServerBoundsHostileSenders(t *testing.T) {
 			t.Fatalf("other sender: %s", code)
 		}
 		deadline := time.Now().Add(time.Minute)
-		for s.CutOff.Load() == 0 {
+		for s.Refusals()[ReasonAckTimeout] == 0 {
 			if time.Now().After(deadline) {
 				t.Fatal("waited a minute for the server to cut off a sender that does not read its ACKs")
 			}
@@ -115,7 +145,7 @@ func TestServerBoundsHostileSenders(t *testing.T) {
 		// Its own server, whose idle timeout cannot close an admitted
 		// connection while the test opens the others.
 		s := startServer(t, h, intake.HL7Options{MaxConnections: 3})
-		before := s.Refused.Load()
+		before := s.Refusals()[ReasonTooMany]
 		for i := 0; i < 3; i++ {
 			c := dial(t, s)
 			fr := NewFrameReader(c, 0)
@@ -126,7 +156,7 @@ func TestServerBoundsHostileSenders(t *testing.T) {
 		if got := waitClosed(t, extra); len(got) != 0 {
 			t.Fatalf("answered %q", got)
 		}
-		if s.Refused.Load() == before {
+		if s.Refusals()[ReasonTooMany] == before {
 			t.Fatal("the refusal was not counted")
 		}
 	})
