@@ -2,14 +2,18 @@ package audit_test
 
 import (
 	"bytes"
+	"crypto/rand"
 	"errors"
 	"fmt"
+	"log/slog"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"golang.org/x/mod/sumdb/note"
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/central/ledger"
@@ -297,5 +301,34 @@ func samplePeakHeap() func() uint64 {
 		close(done)
 		<-stopped
 		return peak
+	}
+}
+
+// Records the witness refuses, as many as anyone who may write to the
+// streams likes: each is counted; the pass logs a bounded number of
+// lines, and still countersigns the store's own checkpoints.
+func TestWitnessLogsBoundedRefusals(t *testing.T) {
+	r := newRig(t)
+	const forged = 500
+	ledgertest.PublishUnsigned(r.ctx, t, r.js, "S0042", forged, func(i int) (string, int64) { return r.a.Log, int64(1000 + i) })
+	r.records += forged
+	r.wait(t)
+	skey, _, err := audit.GenerateWitnessKey(rand.Reader, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, _ := note.NewSigner(skey)
+	var logs bytes.Buffer
+	w, err := audit.NewWitness(r.ctx, audit.WitnessOptions{Conn: r.nc, Roster: r.roster, Signer: signer,
+		StateFile: filepath.Join(t.TempDir(), "witness.json"), Log: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := w.Once(r.ctx)
+	if err != nil || run.Countersigned != 5 || run.Refused[audit.RefusedBadSignature] != forged {
+		t.Fatalf("pass over %d forged records: %+v %v", forged, run, err)
+	}
+	if n := strings.Count(logs.String(), "\n"); n > 20 {
+		t.Errorf("%d refusals logged in %d lines:\n%.2000s", forged, n, logs.String())
 	}
 }
