@@ -18,6 +18,7 @@ import (
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/central/ledger"
 	"github.com/rxedge/agent/headoffice/audit"
+	"github.com/rxedge/agent/headoffice/provision"
 	"github.com/rxedge/agent/testkit/ledgertest"
 	"github.com/rxedge/agent/testkit/natstest"
 )
@@ -133,6 +134,28 @@ func TestProveDespiteForgedCheckpoint(t *testing.T) {
 	}
 	if p, err := audit.Prove(r.ctx, audit.ProveOptions{Conn: r.nc, Key: key, Store: "S0042", NoWitness: true}); !errors.Is(err, audit.ErrNoRoster) {
 		t.Fatalf("prove without the roster: %v; wrote a proof whose checkpoint no one authenticated:\n%s", err, p.Checkpoint)
+	}
+	keyless, err := provision.ParseRoster(strings.NewReader("S0042\n" + r.b.RosterLine()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := audit.Prove(r.ctx, audit.ProveOptions{Conn: r.nc, Key: key, Roster: keyless, NoWitness: true}); !errors.Is(err, audit.ErrNoRoster) {
+		t.Fatalf("prove with no key of the store in the roster: %v", err)
+	}
+}
+
+// A roster that gives a store no key: none of its checkpoints is
+// authenticated, each is counted, and the report says why.
+func TestVerifyKeylessStore(t *testing.T) {
+	r := newRig(t)
+	keyless, err := provision.ParseRoster(strings.NewReader("S0042\n" + r.b.RosterLine()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := r.verify(t, func(o *audit.Options) { o.Roster = keyless })
+	if rep.OK() || rep.Counts[audit.KindUnverifiedCheckpoint] != 4 || len(rep.Logs) != 1 || rep.Checkpoints != 1 ||
+		!strings.Contains(strings.Join(rep.Notes, "\n"), "store S0042 has no key in the roster: none of its checkpoints could be authenticated") {
+		t.Fatalf("S0042 without a key: %+v\n%s", rep.Logs, dump(rep))
 	}
 }
 

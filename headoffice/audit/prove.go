@@ -55,7 +55,7 @@ var ErrNotCovered = errors.New("audit: no signed checkpoint covers the movement 
 // ErrNoRoster is matched by Prove's error when it is given no roster, or
 // one without a key of the movement's store: no checkpoint can then be
 // authenticated, and a checkpoint no one authenticated is no proof.
-var ErrNoRoster = errors.New("audit: no roster key of the store to authenticate its checkpoints: a proof needs the roster (--roster)")
+var ErrNoRoster = errors.New("audit: a proof needs the store's keys from the roster: without them no checkpoint can be authenticated")
 
 // Prove writes the inspector's proof of one movement: its payload and
 // leaf, the newest checkpoint of its log that a roster key of its store
@@ -172,7 +172,7 @@ func (pr *prover) selectCheckpoint(ctx context.Context) error {
 		store = pr.found.store
 	}
 	if len(pr.o.Roster.Keys(store)) == 0 {
-		return fmt.Errorf("%w (store %s)", ErrNoRoster, store)
+		return fmt.Errorf("audit: store %s has no key in the roster (add its line, \"%s <key>\"): %w", store, store, ErrNoRoster)
 	}
 	sel := NewSelector(pr.o.Roster)
 	var data []byte
