@@ -266,7 +266,10 @@ the witness signed one) is taken, and the inclusion proof is computed from
 the archive's leaves, in memory that does not grow with the log. Records
 under checkpoint tokens that no roster key of the store signed choose
 nothing: they are passed over and counted on stderr. Without --roster no
-checkpoint can be authenticated, and prove writes nothing. The file
+checkpoint can be authenticated, and prove writes nothing. With
+--witness-key only a checkpoint of RX_WITNESS that the witness's key
+countersigned is taken from there (without it, the countersignature is
+left to agent verify-proof --witness-key to check). The file
 (--out, default stdout) holds the payload, its leaf, the inclusion proof
 and the signed checkpoint; its format is central/ledger's Proof.
 
@@ -281,9 +284,10 @@ func newCentralProveCmd(s *streams) *cobra.Command {
 		out    string
 		roster string
 		noWit  bool
+		witKey string
 	)
 	cmd := &cobra.Command{
-		Use:   "prove KEY --roster FILE [--store ID] [--out FILE] --server URL [auth flags]",
+		Use:   "prove KEY --roster FILE [--store ID] [--witness-key KEY] [--out FILE] --server URL [auth flags]",
 		Short: "Write an inspector's proof of one movement (check it with agent verify-proof)",
 		Long:  centralProveLong,
 		Args:  usageArgs(cobra.ExactArgs(1)),
@@ -297,6 +301,11 @@ func newCentralProveCmd(s *streams) *cobra.Command {
 			var err error
 			if o.Roster, err = readRoster(roster); err != nil {
 				return err
+			}
+			if witKey != "" {
+				if o.Witness, _, err = readVerifierKey("--witness-key", witKey); err != nil {
+					return err
+				}
 			}
 			if o.Archives, err = conn.archives(); err != nil {
 				return err
@@ -335,6 +344,7 @@ func newCentralProveCmd(s *streams) *cobra.Command {
 	fs.StringVar(&roster, "roster", "", "the roster: a store id and its ledger keys a line (required: only checkpoints a roster key of the store signed are taken)")
 	fs.StringVar(&out, "out", "", "the proof file to write (default stdout)")
 	fs.BoolVar(&noWit, "no-witness", false, "do not look for a countersigned checkpoint (an identity that may not read RX_WITNESS)")
+	fs.StringVar(&witKey, "witness-key", "", "head office's witness verifier key (or a file holding it): take only checkpoints it countersigned from RX_WITNESS")
 	conn.register(cmd, false)
 	return cmd
 }

@@ -167,6 +167,14 @@ func TestLedgerCommandsThroughTheBinary(t *testing.T) {
 	if code != 0 || rep.Logs[0].Witnessed != 50 {
 		t.Fatalf("verify with the witness key: exit %d: %+v", code, rep.Logs)
 	}
+	wproof := filepath.Join(dir, "witnessed.json")
+	if code, _, errs := agentRun(t, bin, "central", "prove", key, "--store", "S0042", "--roster", roster, "--witness-key", strings.TrimSpace(wpub),
+		"--server", srv.URL(), "--out", wproof); code != 0 {
+		t.Fatalf("prove --witness-key: exit %d: %s", code, errs)
+	}
+	if code, out, _ := agentRun(t, bin, "verify-proof", wproof, "--store-key", a.VKey, "--witness-key", strings.TrimSpace(wpub)); code != 0 || !strings.Contains(out, "countersigned by the witness") {
+		t.Errorf("verify-proof of the countersigned proof: exit %d: %s", code, out)
+	}
 
 	// An archive recreated without sequence 33.
 	ledgertest.RewriteArchive(ctx, t, js, central.ArchiveStreamName, func(recs []ledgertest.Record) []ledgertest.Record {

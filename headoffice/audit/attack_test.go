@@ -355,3 +355,29 @@ func TestWitnessLogsBoundedRefusals(t *testing.T) {
 		t.Errorf("%d refusals logged in %d lines:\n%.2000s", forged, n, logs.String())
 	}
 }
+
+// A store-signed checkpoint newer than the witness countersigned, stored
+// in the witness stream by another identity than the witness: with the
+// witness's key, prove takes only what the witness countersigned.
+func TestProveTakesOnlyCountersigned(t *testing.T) {
+	r := newRig(t)
+	w, _, wv, wkey := newWitness(t, r, filepath.Join(t.TempDir(), "w.json"))
+	if _, err := w.Once(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.a.Movements(r.ctx, t, r.js, 10)
+	m := r.a.Checkpoint(r.ctx, t, r.js)
+	r.records += 11
+	r.wait(t)
+	if _, err := r.js.Publish(r.ctx, central.WitnessSubject("S0042"), []byte(m.Note)); err != nil {
+		t.Fatal(err)
+	}
+	key := ledgertest.Key("S0042", 32)
+	p, err := audit.Prove(r.ctx, audit.ProveOptions{Conn: r.nc, Key: key, Store: "S0042", Roster: r.roster, Witness: wv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := ledger.CheckProof(p, r.a.VKey, wkey); err != nil || !res.Witnessed || res.Checkpoint.Size != 60 {
+		t.Fatalf("proof with the witness's key: %+v %v, want the countersigned checkpoint of size 60", res, err)
+	}
+}

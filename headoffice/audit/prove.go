@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/mod/sumdb/note"
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/central/ledger"
@@ -34,6 +35,11 @@ type ProveOptions struct {
 	// that may not read it).
 	WitnessStream string
 	NoWitness     bool
+	// Witness, when set, is the witness's key: only a checkpoint of the
+	// witness stream that it countersigned is taken. Without it the
+	// countersignature cannot be checked, and any checkpoint there that a
+	// roster key of the store signed is taken.
+	Witness note.Verifier
 	// MaxBuffered bounds the leaves held that arrive ahead of a missing
 	// one. Default DefaultMaxBuffered.
 	MaxBuffered int
@@ -219,7 +225,8 @@ func (pr *prover) selectCheckpoint(ctx context.Context) error {
 
 // preferWitnessed takes, when the witness stream holds one, the newest
 // countersigned checkpoint of the log that covers the movement, signed
-// by a roster key of the store.
+// by a roster key of the store (and countersigned by Witness when it is
+// set).
 func (pr *prover) preferWitnessed(ctx context.Context) error {
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -228,11 +235,12 @@ func (pr *prover) preferWitnessed(ctx context.Context) error {
 		return nil
 	}
 	store, seq := pr.found.store, pr.leaf.Seq
-	keys := verifiers(pr.o.Roster, store, nil)
+	keys := verifiers(pr.o.Roster, store, pr.o.Witness)
 	var wbest *ledger.Checkpoint
 	_, err = scanPrefix(ctx, pr.js, pr.o.WitnessStream, central.WitnessPrefix, 0, wst.CachedInfo().State.LastSeq, []string{central.WitnessSubject(store)}, false, func(r record) error {
-		_, c, err := ledger.Open(r.data, keys)
-		if err != nil || c.Store != store || c.Log != pr.best.Log || c.First != pr.best.First || seq-c.First >= uint64(c.Size) {
+		n, c, err := ledger.Open(r.data, keys)
+		if err != nil || c.Store != store || c.Log != pr.best.Log || c.First != pr.best.First || seq-c.First >= uint64(c.Size) ||
+			pr.o.Witness != nil && !hasSig(n, pr.o.Witness) {
 			return nil
 		}
 		if wbest == nil || c.Size > wbest.Size {
