@@ -86,26 +86,21 @@ func (s *Selector) Covering(store string, seq uint64) (ledger.Signed, bool) {
 	return best, found && seq-best.First < uint64(best.Size)
 }
 
-// Bounds of a tally.
-const (
-	// maxTallySamples are the records of a store and kind listed one by
-	// one; the rest are one finding with their count.
-	maxTallySamples = 8
-	// maxTallyOthers are the stores outside the roster tallied apart;
-	// records of stores past them are tallied together.
-	maxTallyOthers = 1024
-)
+// maxTallySamples are the records of a store and kind a tally lists one
+// by one; the rest are one finding with their count.
+const maxTallySamples = 8
 
 // tally counts records that anyone who may write to the streams can make
 // at will (records under checkpoint tokens no roster key signed, movements
 // with no usable leaf, witness-stream records without their signatures),
-// per store and kind, and keeps the first few of each as findings: its
-// memory does not grow with their number, and they cannot push the other
-// findings out of the report's list.
+// per store of the roster and kind, those of every other store together,
+// and keeps the first few of each as findings: its memory does not grow
+// with their number, nor with the store ids they are written under, and
+// they cannot push the other findings out of the report's list.
 type tally struct {
-	maxStores int
-	stores    map[string]bool
-	per       map[tallyKey]*tallied
+	roster map[string]bool
+	stores map[string]bool // the roster's stores tallied
+	per    map[tallyKey]*tallied
 }
 
 type tallyKey struct{ store, kind string }
@@ -116,22 +111,25 @@ type tallied struct {
 	samples []Finding
 }
 
-// othersStore stands for the stores tallied together, past maxStores.
+// othersStore stands, in a tally's findings of the rest, for the stores
+// outside the roster.
 const othersStore = "*"
 
-func newTally(maxStores int) *tally {
-	return &tally{maxStores: maxStores, stores: map[string]bool{}, per: map[tallyKey]*tallied{}}
+func newTally(roster []string) *tally {
+	t := &tally{roster: map[string]bool{}, stores: map[string]bool{}, per: map[tallyKey]*tallied{}}
+	for _, s := range roster {
+		t.roster[s] = true
+	}
+	return t
 }
 
 // add counts f, a record of f.Store, for reason (one of a fixed set).
 func (t *tally) add(f Finding, reason string) {
-	if !t.stores[f.Store] {
-		if len(t.stores) >= t.maxStores {
-			f.Store = othersStore
-		}
+	k := tallyKey{othersStore, f.Kind}
+	if t.roster[f.Store] {
+		k.store = f.Store
 		t.stores[f.Store] = true
 	}
-	k := tallyKey{f.Store, f.Kind}
 	e := t.per[k]
 	if e == nil {
 		e = &tallied{reasons: map[string]uint64{}}
@@ -159,8 +157,12 @@ func (t *tally) findings() []Finding {
 			for _, r := range slices.Sorted(maps.Keys(e.reasons)) {
 				why = append(why, fmt.Sprintf("%d %s", e.reasons[r], r))
 			}
+			whose := ""
+			if k.store == othersStore {
+				whose = " of stores outside the roster"
+			}
 			out = append(out, Finding{Store: k.store, Kind: k.kind, Count: rest,
-				Detail: fmt.Sprintf("%d more such records, %d in all (%s)", rest, e.n, strings.Join(why, "; "))})
+				Detail: fmt.Sprintf("%d more such records%s, %d in all (%s)", rest, whose, e.n, strings.Join(why, "; "))})
 		}
 	}
 	return out

@@ -296,7 +296,7 @@ func Verify(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	v := &verifier{o: o, js: js, stores: map[string]*storeState{}, rep: &Report{Counts: map[string]int{}},
-		tally: newTally(len(o.Roster.Stores) + maxTallyOthers)}
+		tally: newTally(o.Roster.Stores)}
 	if o.Stores != nil {
 		v.only = map[string]bool{}
 		for _, s := range o.Stores {
@@ -943,7 +943,7 @@ func (v *verifier) report() {
 	}
 	var keyless []string
 	for id := range v.tally.stores {
-		if st := v.stores[id]; (st == nil || st.before.n == 0) && id != othersStore && len(v.o.Roster.Keys(id)) == 0 {
+		if st := v.stores[id]; (st == nil || st.before.n == 0) && len(v.o.Roster.Keys(id)) == 0 {
 			keyless = append(keyless, id)
 		}
 	}
