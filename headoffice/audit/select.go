@@ -60,7 +60,8 @@ func (s *Selector) Add(store, id string, body []byte) (ledger.Signed, error) {
 }
 
 // Logs are the newest signed checkpoint of each of store's logs, by first
-// sequence.
+// sequence (two logs that start at one sequence, by when they were
+// signed, then by id).
 func (s *Selector) Logs(store string) []ledger.Signed {
 	var out []ledger.Signed
 	for k, c := range s.logs {
@@ -68,7 +69,9 @@ func (s *Selector) Logs(store string) []ledger.Signed {
 			out = append(out, c)
 		}
 	}
-	slices.SortFunc(out, func(a, b ledger.Signed) int { return cmp.Compare(a.First, b.First) })
+	slices.SortFunc(out, func(a, b ledger.Signed) int {
+		return cmp.Or(cmp.Compare(a.First, b.First), a.Time.Compare(b.Time), cmp.Compare(a.Log, b.Log))
+	})
 	return out
 }
 
