@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"crypto/rand"
 	"crypto/sha256"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -297,6 +298,58 @@ func TestSignerKeyID(t *testing.T) {
 		}
 		if got := ledger.SignerKeyID([]byte(bad), "S0042"); got != "" {
 			t.Errorf("SignerKeyID(%q) = %q", bad, got)
+		}
+	}
+}
+
+// TestOpenMessage: only a checkpoint message whose note a known key of
+// the record's own store signed opens, whatever its id says; the id only
+// marks it misnamed.
+func TestOpenMessage(t *testing.T) {
+	skey, vkey, _ := ledger.GenerateKey(rand.Reader, "S0042")
+	otherS, otherV, _ := ledger.GenerateKey(rand.Reader, "S0043")
+	signer, _ := note.NewSigner(skey)
+	other, _ := note.NewSigner(otherS)
+	v, _ := note.NewVerifier(vkey)
+	ov, _ := note.NewVerifier(otherV)
+	known := note.VerifierList(v, ov)
+	c := ledger.Checkpoint{Store: "S0042", Log: "0123456789abcdef", Size: 3, Root: leafAt(1).Hash(), First: 17, Time: time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)}
+	body := func(n []byte) []byte {
+		b, _ := ledger.Message{Note: string(n), PrevSize: 2}.Marshal()
+		return b
+	}
+	signed, _ := ledger.Sign(c, signer)
+	good := body(signed)
+	id := ledger.CheckpointMsgID(ledger.CheckpointToken(c.Log, c.Size), good)
+	byOther, _ := note.Sign(&note.Note{Text: c.Text()}, other)
+	c43 := c
+	c43.Store = "S0043"
+	theirs, _ := ledger.Sign(c43, other)
+	for _, tc := range []struct {
+		name, store, id string
+		body            []byte
+		want            error
+		misnamed        bool
+	}{
+		{"genuine", "S0042", id, good, nil, false},
+		{"under another size's id", "S0042", ledger.CheckpointToken(c.Log, 1<<40), good, nil, true},
+		{"under another log's id", "S0042", ledger.CheckpointToken("fedcba9876543210", 3), good, nil, true},
+		{"not a checkpoint id", "S0042", "cp-nonsense", good, ledger.ErrNotCheckpointID, false},
+		{"not a message", "S0042", id, []byte(`{"note":`), ledger.ErrMalformed, false},
+		{"unsigned", "S0042", id, body([]byte(c.Text() + "\n")), ledger.ErrNotSigned, false},
+		{"text only", "S0042", id, body([]byte(c.Text())), ledger.ErrNotSigned, false},
+		{"another store's key", "S0042", id, body(byOther), ledger.ErrNotSigned, false},
+		{"another store's checkpoint", "S0042", id, body(theirs), ledger.ErrNotSigned, false},
+		{"changed under the signature", "S0042", id, body([]byte(strings.Replace(string(signed), "\n3\n", "\n4\n", 1))), ledger.ErrNotSigned, false},
+		{"on another store's subjects", "S0043", id, good, ledger.ErrNotSigned, false},
+	} {
+		got, err := ledger.OpenMessage(tc.store, tc.id, tc.body, known)
+		if !errors.Is(err, tc.want) || (err != nil) != (tc.want != nil) {
+			t.Errorf("%s: error %v, want %v", tc.name, err, tc.want)
+			continue
+		}
+		if err == nil && (got.Checkpoint != c || got.Misnamed != tc.misnamed || got.Text != string(signed) || got.Message.PrevSize != 2 || len(got.Note.Sigs) != 1) {
+			t.Errorf("%s: %+v, want the checkpoint of size 3, misnamed %v", tc.name, got, tc.misnamed)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 )
 
@@ -96,4 +97,60 @@ func ParseCheckpointMsgID(id string) (log string, size int64, err error) {
 		return "", 0, errors.New("ledger: not a checkpoint message id")
 	}
 	return log, size, nil
+}
+
+// Why OpenMessage refuses a record; matched with errors.Is.
+var (
+	// ErrNotCheckpointID: the record's message id is not of
+	// CheckpointMsgID's form.
+	ErrNotCheckpointID = errors.New("ledger: the message id is not a checkpoint's")
+	// ErrMalformed: the body is not a Message (ParseMessage).
+	ErrMalformed = errors.New("ledger: the body is not a checkpoint message of its form")
+	// ErrNotSigned: no known key of the record's store signed a checkpoint
+	// of that store in the note (unsigned, signed by an unknown key or
+	// another store's, a signature that does not verify, or not a note).
+	ErrNotSigned = errors.New("ledger: the checkpoint is not signed by a known key of its store")
+)
+
+// Signed is a published checkpoint message whose note a known key of its
+// store signed: what a reader may select among and compare.
+type Signed struct {
+	Checkpoint
+	// Note is the note, with every signature that verified (a witness's
+	// countersignature as well, when its key was known).
+	Note *note.Note
+	// Text is the signed note as published.
+	Text    string
+	Message Message
+	// Misnamed says the message id names another log or size than the
+	// checkpoint: a signed checkpoint republished under another id. It is
+	// still the checkpoint its signature says.
+	Misnamed bool
+}
+
+// OpenMessage authenticates a record published on store's subjects
+// under the message id id: its body must be a Message whose note a key of
+// known, named for store, signed, and whose checkpoint is store's. Nothing
+// of the id or of the body chooses anything before the signature
+// verifies: the log and size are the signed note's, and an id naming
+// others only marks the result Misnamed. The error is one of
+// ErrNotCheckpointID, ErrMalformed and ErrNotSigned. The work is bounded
+// by MaxMessage and the signatures the note carries.
+func OpenMessage(store, id string, body []byte, known note.Verifiers) (Signed, error) {
+	log, size, err := ParseCheckpointMsgID(id)
+	if err != nil {
+		return Signed{}, ErrNotCheckpointID
+	}
+	m, err := ParseMessage(body)
+	if err != nil {
+		return Signed{}, ErrMalformed
+	}
+	n, c, err := Open([]byte(m.Note), known)
+	if err != nil {
+		return Signed{}, ErrNotSigned
+	}
+	if c.Store != store {
+		return Signed{}, ErrNotSigned
+	}
+	return Signed{Checkpoint: c, Note: n, Text: m.Note, Message: m, Misnamed: c.Log != log || c.Size != size}, nil
 }

@@ -87,9 +87,10 @@ const centralVerifyLong = `Check every store's signed log against central's arch
 neither central nor its administrator.
 
 Each store keeps a Merkle log of its movements and publishes signed
-checkpoints with them. Verify reads every archive (twice: headers only to
-find the logs, then with payloads), rebuilds each store's tree leaf by leaf
-in sequence order (memory per log, not per movement), and checks:
+checkpoints with them. Verify reads every archive (twice: whole, to check
+every checkpoint's signature and every payload, then headers only),
+rebuilds each store's tree leaf by leaf in sequence order (memory per log,
+not per movement), and checks:
 
   - every checkpoint is signed by a key of its store in --roster
     ("S0042 <key>" lines; several for a store that rotated its key), and,
@@ -111,8 +112,15 @@ that changed is named. Findings (store, log, sequences, checkpoint sizes):
   reordered                     a movement sits at another sequence
   forked                        the store signed a checkpoint that does not
                                 extend its earlier one
-  bad_signature                 a checkpoint not signed by a roster key of
-                                its store (or the witness key)
+  unverified_checkpoint         a record under a checkpoint token that is
+                                not a checkpoint signed by a roster key of
+                                its store (unsigned, another key, not a
+                                checkpoint): chooses nothing, compared with
+                                nothing; the first 8 of a store listed, the
+                                rest counted
+  bad_signature                 the store's answer, or a record of the
+                                witness stream, not signed by a roster key
+                                of its store (and the witness key)
   checkpoint_missing_centrally  the store's (or the witness's) newest
                                 checkpoint is not in the archive
   uncovered                     archived movements no checkpoint covers yet
@@ -214,7 +222,12 @@ func writeVerify(w io.Writer, rep *audit.Report) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\n%d records (%d movements, %d checkpoints) of %d stores read in %.1fs\n", rep.Records, rep.Movements, rep.Checkpoints, rep.Stores, rep.Seconds)
+	unverified := ""
+	if n := rep.Counts[audit.KindUnverifiedCheckpoint]; n > 0 {
+		unverified = fmt.Sprintf(", %d under checkpoint tokens not signed by their store", n)
+	}
+	fmt.Fprintf(w, "\n%d records (%d movements, %d signed checkpoints%s) of %d stores read in %.1fs\n",
+		rep.Records, rep.Movements, rep.Checkpoints, unverified, rep.Stores, rep.Seconds)
 	for _, f := range rep.Findings {
 		seqs := ""
 		if f.From > 0 {
@@ -223,6 +236,9 @@ func writeVerify(w io.Writer, rep *audit.Report) error {
 		sizes := ""
 		if len(f.Sizes) > 0 {
 			sizes = fmt.Sprintf(" sizes %v", f.Sizes)
+		}
+		if f.Count > 0 {
+			sizes += fmt.Sprintf(" (%d records)", f.Count)
 		}
 		fmt.Fprintf(w, "%s: store %s log %s%s%s: %s\n", f.Kind, f.Store, f.Log, seqs, sizes, f.Detail)
 	}
@@ -244,16 +260,22 @@ const centralProveLong = `Write the proof that one movement is in its store's si
 inspector to check with agent verify-proof, with no network.
 
 The movement (KEY, its 32-hex key) is looked up in the archives (only
---store's with --store); the newest checkpoint of its log that covers it
-(a countersigned one when the witness signed one) is taken, and the
-inclusion proof is computed from the archive's leaves, in memory that
-does not grow with the log. The file (--out, default stdout) holds the
-payload, its leaf, the inclusion proof and the signed checkpoint; its
-format is central/ledger's Proof.
+--store's with --store); the newest checkpoint of its log that a key of
+its store in --roster signed and that covers it (a countersigned one when
+the witness signed one) is taken, and the inclusion proof is computed from
+the archive's leaves, in memory that does not grow with the log. Records
+under checkpoint tokens that no roster key of the store signed choose
+nothing: they are passed over and counted on stderr. Without --roster no
+checkpoint can be authenticated, and prove writes nothing. With
+--witness-key only a checkpoint of RX_WITNESS that the witness's key
+countersigned is taken from there (without it, the countersignature is
+left to agent verify-proof --witness-key to check). The file
+(--out, default stdout) holds the payload, its leaf, the inclusion proof
+and the signed checkpoint; its format is central/ledger's Proof.
 
 Exit status: 0 written; 1 when the movement is not archived, no
 checkpoint covers it yet, or the archive does not match the checkpoint
-(run agent central verify); 2 for a usage error.`
+(run agent central verify); 2 for a usage error (--roster missing).`
 
 func newCentralProveCmd(s *streams) *cobra.Command {
 	var (
@@ -262,9 +284,10 @@ func newCentralProveCmd(s *streams) *cobra.Command {
 		out    string
 		roster string
 		noWit  bool
+		witKey string
 	)
 	cmd := &cobra.Command{
-		Use:   "prove KEY [--store ID] [--roster FILE] [--out FILE] --server URL [auth flags]",
+		Use:   "prove KEY --roster FILE [--store ID] [--witness-key KEY] [--out FILE] --server URL [auth flags]",
 		Short: "Write an inspector's proof of one movement (check it with agent verify-proof)",
 		Long:  centralProveLong,
 		Args:  usageArgs(cobra.ExactArgs(1)),
@@ -276,8 +299,11 @@ func newCentralProveCmd(s *streams) *cobra.Command {
 				}
 			}
 			var err error
-			if roster != "" {
-				if o.Roster, err = readRoster(roster); err != nil {
+			if o.Roster, err = readRoster(roster); err != nil {
+				return err
+			}
+			if witKey != "" {
+				if o.Witness, _, err = readVerifierKey("--witness-key", witKey); err != nil {
 					return err
 				}
 			}
@@ -292,8 +318,13 @@ func newCentralProveCmd(s *streams) *cobra.Command {
 			o.Conn, o.APIPrefix = nc, conn.apiPrefix
 			bars := progress.NewPhases(s.err, "records")
 			o.Progress = bars.Update
+			var notes []string
+			o.Note = func(n string) { notes = append(notes, n) }
 			p, err := audit.Prove(cmd.Context(), o)
 			bars.Done()
+			for _, n := range notes {
+				fmt.Fprintf(s.err, "note: %s\n", n)
+			}
 			if err != nil {
 				return err
 			}
@@ -310,9 +341,10 @@ func newCentralProveCmd(s *streams) *cobra.Command {
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&store, "store", "", "the movement's store (faster: reads only its archive)")
-	fs.StringVar(&roster, "roster", "", "take only checkpoints signed by a roster key of the store")
+	fs.StringVar(&roster, "roster", "", "the roster: a store id and its ledger keys a line (required: only checkpoints a roster key of the store signed are taken)")
 	fs.StringVar(&out, "out", "", "the proof file to write (default stdout)")
 	fs.BoolVar(&noWit, "no-witness", false, "do not look for a countersigned checkpoint (an identity that may not read RX_WITNESS)")
+	fs.StringVar(&witKey, "witness-key", "", "head office's witness verifier key (or a file holding it): take only checkpoints it countersigned from RX_WITNESS")
 	conn.register(cmd, false)
 	return cmd
 }

@@ -114,8 +114,15 @@ func TestLedgerCommandsThroughTheBinary(t *testing.T) {
 	// The inspector's proof of sequence 33, and its offline check.
 	key := ledgertest.Key("S0042", 32)
 	proof := filepath.Join(dir, "proof.json")
-	if code, _, errs := agentRun(t, bin, "central", "prove", key, "--store", "S0042", "--server", srv.URL(), "--out", proof); code != 0 {
+	if code, _, errs := agentRun(t, bin, "central", "prove", key, "--store", "S0042", "--roster", roster, "--server", srv.URL(), "--out", proof); code != 0 {
 		t.Fatalf("prove: exit %d: %s", code, errs)
+	}
+	// Without the roster no checkpoint can be authenticated: nothing is
+	// written.
+	noRoster := filepath.Join(dir, "no-roster.json")
+	code, _, errs = agentRun(t, bin, "central", "prove", key, "--store", "S0042", "--server", srv.URL(), "--out", noRoster)
+	if _, err := os.Stat(noRoster); code != exitUsage || !strings.Contains(errs, "--roster") || err == nil {
+		t.Errorf("prove without --roster: exit %d, %s", code, errs)
 	}
 	vkeyFile := filepath.Join(dir, "S0042.pub")
 	os.WriteFile(vkeyFile, []byte(a.VKey+"\n"), 0o644)
@@ -160,6 +167,14 @@ func TestLedgerCommandsThroughTheBinary(t *testing.T) {
 	if code != 0 || rep.Logs[0].Witnessed != 50 {
 		t.Fatalf("verify with the witness key: exit %d: %+v", code, rep.Logs)
 	}
+	wproof := filepath.Join(dir, "witnessed.json")
+	if code, _, errs := agentRun(t, bin, "central", "prove", key, "--store", "S0042", "--roster", roster, "--witness-key", strings.TrimSpace(wpub),
+		"--server", srv.URL(), "--out", wproof); code != 0 {
+		t.Fatalf("prove --witness-key: exit %d: %s", code, errs)
+	}
+	if code, out, _ := agentRun(t, bin, "verify-proof", wproof, "--store-key", a.VKey, "--witness-key", strings.TrimSpace(wpub)); code != 0 || !strings.Contains(out, "countersigned by the witness") {
+		t.Errorf("verify-proof of the countersigned proof: exit %d: %s", code, out)
+	}
 
 	// An archive recreated without sequence 33.
 	ledgertest.RewriteArchive(ctx, t, js, central.ArchiveStreamName, func(recs []ledgertest.Record) []ledgertest.Record {
@@ -187,6 +202,20 @@ func TestLedgerCommandsThroughTheBinary(t *testing.T) {
 	// the archive.
 	if code, _, _ := agentRun(t, bin, "verify-proof", proof, "--store-key", a.VKey, "--witness-key", strings.TrimSpace(wpub)); code != exitAttention {
 		t.Errorf("the proof written before the witness ran has no countersignature: exit %d", code)
+	}
+	// Records under S0043's checkpoint tokens that no key signed, sizes
+	// above its own: the table counts them, and prove passes over them
+	// and says so.
+	ledgertest.PublishUnsigned(ctx, t, js, "S0043", 20, func(i int) (string, int64) { return b.Log, int64(1000 + i) })
+	ledgertest.WaitArchived(ctx, t, js, central.ArchiveStreamName, 50+3+5+1-1+20)
+	code, out, _ = agentRun(t, bin, append([]string{"central", "verify", "--nkey", seedFile}, conn...)...)
+	if code != exitAttention || !strings.Contains(out, "unverified_checkpoint: store S0043 log "+b.Log+" sizes [1000]: archive record") ||
+		!strings.Contains(out, "(12 records): 12 more such records, 20 in all") || !strings.Contains(out, "4 signed checkpoints, 20 under checkpoint tokens not signed by their store") {
+		t.Errorf("verify with unsigned checkpoint records: exit %d\n%s", code, out)
+	}
+	code, _, errs = agentRun(t, bin, "central", "prove", ledgertest.Key("S0043", 2), "--store", "S0043", "--roster", roster, "--server", srv.URL(), "--out", proof)
+	if code != 0 || !strings.Contains(errs, "note: 20 records under store S0043's checkpoint tokens are not checkpoints signed by a roster key") {
+		t.Errorf("prove with unsigned checkpoint records: exit %d: %s", code, errs)
 	}
 	// The central is unreachable: an error, not a finding.
 	srv.Stop()

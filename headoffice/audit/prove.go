@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/mod/sumdb/note"
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/central/ledger"
@@ -24,7 +25,9 @@ type ProveOptions struct {
 	// Key is the movement's key (32 hex); Store, when set, limits the
 	// search to that store's archive.
 	Key, Store string
-	// Roster, when set, picks only checkpoints signed by a roster key.
+	// Roster is each store's verifier keys (required): the checkpoint a
+	// proof rests on is chosen among those a roster key of the store
+	// signed, and only among those.
 	Roster *provision.Roster
 	// WitnessStream is where countersigned checkpoints are looked for;
 	// default central.WitnessStreamName. A countersigned checkpoint that covers
@@ -32,26 +35,45 @@ type ProveOptions struct {
 	// that may not read it).
 	WitnessStream string
 	NoWitness     bool
+	// Witness, when set, is the witness's key: only a checkpoint of the
+	// witness stream that it countersigned is taken. Without it the
+	// countersignature cannot be checked, and any checkpoint there that a
+	// roster key of the store signed is taken.
+	Witness note.Verifier
 	// MaxBuffered bounds the leaves held that arrive ahead of a missing
 	// one. Default DefaultMaxBuffered.
 	MaxBuffered int
 	Progress    func(read string, done, total uint64)
+	// Note, when set, is told what does not stop the proof but should be
+	// looked into: records under the store's checkpoint tokens that no
+	// roster key of the store signed, passed over.
+	Note func(string)
 }
 
 // ErrNotFound is matched by Prove's error when the archive does not hold
 // the movement.
 var ErrNotFound = errors.New("audit: the archive holds no movement of that key")
 
-// ErrNotCovered is matched by Prove's error when no checkpoint covers the
-// movement yet.
+// ErrNotCovered is matched by Prove's error when no signed checkpoint
+// covers the movement yet.
 var ErrNotCovered = errors.New("audit: no signed checkpoint covers the movement yet")
 
+// ErrNoRoster is matched by Prove's error when it is given no roster, or
+// one without a key of the movement's store: no checkpoint can then be
+// authenticated, and a checkpoint no one authenticated is no proof.
+var ErrNoRoster = errors.New("audit: a proof needs the store's keys from the roster: without them no checkpoint can be authenticated")
+
 // Prove writes the inspector's proof of one movement: its payload and
-// leaf, the newest signed checkpoint of its log that covers it (a
-// countersigned one when there is one), and its inclusion proof in that
-// checkpoint's tree, rebuilt from the archive leaf by leaf.
+// leaf, the newest checkpoint of its log that a roster key of its store
+// signed and that covers it (a countersigned one when there is one), and
+// its inclusion proof in that checkpoint's tree, rebuilt from the archive
+// leaf by leaf. Records under checkpoint tokens that no roster key of the
+// store signed choose nothing; they are counted (Note).
 func Prove(ctx context.Context, o ProveOptions) (ledger.Proof, error) {
 	var p ledger.Proof
+	if o.Roster == nil {
+		return p, ErrNoRoster
+	}
 	if o.WitnessStream == "" {
 		o.WitnessStream = central.WitnessStreamName
 	}
@@ -62,6 +84,41 @@ func Prove(ctx context.Context, o ProveOptions) (ledger.Proof, error) {
 	if kb, err := hex.DecodeString(key); err != nil || len(kb) != 16 {
 		return p, errors.New("audit: a movement key is 32 hex digits")
 	}
+	pr, err := newProver(ctx, o, key)
+	if err != nil {
+		return p, err
+	}
+	if err := pr.find(ctx); err != nil {
+		return p, err
+	}
+	if err := pr.selectCheckpoint(ctx); err != nil {
+		return p, err
+	}
+	if !o.NoWitness {
+		if err := pr.preferWitnessed(ctx); err != nil {
+			return p, err
+		}
+	}
+	return pr.prove(ctx)
+}
+
+// prover is one Prove.
+type prover struct {
+	o     ProveOptions
+	key   string
+	js    jetstream.JetStream
+	names []string
+	last  lastSeqs
+	total uint64
+
+	found   *record // the movement, with its payload once read
+	leaf    ledger.Leaf
+	best    ledger.Checkpoint
+	note    string // best's signed note
+	skipped uint64 // records under checkpoint tokens that did not verify
+}
+
+func newProver(ctx context.Context, o ProveOptions, key string) (*prover, error) {
 	var js jetstream.JetStream
 	var err error
 	if o.APIPrefix != "" {
@@ -70,127 +127,145 @@ func Prove(ctx context.Context, o ProveOptions) (ledger.Proof, error) {
 		js, err = jetstream.New(o.Conn)
 	}
 	if err != nil {
-		return p, err
+		return nil, err
 	}
 	names, err := archiveStreams(ctx, js, o.Archives)
 	if err != nil {
-		return p, err
+		return nil, err
 	}
 	last, total, err := snapshotLast(ctx, js, names)
 	if err != nil {
-		return p, err
+		return nil, err
 	}
-	var subjects []string
-	if o.Store != "" {
-		subjects = []string{central.ArchiveSubject(o.Store)}
+	return &prover{o: o, key: key, js: js, names: names, last: last, total: total}, nil
+}
+
+func (pr *prover) isMovement(r record) bool {
+	return r.token == "" && central.KeyOfMsgID(r.h.Get(central.HeaderMsgID)) == pr.key
+}
+
+// find finds the movement, when no store was named, with a read of every
+// archive, headers only; the store's own read (selectCheckpoint) reads
+// its payload.
+func (pr *prover) find(ctx context.Context) error {
+	if pr.o.Store != "" {
+		return nil
 	}
-	// First read, headers only: the movement, and each log's newest
-	// checkpoint.
-	var found *record
-	newest := map[string]map[string]struct {
-		size int64
-		at   loc
-	}{}
-	for _, name := range names {
-		_, err := scan(ctx, js, name, last[name], subjects, true, func(r record) error {
-			if r.token != "" {
-				log, size, err := ledger.ParseCheckpointMsgID(r.token)
-				if err != nil {
-					return nil
-				}
-				if newest[r.store] == nil {
-					newest[r.store] = map[string]struct {
-						size int64
-						at   loc
-					}{}
-				}
-				if cur, ok := newest[r.store][log]; !ok || size > cur.size {
-					newest[r.store][log] = struct {
-						size int64
-						at   loc
-					}{size, loc{r.stream, r.streamSeq}}
-				}
-				return nil
-			}
-			if found == nil && central.KeyOfMsgID(r.h.Get(central.HeaderMsgID)) == key {
+	for _, name := range pr.names {
+		_, err := scan(ctx, pr.js, name, pr.last[name], nil, true, func(r record) error {
+			if pr.found == nil && pr.isMovement(r) {
 				rr := r
-				found = &rr
+				pr.found = &rr
 			}
 			return nil
-		}, progressFn(o.Progress, "finding the movement", total))
+		}, progressFn(pr.o.Progress, "finding the movement", pr.total))
 		if err != nil {
-			return p, err
+			return err
 		}
 	}
-	if found == nil {
-		return p, ErrNotFound
+	if pr.found == nil {
+		return ErrNotFound
 	}
-	leaf, ok := leafOf(found.h)
+	return nil
+}
+
+// selectCheckpoint reads the store's archive whole: the movement's
+// payload, and every record under a checkpoint token, of which the
+// Selector keeps only what a roster key of the store signed.
+func (pr *prover) selectCheckpoint(ctx context.Context) error {
+	store := pr.o.Store
+	if pr.found != nil {
+		store = pr.found.store
+	}
+	if len(pr.o.Roster.Keys(store)) == 0 {
+		return fmt.Errorf("audit: store %s has no key in the roster (add its line, \"%s <key>\"): %w", store, store, ErrNoRoster)
+	}
+	sel := NewSelector(pr.o.Roster)
+	var data []byte
+	for _, name := range pr.names {
+		_, err := scan(ctx, pr.js, name, pr.last[name], []string{central.ArchiveSubject(store)}, false, func(r record) error {
+			switch {
+			case r.token != "":
+				if _, err := sel.Add(r.store, r.token, r.data); err != nil {
+					pr.skipped++
+				}
+			case pr.found == nil && pr.isMovement(r):
+				rr := r
+				pr.found, data = &rr, r.data
+			case pr.found != nil && data == nil && r.stream == pr.found.stream && r.streamSeq == pr.found.streamSeq:
+				data = r.data
+			}
+			return nil
+		}, progressFn(pr.o.Progress, "checking the checkpoints", pr.total))
+		if err != nil {
+			return err
+		}
+	}
+	if pr.skipped > 0 && pr.o.Note != nil {
+		pr.o.Note(fmt.Sprintf("%d records under store %s's checkpoint tokens are not checkpoints signed by a roster key of the store: passed over (agent central verify reports them)", pr.skipped, store))
+	}
+	if pr.found == nil || data == nil {
+		return ErrNotFound
+	}
+	leaf, ok := leafOf(pr.found.h)
 	if !ok {
-		return p, errors.New("audit: the archived movement has no usable sequence, key or digest")
+		return errors.New("audit: the archived movement has no usable sequence, key or digest")
 	}
-	payload, _, err := readOne(ctx, js, found.stream, found.store, found.streamSeq)
-	if err != nil {
-		return p, fmt.Errorf("audit: read the movement: %w", err)
+	if !payloadMatches(leaf, data) {
+		return errors.New("audit: the archived payload does not match its digest: run agent central verify")
 	}
-	if !payloadMatches(leaf, payload) {
-		return p, errors.New("audit: the archived payload does not match its digest: run agent central verify")
+	pr.leaf, pr.found.data = leaf, data
+	best, ok := sel.Covering(store, leaf.Seq)
+	if !ok {
+		return ErrNotCovered
 	}
-	// The newest checkpoint of the movement's log.
-	var best *ledger.Checkpoint
-	var bestNote string
-	for _, c := range newest[found.store] {
-		note, cp, err := fetchNote(ctx, js, c.at, found.store, o.Roster)
-		if err != nil || cp.First > leaf.Seq {
-			continue
-		}
-		if best == nil || cp.First > best.First {
-			cc := cp
-			best, bestNote = &cc, note
-		}
-	}
-	if best == nil || leaf.Seq-best.First >= uint64(best.Size) {
-		return p, ErrNotCovered
-	}
-	// A countersigned checkpoint of the log that covers it, when there is
-	// one: the newest.
+	pr.best, pr.note = best.Checkpoint, best.Text
+	return nil
+}
+
+// preferWitnessed takes, when the witness stream holds one, the newest
+// countersigned checkpoint of the log that covers the movement, signed
+// by a roster key of the store (and countersigned by Witness when it is
+// set).
+func (pr *prover) preferWitnessed(ctx context.Context) error {
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if o.NoWitness {
-		cancel()
+	wst, err := pr.js.Stream(wctx, pr.o.WitnessStream)
+	if err != nil || wst.CachedInfo().State.Msgs == 0 {
+		return nil
 	}
-	if wst, err := js.Stream(wctx, o.WitnessStream); err == nil && wst.CachedInfo().State.Msgs > 0 {
-		var wbest *ledger.Checkpoint
-		_, err := scanPrefix(ctx, js, o.WitnessStream, central.WitnessPrefix, 0, wst.CachedInfo().State.LastSeq, []string{central.WitnessSubject(found.store)}, false, func(r record) error {
-			text, _, _ := strings.Cut(string(r.data), "\n\n")
-			c, err := ledger.ParseCheckpoint(text + "\n")
-			if err != nil || c.Log != best.Log || c.First != best.First || leaf.Seq-c.First >= uint64(c.Size) {
-				return nil
-			}
-			if o.Roster != nil {
-				if _, _, err := ledger.Open(r.data, verifiers(o.Roster, found.store, nil)); err != nil {
-					return nil
-				}
-			}
-			if wbest == nil || c.Size > wbest.Size {
-				cc := c
-				wbest, bestNote = &cc, string(r.data)
-			}
+	store, seq := pr.found.store, pr.leaf.Seq
+	keys := verifiers(pr.o.Roster, store, pr.o.Witness)
+	var wbest *ledger.Checkpoint
+	_, err = scanPrefix(ctx, pr.js, pr.o.WitnessStream, central.WitnessPrefix, 0, wst.CachedInfo().State.LastSeq, []string{central.WitnessSubject(store)}, false, func(r record) error {
+		n, c, err := ledger.Open(r.data, keys)
+		if err != nil || c.Store != store || c.Log != pr.best.Log || c.First != pr.best.First || seq-c.First >= uint64(c.Size) ||
+			pr.o.Witness != nil && !hasSig(n, pr.o.Witness) {
 			return nil
-		}, nil)
-		if err != nil {
-			return p, err
 		}
-		if wbest != nil {
-			best = wbest
+		if wbest == nil || c.Size > wbest.Size {
+			cc := c
+			wbest, pr.note = &cc, string(r.data)
 		}
+		return nil
+	}, nil)
+	if err != nil {
+		return err
 	}
-	// Second read, headers only: the log's leaves up to the checkpoint's
-	// size, in sequence order, into the inclusion proof.
+	if wbest != nil {
+		pr.best = *wbest
+	}
+	return nil
+}
+
+// prove reads the log's leaves up to the checkpoint's size, headers only,
+// in sequence order, into the inclusion proof.
+func (pr *prover) prove(ctx context.Context) (ledger.Proof, error) {
+	best, leaf := pr.best, pr.leaf
 	index := int64(leaf.Seq - best.First)
 	b, err := ledger.NewInclusionBuilder(best.Size, index)
 	if err != nil {
-		return p, err
+		return ledger.Proof{}, err
 	}
 	var tree ledger.Frontier
 	next, end := best.First, best.First+uint64(best.Size)
@@ -200,8 +275,11 @@ func Prove(ctx context.Context, o ProveOptions) (ledger.Proof, error) {
 		tree.Append(h)
 		next++
 	}
-	for _, name := range names {
-		_, err := scan(ctx, js, name, last[name], []string{central.ArchiveSubject(found.store)}, true, func(r record) error {
+	lacks := func() error {
+		return fmt.Errorf("audit: the archive lacks sequence %d of the log: run agent central verify", next)
+	}
+	for _, name := range pr.names {
+		_, err := scan(ctx, pr.js, name, pr.last[name], []string{central.ArchiveSubject(pr.found.store)}, true, func(r record) error {
 			if r.token != "" || next >= end {
 				return nil
 			}
@@ -213,8 +291,8 @@ func Prove(ctx context.Context, o ProveOptions) (ledger.Proof, error) {
 				if _, dup := buf[l.Seq]; !dup {
 					buf[l.Seq] = l.Hash()
 				}
-				if len(buf) > o.MaxBuffered {
-					return fmt.Errorf("audit: the archive lacks sequence %d of the log: run agent central verify", next)
+				if len(buf) > pr.o.MaxBuffered {
+					return lacks()
 				}
 				return nil
 			}
@@ -224,49 +302,23 @@ func Prove(ctx context.Context, o ProveOptions) (ledger.Proof, error) {
 				add(h)
 			}
 			return nil
-		}, progressFn(o.Progress, "rebuilding the tree", total))
+		}, progressFn(pr.o.Progress, "rebuilding the tree", pr.total))
 		if err != nil {
-			return p, err
+			return ledger.Proof{}, err
 		}
 	}
 	if next < end {
-		return p, fmt.Errorf("audit: the archive lacks sequence %d of the log: run agent central verify", next)
+		return ledger.Proof{}, lacks()
 	}
 	if tree.Root() != best.Root {
-		return p, errors.New("audit: the archive's leaves do not give the checkpoint's root: run agent central verify")
+		return ledger.Proof{}, errors.New("audit: the archive's leaves do not give the checkpoint's root: run agent central verify")
 	}
 	incl, err := b.Proof()
 	if err != nil {
-		return p, err
+		return ledger.Proof{}, err
 	}
-	return ledger.Proof{Format: ledger.ProofFormat, Store: found.store, Payload: string(payload), Leaf: ledger.LeafOf(leaf),
-		Index: index, Inclusion: incl, Checkpoint: bestNote}, nil
-}
-
-// fetchNote reads the checkpoint message at l: its signed note and
-// checkpoint, checked against the roster when there is one.
-func fetchNote(ctx context.Context, js jetstream.JetStream, l loc, store string, roster *provision.Roster) (string, ledger.Checkpoint, error) {
-	data, _, err := readOne(ctx, js, l.stream, store, l.seq)
-	if err != nil {
-		return "", ledger.Checkpoint{}, err
-	}
-	msg, err := ledger.ParseMessage(data)
-	if err != nil {
-		return "", ledger.Checkpoint{}, err
-	}
-	if roster != nil {
-		_, c, err := ledger.Open([]byte(msg.Note), verifiers(roster, store, nil))
-		if err != nil || c.Store != store {
-			return "", ledger.Checkpoint{}, errors.New("audit: checkpoint not signed by the store")
-		}
-		return msg.Note, c, nil
-	}
-	text, _, _ := strings.Cut(msg.Note, "\n\n")
-	c, err := ledger.ParseCheckpoint(text + "\n")
-	if err != nil || c.Store != store {
-		return "", ledger.Checkpoint{}, errors.New("audit: not a checkpoint of the store")
-	}
-	return msg.Note, c, nil
+	return ledger.Proof{Format: ledger.ProofFormat, Store: pr.found.store, Payload: string(pr.found.data), Leaf: ledger.LeafOf(leaf),
+		Index: index, Inclusion: incl, Checkpoint: pr.note}, nil
 }
 
 func progressFn(p func(string, uint64, uint64), read string, total uint64) func(uint64) {

@@ -31,7 +31,7 @@ func TestProve(t *testing.T) {
 	if _, err := w.Once(r.ctx); err != nil {
 		t.Fatal(err)
 	}
-	p, err = audit.Prove(r.ctx, audit.ProveOptions{Conn: r.nc, Key: strings.ToUpper(key), Store: "S0042"})
+	p, err = audit.Prove(r.ctx, audit.ProveOptions{Conn: r.nc, Key: strings.ToUpper(key), Store: "S0042", Roster: r.roster})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,13 +42,13 @@ func TestProve(t *testing.T) {
 	r.a.Movements(r.ctx, t, r.js, 1)
 	r.records++
 	r.wait(t)
-	if _, err := audit.Prove(r.ctx, audit.ProveOptions{Conn: r.nc, Key: ledgertest.Key("S0042", 60)}); !errors.Is(err, audit.ErrNotCovered) {
+	if _, err := audit.Prove(r.ctx, audit.ProveOptions{Conn: r.nc, Key: ledgertest.Key("S0042", 60), Roster: r.roster}); !errors.Is(err, audit.ErrNotCovered) {
 		t.Errorf("uncovered movement: %v", err)
 	}
-	if _, err := audit.Prove(r.ctx, audit.ProveOptions{Conn: r.nc, Key: ledgertest.Key("S0042", 99)}); !errors.Is(err, audit.ErrNotFound) {
+	if _, err := audit.Prove(r.ctx, audit.ProveOptions{Conn: r.nc, Key: ledgertest.Key("S0042", 99), Roster: r.roster}); !errors.Is(err, audit.ErrNotFound) {
 		t.Errorf("unknown movement: %v", err)
 	}
-	if _, err := audit.Prove(r.ctx, audit.ProveOptions{Conn: r.nc, Key: "not-a-key"}); err == nil {
+	if _, err := audit.Prove(r.ctx, audit.ProveOptions{Conn: r.nc, Key: "not-a-key", Roster: r.roster}); err == nil {
 		t.Error("a malformed key accepted")
 	}
 }

@@ -191,32 +191,3 @@ func scanPrefix(ctx context.Context, js jetstream.JetStream, name, prefix string
 	}
 	return n, nil
 }
-
-// readOne reads the message at stream sequence seq, which must be on
-// store's archive subject, with an ephemeral consumer it deletes after:
-// the auditor of the production configuration may create and delete
-// consumers on the archives, not get a message by sequence.
-func readOne(ctx context.Context, js jetstream.JetStream, stream, store string, seq uint64) ([]byte, nats.Header, error) {
-	st, err := js.Stream(ctx, stream)
-	if err != nil {
-		return nil, nil, fmt.Errorf("audit: stream %s: %w", stream, err)
-	}
-	cons, err := st.CreateConsumer(ctx, jetstream.ConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: seq,
-		FilterSubject: central.ArchiveSubject(store), AckPolicy: jetstream.AckNonePolicy,
-		InactiveThreshold: time.Minute, MemoryStorage: true,
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("audit: read %s:%d: %w", stream, seq, err)
-	}
-	defer func() { _ = st.DeleteConsumer(context.WithoutCancel(ctx), cons.CachedInfo().Name) }()
-	m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
-	if err != nil {
-		return nil, nil, fmt.Errorf("audit: read %s:%d: %w", stream, seq, err)
-	}
-	meta, err := m.Metadata()
-	if err != nil || meta.Sequence.Stream != seq {
-		return nil, nil, fmt.Errorf("audit: %s holds no message %d of store %s", stream, seq, store)
-	}
-	return m.Data(), m.Headers(), nil
-}

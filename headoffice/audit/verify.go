@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -68,9 +69,11 @@ type Options struct {
 	// MaxBuffered bounds the leaves held per log that arrive ahead of a
 	// missing one. Default DefaultMaxBuffered.
 	MaxBuffered int
-	// MaxSnapshots bounds the checkpoint sizes per log at which the
-	// archive's root is kept (the rest are checked through the
-	// consistency proofs). Default DefaultMaxSnapshots.
+	// MaxSnapshots bounds the signed checkpoint sizes per log at which
+	// the archive's root is kept and compared (the rest are checked
+	// through the consistency proofs): past it, every other of the older
+	// ones is let go, the newest 16 always kept. Default
+	// DefaultMaxSnapshots.
 	MaxSnapshots int
 	// MaxListed bounds the findings listed; counts are whole. Default
 	// DefaultMaxListed.
@@ -85,9 +88,12 @@ type Options struct {
 	Now func() time.Time
 }
 
-// The reads of the archive, as Progress names them.
+// The reads of the archive, as Progress names them: the first, whole,
+// checks every checkpoint's signature and proof and every payload's
+// digest; the second, headers only, rebuilds the trees; the third, only
+// where a root differs, names what changed.
 const (
-	ReadLogs     = "finding the logs"
+	ReadRecords  = "checking signatures and payloads"
 	ReadVerify   = "rebuilding the trees"
 	ReadDiagnose = "naming what changed"
 )
@@ -134,6 +140,13 @@ const (
 	// starts (movements older than the ledger). It is reported, and is
 	// not a failure.
 	KindUncovered = "uncovered"
+	// KindUnverifiedCheckpoint is archive records under a checkpoint
+	// token that are not a checkpoint signed by a roster key of their
+	// store: unsigned, signed by another store's or an unknown key, not a
+	// checkpoint message, not a checkpoint id. Anyone who may write to
+	// the streams can make them; none is selected or compared. They are
+	// counted per store, the first few listed with where they are.
+	KindUnverifiedCheckpoint = "unverified_checkpoint"
 )
 
 // Finding is one thing verify found, named by store, log, sequences and
@@ -145,9 +158,17 @@ type Finding struct {
 	// From..To are the store sequences concerned (0 when none).
 	From uint64 `json:"from,omitempty"`
 	To   uint64 `json:"to,omitempty"`
-	// Sizes are the checkpoint sizes concerned.
-	Sizes  []int64 `json:"sizes,omitempty"`
-	Detail string  `json:"detail"`
+	// Sizes are the checkpoint sizes concerned: for a record that did
+	// not verify, the size its id claims.
+	Sizes []int64 `json:"sizes,omitempty"`
+	// Count, when set, is how many records the finding stands for: the
+	// rest of a store's records of a kind anyone who may write to the
+	// streams can make at will, past the first few listed one by one.
+	Count  uint64 `json:"count,omitempty"`
+	Detail string `json:"detail"`
+	// needsLog marks a finding of a movement whose log the first read
+	// did not know yet; it is named once the logs are.
+	needsLog bool
 }
 
 // LogReport is what verify established of one log.
@@ -176,15 +197,19 @@ type LogReport struct {
 
 // Report is the result of Verify.
 type Report struct {
-	Streams      []string    `json:"streams"`
-	Records      uint64      `json:"records"`
-	Movements    uint64      `json:"movements"`
+	Streams   []string `json:"streams"`
+	Records   uint64   `json:"records"`
+	Movements uint64   `json:"movements"`
+	// Checkpoints counts the records that are checkpoints signed by a
+	// roster key of their store; the other records under checkpoint
+	// tokens are Counts[KindUnverifiedCheckpoint].
 	Checkpoints  uint64      `json:"checkpoints"`
 	Stores       int         `json:"stores"`
 	Logs         []LogReport `json:"logs"`
 	Findings     []Finding   `json:"findings"`
 	MoreFindings int         `json:"more_findings,omitempty"`
-	// Counts are the findings by kind, whole.
+	// Counts are the findings by kind, whole: a finding that stands for
+	// several records (Count) counts each.
 	Counts  map[string]int `json:"counts"`
 	Notes   []string       `json:"notes,omitempty"`
 	Seconds float64        `json:"seconds"`
@@ -205,10 +230,12 @@ type logState struct {
 	store, id string
 	first     uint64
 
-	sizes    []int64 // sizes to keep the archive's root at, sorted
+	sizes    []int64 // sizes to keep the archive's root at (cps's), sorted
 	nextSnap int
 	snap     map[int64]ledger.Hash
-	cps      map[int64]ledger.Hash // signed roots at sizes, not forked
+	// cps are the roots signed at sizes, not forked: at most
+	// MaxSnapshots (thinRoots).
+	cps map[int64]ledger.Hash
 
 	tree   ledger.Frontier
 	next   uint64 // first + tree.Size
@@ -227,27 +254,15 @@ type logState struct {
 	leafMax     uint64 // highest sequence seen
 }
 
-// storeState is one store's logs.
+// storeState is one store's logs: those a roster key of the store
+// signed a checkpoint of, nothing else.
 type storeState struct {
 	id     string
 	logs   map[string]*logState
-	order  []*logState // by first
-	cands  map[string][]loc
+	order  []*logState                  // by first
 	before struct{ n, from, to uint64 } // movements before any log
-	// unlearned are logs with signed checkpoints the first read did not
-	// find the start of.
-	unlearned map[string]bool
-	answer    *command.LedgerResult
+	answer *command.LedgerResult
 }
-
-type loc struct {
-	stream string
-	seq    uint64
-}
-
-// maxCandidates bounds the checkpoints of a log tried to learn its first
-// sequence: that many of the first and of the latest.
-const maxCandidates = 8
 
 type verifier struct {
 	o      Options
@@ -255,6 +270,11 @@ type verifier struct {
 	stores map[string]*storeState
 	rep    *Report
 	only   map[string]bool
+	// tally holds what anyone who may write to the streams can make at
+	// will, counted, not listed one by one.
+	tally *tally
+	// needLog are the findings listed before their log was known.
+	needLog []int
 }
 
 // Verify checks the stores' logs against the archives. It fails only
@@ -275,7 +295,8 @@ func Verify(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &verifier{o: o, js: js, stores: map[string]*storeState{}, rep: &Report{Counts: map[string]int{}}}
+	v := &verifier{o: o, js: js, stores: map[string]*storeState{}, rep: &Report{Counts: map[string]int{}},
+		tally: newTally(o.Roster.Stores)}
 	if o.Stores != nil {
 		v.only = map[string]bool{}
 		for _, s := range o.Stores {
@@ -307,7 +328,7 @@ func Verify(ctx context.Context, o Options) (*Report, error) {
 	for _, s := range o.Stores {
 		subjects = append(subjects, central.ArchiveSubject(s))
 	}
-	if err := v.readLogs(ctx, names, last, subjects, total); err != nil {
+	if err := v.readRecords(ctx, names, last, subjects, total); err != nil {
 		return nil, err
 	}
 	if o.Witness != nil {
@@ -316,12 +337,14 @@ func Verify(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 	v.mergeAnswers()
+	v.prepare()
 	if err := v.readTrees(ctx, names, last, subjects, total); err != nil {
 		return nil, err
 	}
 	if err := v.conclude(ctx, names, last); err != nil {
 		return nil, err
 	}
+	v.report()
 	v.rep.Seconds = o.Now().Sub(start).Seconds()
 	return v.rep, nil
 }
@@ -331,7 +354,7 @@ func (v *verifier) wanted(store string) bool { return v.only == nil || v.only[st
 func (v *verifier) store(id string) *storeState {
 	st := v.stores[id]
 	if st == nil {
-		st = &storeState{id: id, logs: map[string]*logState{}, cands: map[string][]loc{}}
+		st = &storeState{id: id, logs: map[string]*logState{}}
 		v.stores[id] = st
 	}
 	return st
@@ -340,9 +363,18 @@ func (v *verifier) store(id string) *storeState {
 // find records a finding, listing it while MaxListed allows.
 func (v *verifier) find(f Finding) {
 	v.rep.Counts[f.Kind]++
+	v.list(f)
+}
+
+// list lists a finding while MaxListed allows, and counts it as one more
+// finding not listed when not.
+func (v *verifier) list(f Finding) {
 	if len(v.rep.Findings) >= v.o.MaxListed {
 		v.rep.MoreFindings++
 		return
+	}
+	if f.needsLog {
+		v.needLog = append(v.needLog, len(v.rep.Findings))
 	}
 	v.rep.Findings = append(v.rep.Findings, f)
 }
@@ -361,99 +393,6 @@ func (v *verifier) progress(read string, total uint64) func(int) func(uint64) {
 			}
 		}
 	}
-}
-
-// readLogs is the first read: every log's checkpoint sizes, and where to
-// find one of its checkpoints; then each log's first sequence.
-func (v *verifier) readLogs(ctx context.Context, names []string, last lastSeqs, subjects []string, total uint64) error {
-	sizes := map[*logState][]int64{}
-	prog := v.progress(ReadLogs, total)
-	for i, name := range names {
-		_, err := scan(ctx, v.js, name, last[name], subjects, true, func(r record) error {
-			if r.token == "" || !v.wanted(r.store) {
-				return nil
-			}
-			log, size, err := ledger.ParseCheckpointMsgID(r.token)
-			if err != nil {
-				return nil // reported by the second read
-			}
-			st := v.store(r.store)
-			// The first maxCandidates and the latest maxCandidates.
-			if c := st.cands[log]; len(c) < 2*maxCandidates {
-				st.cands[log] = append(c, loc{r.stream, r.streamSeq})
-			} else {
-				copy(c[maxCandidates:], c[maxCandidates+1:])
-				c[len(c)-1] = loc{r.stream, r.streamSeq}
-			}
-			lg := st.logs[log]
-			if lg == nil {
-				lg = &logState{store: st.id, id: log}
-				st.logs[log] = lg
-			}
-			sizes[lg] = v.thin(append(sizes[lg], size))
-			return nil
-		}, prog(i))
-		if err != nil {
-			return err
-		}
-	}
-	for lg, s := range sizes {
-		lg.sizes = s
-	}
-	// Each log's first sequence, from a checkpoint whose signature holds.
-	for _, st := range v.stores {
-		for id, lg := range st.logs {
-			for _, l := range st.cands[id] {
-				c, ok := v.fetchCheckpoint(ctx, st.id, l)
-				if ok && c.Log == id {
-					lg.first = c.First
-					break
-				}
-			}
-			if lg.first == 0 {
-				delete(st.logs, id) // every checkpoint of it fails its signature: reported by the second read
-			}
-		}
-		st.cands = nil
-	}
-	return nil
-}
-
-// thin keeps at most MaxSnapshots sizes: sorted, distinct, and when over,
-// every other one of the older ones, always the newest 16.
-func (v *verifier) thin(s []int64) []int64 {
-	if len(s) <= v.o.MaxSnapshots {
-		return s
-	}
-	slices.Sort(s)
-	s = slices.Compact(s)
-	if len(s) <= v.o.MaxSnapshots {
-		return s
-	}
-	keep := s[:0:0]
-	old, recent := s[:len(s)-16], s[len(s)-16:]
-	for i, x := range old {
-		if i%2 == 0 {
-			keep = append(keep, x)
-		}
-	}
-	return append(keep, recent...)
-}
-
-func (v *verifier) fetchCheckpoint(ctx context.Context, store string, l loc) (ledger.Checkpoint, bool) {
-	data, _, err := readOne(ctx, v.js, l.stream, store, l.seq)
-	if err != nil {
-		return ledger.Checkpoint{}, false
-	}
-	msg, err := ledger.ParseMessage(data)
-	if err != nil {
-		return ledger.Checkpoint{}, false
-	}
-	_, c, err := ledger.Open([]byte(msg.Note), verifiers(v.o.Roster, store, nil))
-	if err != nil || c.Store != store {
-		return ledger.Checkpoint{}, false
-	}
-	return c, true
 }
 
 // askLatest asks each store for its latest checkpoint.
@@ -515,35 +454,55 @@ func (v *verifier) mergeAnswers() {
 			continue
 		}
 		lg.storeCp, lg.storePub = &c, st.answer.Published
-		lg.sizes = append(lg.sizes, c.Size)
 		v.addRoot(lg, c, "the store's own latest checkpoint")
 	}
+}
+
+// prepare readies the trees for the second read, once every signed
+// checkpoint is known: each log's sizes to keep the archive's root at,
+// each store's logs in order, and the log of each movement listed before
+// its log was known.
+func (v *verifier) prepare() {
 	for _, st := range v.stores {
 		st.order = st.order[:0]
 		for _, lg := range st.logs {
-			slices.Sort(lg.sizes)
-			lg.sizes = slices.Compact(lg.sizes)
+			lg.sizes = slices.Sorted(maps.Keys(lg.cps))
 			lg.next = lg.first
 			lg.snap = map[int64]ledger.Hash{}
-			if lg.cps == nil {
-				lg.cps = map[int64]ledger.Hash{}
-			}
 			st.order = append(st.order, lg)
 		}
 		slices.SortFunc(st.order, func(a, b *logState) int { return cmp.Compare(a.first, b.first) })
 	}
+	for _, i := range v.needLog {
+		f := &v.rep.Findings[i]
+		if lg := v.logAt(v.store(f.Store), f.From); lg != nil {
+			f.Log = lg.id
+		}
+	}
+	v.needLog = nil
+}
+
+// logAt is the log of st that sequence seq belongs to: the last to start
+// at or before it; nil when none does.
+func (v *verifier) logAt(st *storeState, seq uint64) *logState {
+	var lg *logState
+	for _, c := range st.order {
+		if c.first > seq {
+			break
+		}
+		lg = c
+	}
+	return lg
 }
 
 // logOf is c's log, made when new; nil when c contradicts its log's first
-// sequence (reported as a fork).
+// sequence (reported as a fork). c must be signed by a roster key of its
+// store: only such a checkpoint makes a log.
 func (v *verifier) logOf(st *storeState, c ledger.Checkpoint) *logState {
 	lg := st.logs[c.Log]
 	if lg == nil {
 		lg = &logState{store: st.id, id: c.Log, first: c.First, cps: map[int64]ledger.Hash{}}
 		st.logs[c.Log] = lg
-	}
-	if lg.cps == nil {
-		lg.cps = map[int64]ledger.Hash{}
 	}
 	if lg.first != c.First {
 		v.find(Finding{Store: st.id, Log: c.Log, Kind: KindForked, Sizes: []int64{c.Size},
@@ -554,7 +513,11 @@ func (v *verifier) logOf(st *storeState, c ledger.Checkpoint) *logState {
 }
 
 // addRoot records a signed root at its size; two at one size are a fork.
+// A checkpoint already set aside as forked is compared with nothing.
 func (v *verifier) addRoot(lg *logState, c ledger.Checkpoint, what string) {
+	if r, ok := lg.forked[c.Size]; ok && r == c.Root {
+		return
+	}
 	if r, ok := lg.cps[c.Size]; ok {
 		if r != c.Root {
 			v.find(Finding{Store: lg.store, Log: lg.id, Kind: KindForked, Sizes: []int64{c.Size},
@@ -562,8 +525,23 @@ func (v *verifier) addRoot(lg *logState, c ledger.Checkpoint, what string) {
 		}
 		return
 	}
-	if _, kept := slices.BinarySearch(lg.sizes, c.Size); kept || len(lg.cps) < v.o.MaxSnapshots {
-		lg.cps[c.Size] = c.Root
+	lg.cps[c.Size] = c.Root
+	if len(lg.cps) > v.o.MaxSnapshots {
+		thinRoots(lg.cps)
+	}
+}
+
+// thinRoots lets go of every other of the older sizes of cps, keeping the
+// newest 16: the newest root decides whether the log holds (the proofs
+// chain every earlier one to it); the older ones only narrow down where a
+// difference lies.
+func thinRoots(cps map[int64]ledger.Hash) {
+	sizes := slices.Sorted(maps.Keys(cps))
+	old := sizes[:max(0, len(sizes)-16)]
+	for i, s := range old {
+		if i%2 == 1 {
+			delete(cps, s)
+		}
 	}
 }
 
@@ -588,40 +566,38 @@ func (v *verifier) readWitness(ctx context.Context) error {
 		}
 		n, c, err := ledger.Open(r.data, verifiers(v.o.Roster, r.store, v.o.Witness))
 		if err != nil || c.Store != r.store || !hasSig(n, v.o.Witness) {
-			v.find(Finding{Store: r.store, Kind: KindBadSignature, Detail: "a checkpoint of the witness stream is not signed by a roster key of its store and the witness key"})
+			v.tally.add(Finding{Store: r.store, Kind: KindBadSignature,
+				Detail: fmt.Sprintf("witness stream record %s:%d is not a checkpoint signed by a roster key of its store and the witness key", r.stream, r.streamSeq)}, "witness stream")
 			return nil
 		}
 		lg := v.logOf(v.store(r.store), c)
 		if lg == nil {
 			return nil
 		}
-		if lg.first == 0 {
-			lg.first = c.First
-		}
 		lg.witnessed = max(lg.witnessed, c.Size)
-		lg.sizes = v.thin(append(lg.sizes, c.Size))
 		v.addRoot(lg, c, "a countersigned checkpoint")
 		return nil
 	}, nil)
 	return err
 }
 
-// readTrees is the second read: every movement into its log's tree, every
-// checkpoint checked.
-func (v *verifier) readTrees(ctx context.Context, names []string, last lastSeqs, subjects []string, total uint64) error {
-	prog := v.progress(ReadVerify, total)
+// readRecords is the first read, whole: every checkpoint's signature
+// and proof, every payload's digest. Only a checkpoint a roster key of its
+// store signed makes or extends a log; every other record under a
+// checkpoint token is tallied.
+func (v *verifier) readRecords(ctx context.Context, names []string, last lastSeqs, subjects []string, total uint64) error {
+	prog := v.progress(ReadRecords, total)
 	for i, name := range names {
 		n, err := scan(ctx, v.js, name, last[name], subjects, false, func(r record) error {
 			if !v.wanted(r.store) {
 				return nil
 			}
 			if r.token != "" {
-				v.rep.Checkpoints++
 				v.checkpoint(r)
 				return nil
 			}
 			v.rep.Movements++
-			v.movement(ctx, r)
+			v.payload(r)
 			return nil
 		}, prog(i))
 		v.rep.Records += n
@@ -632,67 +608,71 @@ func (v *verifier) readTrees(ctx context.Context, names []string, last lastSeqs,
 	return nil
 }
 
+// checkpoint takes a record under a checkpoint token: a checkpoint that a
+// roster key of its store signed goes to its log, whatever its id says;
+// anything else is tallied, and chooses nothing.
 func (v *verifier) checkpoint(r record) {
-	log, size, err := ledger.ParseCheckpointMsgID(r.token)
+	s, err := ledger.OpenMessage(r.store, r.token, r.data, verifiers(v.o.Roster, r.store, v.o.Witness))
+	claimed, size, cerr := ledger.ParseCheckpointMsgID(r.token)
+	var sizes []int64
+	if cerr == nil {
+		sizes = []int64{size}
+	}
 	if err != nil {
-		v.find(Finding{Store: r.store, Kind: KindAltered, Detail: "a record whose id starts as a checkpoint's is not a checkpoint token"})
+		v.tally.add(Finding{Store: r.store, Log: claimed, Kind: KindUnverifiedCheckpoint, Sizes: sizes,
+			Detail: fmt.Sprintf("archive record %s:%d: %s", r.stream, r.streamSeq, unverifiedReason(err))}, unverifiedReason(err))
 		return
 	}
-	msg, err := ledger.ParseMessage(r.data)
-	if err != nil {
-		v.find(Finding{Store: r.store, Log: log, Kind: KindAltered, Sizes: []int64{size}, Detail: "the checkpoint message does not read"})
-		return
+	if s.Misnamed {
+		v.tally.add(Finding{Store: r.store, Log: s.Log, Kind: KindAltered, Sizes: []int64{size, s.Size},
+			Detail: fmt.Sprintf("archive record %s:%d: a signed checkpoint of size %d under a message id naming log %s size %d", r.stream, r.streamSeq, s.Size, claimed, size)},
+			"a signed checkpoint under another id")
 	}
-	st := v.store(r.store)
-	n, c, err := ledger.Open([]byte(msg.Note), verifiers(v.o.Roster, r.store, v.o.Witness))
-	if err != nil || c.Store != r.store {
-		v.find(Finding{Store: r.store, Log: log, Kind: KindBadSignature, Sizes: []int64{size},
-			Detail: "the checkpoint is not signed by a roster key of the store"})
-		return
+	v.rep.Checkpoints++
+	v.signed(v.store(r.store), s)
+}
+
+// unverifiedReason says, for the report, why a record under a checkpoint
+// token is not a signed checkpoint of its store.
+func unverifiedReason(err error) string {
+	switch {
+	case errors.Is(err, ledger.ErrNotCheckpointID):
+		return "its id is not a checkpoint message id"
+	case errors.Is(err, ledger.ErrMalformed):
+		return "not a checkpoint message"
+	default:
+		return "not signed by a roster key of the store"
 	}
-	if c.Log != log || c.Size != size {
-		v.find(Finding{Store: r.store, Log: log, Kind: KindAltered, Sizes: []int64{size, c.Size},
-			Detail: "the checkpoint message's id does not name the checkpoint it holds"})
-		return
-	}
-	lg := st.logs[c.Log]
-	if lg == nil || lg.snap == nil {
-		// A log the first read could not learn the start of: none of the
-		// checkpoints it tried verified (an archive stuffed with
-		// unsigned ones). Its leaves are not checked, which must not pass.
-		if !st.unlearned[c.Log] {
-			if st.unlearned == nil {
-				st.unlearned = map[string]bool{}
-			}
-			st.unlearned[c.Log] = true
-			v.find(Finding{Store: r.store, Log: c.Log, Kind: KindAltered, Sizes: []int64{c.Size},
-				Detail: "a signed checkpoint of a log whose start the first read did not learn (its first and latest checkpoint records there do not verify): its leaves are not checked"})
-		}
-		return
-	}
-	if lg.first != c.First {
-		v.logOf(st, c)
+}
+
+// signed takes a checkpoint a roster key of its store signed: its log's
+// first sequence, its consistency with the log's previous checkpoint in
+// the archive, its root.
+func (v *verifier) signed(st *storeState, s ledger.Signed) {
+	c, msg := s.Checkpoint, s.Message
+	lg := v.logOf(st, c)
+	if lg == nil {
 		return
 	}
 	lg.checkpoints++
 	lg.signed = max(lg.signed, c.Size)
-	if v.o.Witness != nil && hasSig(n, v.o.Witness) {
+	if v.o.Witness != nil && hasSig(s.Note, v.o.Witness) {
 		lg.witnessed = max(lg.witnessed, c.Size)
 	}
 	if p := lg.last; p != nil {
 		switch {
 		case msg.PrevSize == p.Size:
 			if err := ledger.CheckConsistency(msg.Proof, p.Size, p.Root, c.Size, c.Root); err != nil {
-				v.find(Finding{Store: r.store, Log: c.Log, Kind: KindForked, Sizes: []int64{p.Size, c.Size},
+				v.find(Finding{Store: st.id, Log: c.Log, Kind: KindForked, Sizes: []int64{p.Size, c.Size},
 					Detail: fmt.Sprintf("the store signed a checkpoint of size %d that does not extend its checkpoint of size %d", c.Size, p.Size)})
 				lg.fork(c)
 				return
 			}
 		case msg.PrevSize > p.Size && c.Size > p.Size:
-			v.find(Finding{Store: r.store, Log: c.Log, Kind: KindCheckpointMissing, Sizes: []int64{p.Size, msg.PrevSize, c.Size},
+			v.find(Finding{Store: st.id, Log: c.Log, Kind: KindCheckpointMissing, Sizes: []int64{p.Size, msg.PrevSize, c.Size},
 				Detail: fmt.Sprintf("the checkpoint of size %d follows one of size %d that the archive does not hold (its last before is size %d)", c.Size, msg.PrevSize, p.Size)})
 		case c.Size == p.Size && c.Root != p.Root:
-			v.find(Finding{Store: r.store, Log: c.Log, Kind: KindForked, Sizes: []int64{c.Size},
+			v.find(Finding{Store: st.id, Log: c.Log, Kind: KindForked, Sizes: []int64{c.Size},
 				Detail: fmt.Sprintf("two signed checkpoints of size %d with different roots", c.Size)})
 			lg.fork(c)
 			return
@@ -717,27 +697,48 @@ func (lg *logState) fork(c ledger.Checkpoint) {
 	}
 }
 
-func (v *verifier) movement(ctx context.Context, r record) {
+// payload checks a movement's payload against its digest. A record with
+// no usable leaf is tallied: anyone who may write to the streams can make
+// them at will.
+func (v *verifier) payload(r record) {
 	l, ok := leafOf(r.h)
 	if !ok {
-		v.find(Finding{Store: r.store, Kind: KindAltered, Detail: fmt.Sprintf("archive record %s:%d has no usable sequence, key or digest", r.stream, r.streamSeq)})
+		v.tally.add(Finding{Store: r.store, Kind: KindAltered,
+			Detail: fmt.Sprintf("archive record %s:%d has no usable sequence, key or digest", r.stream, r.streamSeq)}, "a movement without a usable sequence, key or digest")
 		return
 	}
-	st := v.store(r.store)
-	var lg *logState
-	for _, c := range st.order {
-		if c.first > l.Seq {
-			break
-		}
-		lg = c
-	}
 	if !payloadMatches(l, r.data) {
-		log := ""
-		if lg != nil {
-			log = lg.id
-		}
-		v.find(Finding{Store: r.store, Log: log, Kind: KindAltered, From: l.Seq, To: l.Seq, Detail: "the payload does not match its digest"})
+		v.find(Finding{Store: r.store, Kind: KindAltered, From: l.Seq, To: l.Seq, Detail: "the payload does not match its digest", needsLog: true})
 	}
+}
+
+// readTrees is the second read, headers only: every movement's leaf into
+// its log's tree, the root kept at each signed checkpoint's size.
+func (v *verifier) readTrees(ctx context.Context, names []string, last lastSeqs, subjects []string, total uint64) error {
+	prog := v.progress(ReadVerify, total)
+	for i, name := range names {
+		_, err := scan(ctx, v.js, name, last[name], subjects, true, func(r record) error {
+			if v.wanted(r.store) && r.token == "" {
+				v.leaf(ctx, r)
+			}
+			return nil
+		}, prog(i))
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// leaf puts a movement's leaf into its log's tree; a movement before any
+// log of its store is counted.
+func (v *verifier) leaf(ctx context.Context, r record) {
+	l, ok := leafOf(r.h)
+	if !ok {
+		return // tallied by the first read
+	}
+	st := v.store(r.store)
+	lg := v.logAt(st, l.Seq)
 	if lg == nil {
 		b := &st.before
 		if b.n == 0 || l.Seq < b.from {
@@ -930,6 +931,35 @@ func (v *verifier) conclude(ctx context.Context, names []string, last lastSeqs) 
 		}
 	}
 	return nil
+}
+
+// report lists what the tally holds, after every other finding so that
+// none of those is pushed out of the list, and names the stores none of
+// whose checkpoints could be authenticated.
+func (v *verifier) report() {
+	for _, f := range v.tally.findings() {
+		v.rep.Counts[f.Kind] += int(max(f.Count, 1))
+		v.list(f)
+	}
+	var keyless []string
+	for id := range v.tally.stores {
+		if st := v.stores[id]; (st == nil || st.before.n == 0) && len(v.o.Roster.Keys(id)) == 0 {
+			keyless = append(keyless, id)
+		}
+	}
+	for _, st := range v.stores {
+		if st.before.n > 0 && len(v.o.Roster.Keys(st.id)) == 0 {
+			keyless = append(keyless, st.id)
+		}
+	}
+	slices.Sort(keyless)
+	for i, id := range keyless {
+		if i == maxTallySamples {
+			v.rep.Notes = append(v.rep.Notes, fmt.Sprintf("%d more stores have records in the archive and no key in the roster", len(keyless)-i))
+			break
+		}
+		v.rep.Notes = append(v.rep.Notes, fmt.Sprintf("store %s has no key in the roster: none of its checkpoints could be authenticated, and its movements are checked against no log", id))
+	}
 }
 
 func storeSize(lg *logState) int64 {

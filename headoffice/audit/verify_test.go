@@ -41,9 +41,14 @@ type rig struct {
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
+	return newRigAt(t, natstest.StartHub(t).URL())
+}
+
+// newRigAt is newRig on the central at url.
+func newRigAt(t *testing.T, url string) *rig {
+	t.Helper()
 	ctx := testContext(t)
-	srv := natstest.StartHub(t)
-	nc := natstest.Connect(t, srv.URL())
+	nc := natstest.Connect(t, url)
 	js := natstest.JetStream(t, nc)
 	r := &rig{ctx: ctx, nc: nc, js: js, a: ledgertest.NewStore(t, "S0042"), b: ledgertest.NewStore(t, "S0043")}
 	for _, n := range []int{20, 20, 10, 10} {
@@ -296,7 +301,7 @@ func TestTamperForgedCheckpoint(t *testing.T) {
 	r.records++
 	r.wait(t)
 	rep := r.verify(t)
-	expect(t, rep, audit.Finding{Kind: audit.KindBadSignature, Store: "S0042", Log: r.a.Log})
+	expect(t, rep, audit.Finding{Kind: audit.KindUnverifiedCheckpoint, Store: "S0042", Log: r.a.Log})
 	if f := failing(rep)[0]; fmt.Sprint(f.Sizes) != "[70]" {
 		t.Errorf("finding %+v: want size 70", f)
 	}

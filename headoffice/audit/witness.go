@@ -64,7 +64,8 @@ type WitnessOptions struct {
 	// CreateTimeout bounds that attempt, which a server that denies it
 	// does not answer; default 5s.
 	CreateTimeout time.Duration
-	// Log gets a line per refusal. Default slog.Default().
+	// Log gets a line per refusal, for the first 16 of a pass, then one
+	// line saying more are counted. Default slog.Default().
 	Log *slog.Logger
 	// Registerer, when set, gets the witness's metrics.
 	Registerer prometheus.Registerer
@@ -235,28 +236,47 @@ func (w *Witness) Run(ctx context.Context, interval time.Duration, each func(Wit
 	}
 }
 
+// maxRefusalLines bounds the refusals a pass logs one by one: anyone who
+// may write to the streams can make records the witness refuses, as many
+// as they like. The rest are counted in the metric and the pass's
+// summary.
+const maxRefusalLines = 16
+
 func (w *Witness) refuse(run *WitnessRun, why, store, log string, sizes ...int64) {
 	run.Refused[why]++
 	w.counter.WithLabelValues("refused", why).Inc()
-	w.o.Log.Warn("witness: checkpoint refused", "reason", why, "store", store, "log", log, "sizes", fmt.Sprint(sizes))
+	switch n := refusals(run); {
+	case n <= maxRefusalLines:
+		w.o.Log.Warn("witness: checkpoint refused", "reason", why, "store", store, "log", log, "sizes", fmt.Sprint(sizes))
+	case n == maxRefusalLines+1:
+		w.o.Log.Warn("witness: more checkpoints refused in this pass: counted in rxedge_witness_checkpoints_total and the pass's summary, not logged one by one")
+	}
+}
+
+func refusals(run *WitnessRun) int {
+	n := 0
+	for _, k := range run.Refused {
+		n += k
+	}
+	return n
 }
 
 func (w *Witness) checkpoint(ctx context.Context, r record, run *WitnessRun) error {
-	log, size, err := ledger.ParseCheckpointMsgID(r.token)
-	if err != nil {
-		w.refuse(run, RefusedMalformed, r.store, "")
+	var claimed []int64 // what the id says, for the log only
+	log, size, perr := ledger.ParseCheckpointMsgID(r.token)
+	if perr == nil {
+		claimed = []int64{size}
+	}
+	s, err := ledger.OpenMessage(r.store, r.token, r.data, verifiers(w.o.Roster, r.store, nil))
+	switch {
+	case errors.Is(err, ledger.ErrNotCheckpointID) || errors.Is(err, ledger.ErrMalformed):
+		w.refuse(run, RefusedMalformed, r.store, log, claimed...)
+		return nil
+	case err != nil || s.Misnamed:
+		w.refuse(run, RefusedBadSignature, r.store, log, claimed...)
 		return nil
 	}
-	msg, err := ledger.ParseMessage(r.data)
-	if err != nil {
-		w.refuse(run, RefusedMalformed, r.store, log, size)
-		return nil
-	}
-	n, c, err := ledger.Open([]byte(msg.Note), verifiers(w.o.Roster, r.store, nil))
-	if err != nil || c.Store != r.store || c.Log != log || c.Size != size {
-		w.refuse(run, RefusedBadSignature, r.store, log, size)
-		return nil
-	}
+	n, c, msg := s.Note, s.Checkpoint, s.Message
 	key := c.Store + "/" + c.Log
 	prev, seen := w.state.Logs[key]
 	if seen {

@@ -55,7 +55,7 @@ func TestAuditorVerifies(t *testing.T) {
 				t.Fatalf("verify as the auditor: %+v %+v", rep, rep.Logs)
 			}
 			p, err := hoaudit.Prove(ctx, hoaudit.ProveOptions{Conn: au.nc, APIPrefix: central.AuditAPIPrefix, Archives: central.ArchiveStreams(n),
-				Key: ledgertest.Key("S0001", 8), Store: "S0001", NoWitness: true})
+				Key: ledgertest.Key("S0001", 8), Store: "S0001", Roster: roster, NoWitness: true})
 			if err != nil {
 				t.Fatalf("prove as the auditor: %v", err)
 			}

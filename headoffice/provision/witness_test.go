@@ -122,7 +122,7 @@ func testWitness(t *testing.T, n int) {
 			t.Fatalf("verify as the auditor with the witness key: %+v %+v", rep, rep.Logs)
 		}
 		p, err := hoaudit.Prove(ctx, hoaudit.ProveOptions{Conn: au.nc, APIPrefix: central.AuditAPIPrefix, Archives: central.ArchiveStreams(n),
-			Key: ledgertest.Key("S0001", 3), Store: "S0001"})
+			Key: ledgertest.Key("S0001", 3), Store: "S0001", Roster: roster})
 		if err != nil {
 			t.Fatalf("prove as the auditor: %v", err)
 		}

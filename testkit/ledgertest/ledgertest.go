@@ -455,3 +455,49 @@ func PublishForged(ctx context.Context, tb testing.TB, js jetstream.JetStream, s
 	s := &Store{ID: store}
 	s.publish(ctx, tb, js, c, ledger.Message{Note: string(signed)})
 }
+
+// Forgery is what PublishUnsigned writes at its i-th record: the log and
+// size its checkpoint token names.
+type Forgery func(i int) (log string, size int64)
+
+// PublishUnsigned publishes n records under checkpoint tokens on store's
+// movement subjects, as a user of the streams' account (central's
+// administrator, a tool) can: each a well-formed checkpoint message whose
+// note no key signed, naming the log and size forge gives. It publishes
+// asynchronously, a window at a time, and returns once central
+// acknowledged every one.
+func PublishUnsigned(ctx context.Context, tb testing.TB, js jetstream.JetStream, store string, n int, forge Forgery) {
+	tb.Helper()
+	const window = 2048
+	for lo := 0; lo < n; lo += window {
+		var acks []jetstream.PubAckFuture
+		for i := lo; i < min(n, lo+window); i++ {
+			log, size := forge(i)
+			c := ledger.Checkpoint{Store: store, Log: log, Size: size, Root: ledger.Hash(sha256.Sum256([]byte(fmt.Sprint("forged", i)))),
+				First: 1, Time: time.Now().Add(-time.Hour).UTC()}
+			body, err := ledger.Message{Note: c.Text() + "\n", PrevSize: 0}.Marshal()
+			if err != nil {
+				tb.Fatal(err)
+			}
+			tok := ledger.CheckpointToken(log, size)
+			m := nats.NewMsg(central.Subject(store, tok))
+			m.Header.Set(central.HeaderMsgID, ledger.CheckpointMsgID(tok, body))
+			m.Header.Set(central.HeaderStore, store)
+			m.Data = body
+			f, err := js.PublishMsgAsync(m)
+			if err != nil {
+				tb.Fatalf("publish forged checkpoint %d of %s: %v", i, store, err)
+			}
+			acks = append(acks, f)
+		}
+		for i, f := range acks {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				tb.Fatalf("publish forged checkpoint %d of %s: %v", lo+i, store, err)
+			case <-ctx.Done():
+				tb.Fatalf("publish forged checkpoints of %s: %v", store, ctx.Err())
+			}
+		}
+	}
+}
