@@ -6,6 +6,12 @@
 // can name its source without showing a secret. The credentials (user and
 // password, token, NKey seed or .creds file) come as one from the first
 // source that names an identity, never mixed from several.
+//
+// Its promise: nothing it returns shows a credential. The resolved
+// servers hold none (credentials in a server URL become the identity, and
+// a URL that does not parse is refused showing it redacted), and Connect,
+// the one way head office's commands reach central, scrubs nats.go's
+// errors of the password and token it was given.
 package natsconn
 
 import (
@@ -105,6 +111,12 @@ func Environment(getenv func(string) string) *Layer {
 // first of that layer, the ones above it and the second layer (the
 // environment's password serves a user of any source). A user without an
 // inbox prefix gets its own, central.InboxPrefix.
+//
+// The servers come out without credentials, whatever source gave them,
+// so no message that shows them can show a password. Credentials in the
+// server URLs (nats://user:password@host, nats://token@host) are the
+// identity when no layer names another; a named one wins over them. A
+// server URL that does not parse is an ErrSetting that shows it redacted.
 func Resolve(layers ...*Layer) (Settings, error) {
 	first := func(field string, get func(v Values) string) Setting {
 		for _, l := range layers {
@@ -121,6 +133,32 @@ func Resolve(layers ...*Layer) (Settings, error) {
 		Key:     first(FieldKey, func(v Values) string { return v.Key }),
 		Inbox:   first(FieldInbox, func(v Values) string { return v.Inbox }),
 	}
+	servers, urlID, err := parseServers(s.Servers.Value, s.Servers.From)
+	if err != nil {
+		return Settings{}, err
+	}
+	s.Servers.Value = servers
+	named, err := identity(&s, layers)
+	if err != nil {
+		return s, err
+	}
+	if !named && urlID != nil {
+		from := "the server URL (" + s.Servers.From + ")"
+		if urlID.token != "" {
+			s.Token = Setting{urlID.token, from}
+		} else {
+			s.User, s.Password = Setting{urlID.user, from}, Setting{urlID.password, from}
+		}
+	}
+	if s.Inbox.Value == "" && s.User.Value != "" {
+		s.Inbox = Setting{central.InboxPrefix(s.User.Value), "the user (" + s.User.From + ")"}
+	}
+	return s, nil
+}
+
+// identity sets s's credentials from the first layer that names an
+// identity, and says whether one did.
+func identity(s *Settings, layers []*Layer) (bool, error) {
 	for i, l := range layers {
 		var named []string
 		for _, id := range []struct{ field, v string }{{FieldUser, l.User}, {FieldToken, l.Token}, {FieldNKeySeed, l.NKeySeed}, {FieldCreds, l.Creds}} {
@@ -132,7 +170,7 @@ func Resolve(layers ...*Layer) (Settings, error) {
 			continue
 		}
 		if len(named) > 1 {
-			return s, invalid("choose one way to authenticate: %s are all set", strings.Join(named, ", "))
+			return false, invalid("choose one way to authenticate: %s are all set", strings.Join(named, ", "))
 		}
 		s.User, s.Token = l.setting(FieldUser, l.User), l.setting(FieldToken, l.Token)
 		s.NKeySeed, s.Creds = l.setting(FieldNKeySeed, l.NKeySeed), l.setting(FieldCreds, l.Creds)
@@ -144,12 +182,9 @@ func Resolve(layers ...*Layer) (Settings, error) {
 				}
 			}
 		}
-		break
+		return true, nil
 	}
-	if s.Inbox.Value == "" && s.User.Value != "" {
-		s.Inbox = Setting{central.InboxPrefix(s.User.Value), "the user (" + s.User.From + ")"}
-	}
-	return s, nil
+	return false, nil
 }
 
 // natsContext is a nats CLI context file: the fields the agent reads.
