@@ -205,20 +205,27 @@ func FromMonitor(ctx context.Context, client *http.Client, urls []string, timeou
 		srv, sts := fromJSZ(varz.Name, &j)
 		servers, streams = append(servers, srv), append(streams, sts...)
 	}
-	return Judge(strings.Join(urls, ", "), servers, streams), nil
+	shown := make([]string, len(urls))
+	for i, u := range urls {
+		shown[i] = redact.URL(u)
+	}
+	return Judge(strings.Join(shown, ", "), servers, streams), nil
 }
 
+// getJSON reads u's JSON into v. Its errors show u without credentials:
+// net/url's and net/http's errors quote the URL they failed on, so they
+// are scrubbed of what u holds.
 func getJSON(ctx context.Context, client *http.Client, u string, timeout time.Duration, v any) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	shown := redact.URL(u)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return fmt.Errorf("durability: %w", err)
+		return fmt.Errorf("durability: monitoring URL %s is not a URL: %w", shown, redact.ParseError(err, u))
 	}
-	shown := redact.URL(u)
 	resp, err := client.Do(req)
 	if err != nil {
-		return fmt.Errorf("durability: %s: %w", shown, errors.Unwrap(err))
+		return fmt.Errorf("durability: %s: %w", shown, redact.Error(errors.Unwrap(err), redact.Secrets(u)...))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
