@@ -10,7 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/rxedge/agent/internal/redact"
 )
 
 // Settings are the sink's settings file (configs/sink.yaml): what a
@@ -102,4 +105,53 @@ func ReadSecret(path string) (string, error) {
 		return "", fmt.Errorf("password file %s: empty", path)
 	}
 	return line, nil
+}
+
+// ErrSetting marks a setting the sink cannot work with as given (a
+// PostgreSQL URL that does not parse): a usage error to fix, never one to
+// wait out. Retryable is false for it.
+var ErrSetting = errors.New("sink: invalid setting")
+
+// settingError is an error of ErrSetting.
+type settingError string
+
+func (e settingError) Error() string        { return string(e) }
+func (e settingError) Is(target error) bool { return target == ErrSetting }
+
+// DefaultConnectTimeout bounds a connection attempt to PostgreSQL when the
+// URL sets no connect_timeout.
+const DefaultConnectTimeout = 10 * time.Second
+
+// PostgresConfig is the database's connection configuration: Postgres.URL
+// (a URL or a key=value connection string) parsed, with the password read
+// from Postgres.PasswordFile when one is named, the application name
+// rxedge-sink and DefaultConnectTimeout unless the URL sets them. A URL
+// that does not parse is an ErrSetting showing it redacted (redact.DSN);
+// no error carries a password.
+func (s *Settings) PostgresConfig() (*pgxpool.Config, error) {
+	u := s.Postgres.URL
+	if u == "" {
+		return nil, settingError("no PostgreSQL URL is given")
+	}
+	cfg, err := pgxpool.ParseConfig(u)
+	if err != nil {
+		// pgx redacts what it quotes as well as it can; its text is
+		// scrubbed again of everything in u that could be a credential.
+		return nil, settingError(fmt.Sprintf("the PostgreSQL URL %s cannot be used (give postgres://USER@HOST:PORT/DB?sslmode=… or host=… dbname=… key=value pairs): %v",
+			redact.DSN(u), redact.Error(err, redact.Secrets(u)...)))
+	}
+	if s.Postgres.PasswordFile != "" {
+		pw, err := ReadSecret(s.Postgres.PasswordFile)
+		if err != nil {
+			return nil, err
+		}
+		cfg.ConnConfig.Password = pw
+	}
+	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "rxedge-sink"
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
+	return cfg, nil
 }
