@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -458,6 +460,9 @@ func (f *follower) write(ctx context.Context, batch []Row) error {
 			f.out.Position = f.pos
 			f.out.Counts.add(c)
 			f.o.Metrics.committed(f.name, f.pos, c, staged, time.Since(start))
+			if c.Rejects > 0 {
+				f.setAside(log, rows)
+			}
 			return nil
 		}
 		if ctx.Err() != nil {
@@ -495,6 +500,32 @@ func (f *follower) write(ctx context.Context, batch []Row) error {
 			f.pos = p
 		}
 	}
+}
+
+// setAside reports the rejects of a committed batch: counted by reason
+// (rxedge_sink_rejects_total) and logged in one line per batch, however
+// many it held, with the archive sequences of the first few. The messages
+// stay in the archive; sink_rejects says where.
+func (f *follower) setAside(log *slog.Logger, rows []Row) {
+	reasons := map[string]uint64{}
+	var seqs []uint64
+	for _, r := range rows {
+		if r.Reject == "" {
+			continue
+		}
+		reasons[r.Reject]++
+		if len(seqs) < 5 {
+			seqs = append(seqs, r.StreamSeq)
+		}
+	}
+	f.o.Metrics.rejected(f.name, reasons)
+	names := slices.Sorted(maps.Keys(reasons))
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s: %d", n, reasons[n])
+	}
+	log.Warn("set aside archive messages the sink cannot take (see sink_rejects)",
+		"reasons", strings.Join(parts, ", "), "first_archive_seqs", seqs)
 }
 
 // retryDB runs fn until it succeeds or ctx ends.
