@@ -188,6 +188,9 @@ func FromMonitor(ctx context.Context, client *http.Client, urls []string, timeou
 	if client == nil {
 		client = http.DefaultClient
 	}
+	// A comma in a password splits a URL given in a list: errors and the
+	// source are scrubbed of what the whole list holds.
+	secrets := redact.Secrets(strings.Join(urls, ","))
 	var servers []Server
 	var streams []Stream
 	for _, u := range urls {
@@ -196,11 +199,11 @@ func FromMonitor(ctx context.Context, client *http.Client, urls []string, timeou
 			Name string `json:"server_name"`
 		}
 		if err := getJSON(ctx, client, base+"/varz", timeout, &varz); err != nil {
-			return Report{}, err
+			return Report{}, redact.Error(err, secrets...)
 		}
 		var j jsz
 		if err := getJSON(ctx, client, base+"/jsz?accounts=true&streams=true&config=true", timeout, &j); err != nil {
-			return Report{}, err
+			return Report{}, redact.Error(err, secrets...)
 		}
 		srv, sts := fromJSZ(varz.Name, &j)
 		servers, streams = append(servers, srv), append(streams, sts...)
@@ -209,7 +212,7 @@ func FromMonitor(ctx context.Context, client *http.Client, urls []string, timeou
 	for i, u := range urls {
 		shown[i] = redact.URL(u)
 	}
-	return Judge(strings.Join(shown, ", "), servers, streams), nil
+	return Judge(redact.Text(strings.Join(shown, ", "), secrets...), servers, streams), nil
 }
 
 // getJSON reads u's JSON into v. Its errors show u without credentials:

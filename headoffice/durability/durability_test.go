@@ -215,4 +215,10 @@ func TestMonitorURLCredentials(t *testing.T) {
 			t.Errorf("%s: %v, want an error without the password", bad, err)
 		}
 	}
+	// A comma in the password splits the URL in a list (--monitor-url
+	// takes one).
+	_, err = durability.FromMonitor(testContext(t), nil, []string{"http://mon:Pw-Se", "cret@127.0.0.1:1"}, 10*time.Second)
+	if err == nil || strings.Contains(err.Error(), "Pw-Se") || strings.Contains(err.Error(), "cret") {
+		t.Errorf("a comma in the password: %v, want an error without any of it", err)
+	}
 }

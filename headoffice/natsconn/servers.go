@@ -1,6 +1,7 @@
 package natsconn
 
 import (
+	"fmt"
 	"net/url"
 	"strings"
 
@@ -26,6 +27,11 @@ func parseServers(list, from string) (string, *urlIdentity, error) {
 		out []string
 		id  *urlIdentity
 	)
+	// A comma in a password splits its URL (as nats.go splits it): what
+	// an error shows of one part is scrubbed of what the list holds.
+	fail := func(format string, args ...any) error {
+		return invalid("%s", redact.Text(fmt.Sprintf(format, args...), redact.Secrets(list)...))
+	}
 	for _, e := range strings.Split(list, ",") {
 		e = strings.TrimSpace(e)
 		if e == "" {
@@ -38,10 +44,10 @@ func parseServers(list, from string) (string, *urlIdentity, error) {
 		}
 		u, err := url.Parse(raw)
 		if err != nil {
-			return "", nil, invalid("the server URL %s (from %s) is not a URL: %s", redact.URL(e), from, redact.ParseError(err, raw))
+			return "", nil, fail("the server URL %s (from %s) is not a URL: %v", redact.URL(e), from, redact.ParseError(err, raw))
 		}
 		if u.Host == "" {
-			return "", nil, invalid("the server URL %s (from %s) names no host: give one such as nats://central.example:4222", redact.URL(e), from)
+			return "", nil, fail("the server URL %s (from %s) names no host: give one such as nats://central.example:4222", redact.URL(e), from)
 		}
 		if this := identityOf(u.User); this != nil {
 			if id != nil && *id != *this {

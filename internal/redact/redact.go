@@ -77,7 +77,7 @@ func URLs(list string) string {
 
 // Secrets are the credentials a connection string holds, for Text and
 // Error to take out of what a library says about it: the user information
-// of a URL, or of each URL of a comma-separated list, its password (or,
+// of a URL, or of each URL of a comma-separated list (spans), its password (or,
 // without one, the whole of it: a token); the values of password
 // parameters of a URL's query; the values of password keys of a key=value
 // DSN. Each comes as written and decoded, and the pieces of each a parser
@@ -101,7 +101,7 @@ func Secrets(conn string) []string {
 			}
 		}
 	}
-	for _, part := range append([]string{conn}, strings.Split(conn, ",")...) {
+	for _, part := range spans(conn) {
 		part = strings.TrimSpace(part)
 		// Parsers differ on where user information ends: at the last
 		// '@' (net/url), or at the first (libpq, pgx).
@@ -123,6 +123,33 @@ func Secrets(conn string) []string {
 	}
 	for _, v := range keywordPasswords(conn) {
 		add(v, true)
+	}
+	return out
+}
+
+// maxSpanParts bounds the comma-separated parts whose runs spans joins:
+// a list of servers has a few.
+const maxSpanParts = 32
+
+// spans are the comma-separated parts of conn, and every run of
+// consecutive parts that holds at most one "://": a comma inside a
+// password splits a URL in two (nats://u:pa,ss@h), and a parser shows the
+// first half as a URL of its own. A run over two URLs is no URL; conn
+// itself comes when it is one part or such a run.
+func spans(conn string) []string {
+	parts := strings.Split(conn, ",")
+	if len(parts) > maxSpanParts {
+		return append([]string{conn}, parts...)
+	}
+	var out []string
+	for i := range parts {
+		for j := i + 1; j <= len(parts); j++ {
+			run := strings.Join(parts[i:j], ",")
+			if j > i+1 && strings.Count(run, "://") > 1 {
+				break
+			}
+			out = append(out, run)
+		}
 	}
 	return out
 }
