@@ -36,7 +36,7 @@ func Connect(name string, s Settings, timeout time.Duration) (*nats.Conn, error)
 	nc, err := nats.Connect(s.Servers.Value, opts...)
 	if err != nil {
 		err = redact.Error(err, s.Password.Value, s.Token.Value)
-		return nil, fmt.Errorf("connect to %s (from %s; %s): %w", s.Servers.Value, s.Servers.From, identity, err)
+		return nil, fmt.Errorf("connect to %s (from %s; %s): %w", redact.URLs(s.Servers.Value), s.Servers.From, identity, err)
 	}
 	return nc, nil
 }

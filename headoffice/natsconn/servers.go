@@ -49,6 +49,12 @@ func parseServers(list, from string) (string, *urlIdentity, error) {
 		if u.Host == "" {
 			return "", nil, fail("the server URL %s (from %s) names no host: give one such as nats://central.example:4222", redact.URL(e), from)
 		}
+		// A server URL is a scheme, a host and a port. nats.go ignores the
+		// rest, where a mistyped URL (nats:/user:password@host) can put
+		// what was meant as its user information.
+		if u.Opaque != "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.ForceQuery {
+			return "", nil, fail("the server URL %s (from %s) has more than a host and port: give one such as nats://central.example:4222", redact.URL(e), from)
+		}
 		if this := identityOf(u.User); this != nil {
 			if id != nil && *id != *this {
 				return "", nil, invalid("the server URLs (from %s) carry different credentials: give one identity for them all", from)
