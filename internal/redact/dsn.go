@@ -18,13 +18,30 @@ import (
 //
 // A string that is neither (an open quote, a key that is not a word, no
 // '=') loses everything from its first "password" on and, as URL does,
-// everything between its scheme and its last '@'.
+// everything between its scheme and its last '@'. What is left of a
+// string that is not a clean URL or key=value string is scrubbed of its
+// Secrets as well: where user information or a query value ends is not
+// certain there (pgx ends user information at the first '@', net/url at
+// the last), and no piece of a password survives either reading.
 func DSN(s string) string {
+	out, clean := dsn(s)
+	if clean {
+		return out
+	}
+	return Text(out, Secrets(s)...)
+}
+
+// dsn is DSN but for the last scrub; clean says the string parsed
+// without doubt: a key=value string, or a URL net/url reads with at most
+// one '@', in its user information.
+func dsn(s string) (string, bool) {
 	if strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://") {
-		return cutPassword(dsnURL(s))
+		u, err := url.Parse(s)
+		n := strings.Count(s, "@")
+		return cutPassword(dsnURL(s)), err == nil && (n == 0 || n == 1 && u.User != nil)
 	}
 	if out, ok := scanKeywords(s, func(_, _ string) string { return Mask }); ok {
-		return out
+		return out, true
 	}
 	if i := indexFold(s, "password"); i >= 0 {
 		s = s[:i] + Mask
@@ -32,7 +49,7 @@ func DSN(s string) string {
 	if i := strings.LastIndex(s, "@"); i >= 0 {
 		s = s[:schemeEnd(s, i)] + s[i+1:]
 	}
-	return s
+	return s, false
 }
 
 // dsnURL is URL, but keeps the user name of a URL that parses: a
@@ -65,9 +82,10 @@ func cutPassword(s string) string {
 			n = len(s) - start
 		}
 		part := s[start : start+n]
-		if _, ok := passwordKey(part); ok {
-			key, _, _ := strings.Cut(part, "=")
-			if name, _ := passwordKey(key); name == "password" || name == "sslpassword" {
+		key, _, _ := strings.Cut(part, "=")
+		name, inKey := passwordKey(key)
+		if _, inPart := passwordKey(part); inKey || inPart {
+			if name == "password" || name == "sslpassword" {
 				return s[:start] + name + "=" + Mask
 			}
 			return s[:start] + Mask
@@ -77,13 +95,37 @@ func cutPassword(s string) string {
 	return s
 }
 
-// passwordKey reports whether a query parameter's name, unescaped when it
-// can be, holds "password"; name is it unescaped, in lower case.
+// passwordKey reports whether a query parameter's name, its escapes
+// decoded (those that are escapes: a parser may read the rest either
+// way), holds "password"; name is it decoded, in lower case.
 func passwordKey(key string) (name string, ok bool) {
-	if k, err := url.QueryUnescape(key); err == nil {
-		key = k
+	var b strings.Builder
+	for i := 0; i < len(key); i++ {
+		if key[i] == '%' && i+2 < len(key) && ishex(key[i+1]) && ishex(key[i+2]) {
+			b.WriteByte(unhex(key[i+1])<<4 | unhex(key[i+2]))
+			i += 2
+			continue
+		}
+		if key[i] == '+' {
+			b.WriteByte(' ')
+			continue
+		}
+		b.WriteByte(key[i])
 	}
-	return strings.ToLower(key), indexFold(key, "password") >= 0
+	name = strings.ToLower(b.String())
+	return name, strings.Contains(name, "password") || indexFold(key, "password") >= 0
+}
+
+func ishex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
+
+func unhex(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c <= 'F':
+		return c - 'A' + 10
+	}
+	return c - 'a' + 10
 }
 
 // queryPasswords are the values of s's query parameters whose names hold

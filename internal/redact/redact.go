@@ -87,16 +87,19 @@ func URLs(list string) string {
 // one.
 func Secrets(conn string) []string {
 	var out []string
+	seen := map[string]bool{"": true}
+	keep := func(v string) {
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
 	add := func(s string, split bool) {
 		for _, v := range []string{s, unescape(url.PathUnescape, s), unescape(url.QueryUnescape, s)} {
-			if v != "" && !slices.Contains(out, v) {
-				out = append(out, v)
-			}
+			keep(v)
 			if split {
 				for _, p := range pieces(v) {
-					if p != "" && !slices.Contains(out, p) {
-						out = append(out, p)
-					}
+					keep(p)
 				}
 			}
 		}
@@ -127,12 +130,16 @@ func Secrets(conn string) []string {
 	return out
 }
 
-// maxSpanParts bounds the comma-separated parts whose runs spans joins:
-// a list of servers has a few.
-const maxSpanParts = 32
+// maxSpanParts bounds the comma-separated parts whose runs spans joins,
+// and maxRun the parts of one run: a list of servers has a few, and a
+// password a comma or two.
+const (
+	maxSpanParts = 32
+	maxRun       = 4
+)
 
-// spans are the comma-separated parts of conn, and every run of
-// consecutive parts that holds at most one "://": a comma inside a
+// spans are the comma-separated parts of conn, and every run of up to
+// maxRun consecutive parts that holds at most one "://": a comma inside a
 // password splits a URL in two (nats://u:pa,ss@h), and a parser shows the
 // first half as a URL of its own. A run over two URLs is no URL; conn
 // itself comes when it is one part or such a run.
@@ -143,7 +150,7 @@ func spans(conn string) []string {
 	}
 	var out []string
 	for i := range parts {
-		for j := i + 1; j <= len(parts); j++ {
+		for j := i + 1; j <= min(len(parts), i+maxRun); j++ {
 			run := strings.Join(parts[i:j], ",")
 			if j > i+1 && strings.Count(run, "://") > 1 {
 				break
@@ -197,7 +204,9 @@ const delimiters = "/?#&;@:, '\"\t\r\n"
 // may quote it: as it is, escaped as Go's %q escapes it (url.Error does),
 // and percent-escaped as a URL's path, query or user information holds
 // it. Longer secrets go first, so none leaves a piece of another behind.
-// An empty secret is ignored.
+// An empty secret is ignored; one of one or two bytes is replaced only
+// where it stands alone (no letter or digit on either side), so that a
+// piece such as "p" does not take every p out of the text.
 func Text(text string, secrets ...string) string {
 	forms := make([]string, 0, 5*len(secrets))
 	for _, s := range secrets {
@@ -209,12 +218,38 @@ func Text(text string, secrets ...string) string {
 	}
 	slices.SortFunc(forms, func(a, b string) int { return len(b) - len(a) })
 	for _, f := range forms {
-		if f != "" {
+		switch {
+		case len(f) > 2:
 			text = strings.ReplaceAll(text, f, Mask)
+		case f != "":
+			text = replaceAlone(text, f)
 		}
 	}
 	return text
 }
+
+// replaceAlone replaces each instance of f in text that has no letter or
+// digit on either side by Mask.
+func replaceAlone(text, f string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(text, f)
+		if i < 0 {
+			b.WriteString(text)
+			return b.String()
+		}
+		end := i + len(f)
+		if (i == 0 || !alnum(text[i-1])) && (end == len(text) || !alnum(text[end])) {
+			b.WriteString(text[:i])
+			b.WriteString(Mask)
+		} else {
+			b.WriteString(text[:end])
+		}
+		text = text[end:]
+	}
+}
+
+func alnum(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' }
 
 // Error is err with every secret taken out of its text (Text); errors.Is
 // and errors.As still see err and what it wraps, whose own texts are not

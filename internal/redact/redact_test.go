@@ -84,6 +84,7 @@ func TestDSN(t *testing.T) {
 		{"password in the query", "postgres://u@h/d?sslmode=require&password=pw&application_name=x", "postgres://u@h/d?sslmode=require&password=REDACTED"},
 		{"escaped password key", "postgres://h/d?pass%77ord=pw", "postgres://h/d?password=REDACTED"},
 		{"sslpassword", "postgres://h/d?sslpassword=pw", "postgres://h/d?sslpassword=REDACTED"},
+		{"escaped password key, bad escape in the value", "postgres://h/d?pass%77ord=p%zzw", "postgres://h/d?password=REDACTED"},
 		{"password in a fragment after the query", "postgres://h/d?x=1#password=pw", "postgres://h/d?x=1#password=REDACTED"},
 		{"multiple hosts", "postgres://u:pw@h1:5432,h2:5433/d?target_session_attrs=read-write", "postgres://u@h1:5432,h2:5433/d?target_session_attrs=read-write"},
 		{"unparsable host", "postgres://u:pw@[bad/d", "postgres://[bad/d"},
@@ -98,6 +99,8 @@ func TestDSN(t *testing.T) {
 		{"keywords, open quote", "host=h password='pw", "host=h REDACTED"},
 		{"keywords, no equals", "host=h password pw", "host=h REDACTED"},
 		{"not a dsn", "u:pw@h", "h"},
+		{"an at in a query password", "postgres://h/d?password=pw@S3cret&sslmode=bogus", "postgres://REDACTED"},
+		{"an at in the password, as pgx reads it", "postgres://u:pw@S3cret@[bad/d", "postgres://[bad/d"},
 		{"a mistyped scheme", "postgress://u:pw@h/d?password=pw", "postgress://h/d?REDACTED"},
 		{"empty", "", ""},
 	} {
@@ -164,6 +167,7 @@ func FuzzDSN(f *testing.F) {
 		for _, s := range []string{
 			"postgres://" + before + ":" + marker + "@" + after,
 			"postgres://h/d?" + before + "password=" + marker + after,
+			"postgres://h/d?" + before + "pass%77ord=" + marker + after,
 			strings.TrimPrefix(strings.TrimPrefix(before, "postgres://"), "postgresql://") + "password=" + marker + after,
 		} {
 			if got := DSN(s); strings.Contains(got, marker) {
