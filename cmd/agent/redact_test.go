@@ -119,6 +119,9 @@ func TestSinkHidesThePostgresPassword(t *testing.T) {
 		{"keywords and bad port", "host=127.0.0.1 password=" + pw + " port=notaport"},
 		{"keywords and open quote", "host=127.0.0.1 password='" + pw},
 		{"mistyped scheme", "postgress://sink:" + pw + "@127.0.0.1/rx"},
+		{"an at in the password", "postgres://sink:Pw@S3cret@127.0.0.1/rx"},
+		{"upper-case scheme", "POSTGRES://sink:Pw=S3cret@127.0.0.1/rx"},
+		{"an at in a query password", "postgres://127.0.0.1/rx?password=Pw@S3cret&sslmode=bogus"},
 	} {
 		for _, cmd := range [][]string{
 			{"central", "sink", "--until-caught-up", "--server", "nats://127.0.0.1:1"},

@@ -140,6 +140,23 @@ func (s *Settings) PostgresConfig() (*pgxpool.Config, error) {
 		return nil, settingError(fmt.Sprintf("the PostgreSQL URL %s cannot be used (give postgres://USER@HOST:PORT/DB?sslmode=… or host=… dbname=… key=value pairs): %v",
 			redact.DSN(u), redact.Error(err, redact.Secrets(u)...)))
 	}
+	// pgx ends a URL's user information at its first '@' (libpq's rule),
+	// so a password with an unescaped '@' leaves its end in the host,
+	// which every connection error would then show. No host has an '@'.
+	for _, h := range hosts(cfg) {
+		if strings.Contains(h, "@") {
+			return nil, settingError(fmt.Sprintf("the PostgreSQL URL %s names a host with an '@' in it: write an '@' in a password as %%40", redact.DSN(u)))
+		}
+	}
+	// pgx hands a key it does not know to the server as a run-time
+	// parameter: a URL with a scheme pgx does not take (POSTGRES://,
+	// postgress://) is read as one key=value pair, and would send what
+	// follows the scheme, a password included, as a parameter's name.
+	for k := range cfg.ConnConfig.RuntimeParams {
+		if !paramName(k) {
+			return nil, settingError(fmt.Sprintf("the PostgreSQL URL %s is not a URL pgx takes (postgres://… or postgresql://…, in lower case) nor key=value pairs: a key is no parameter name", redact.DSN(u)))
+		}
+	}
 	if s.Postgres.PasswordFile != "" {
 		pw, err := ReadSecret(s.Postgres.PasswordFile)
 		if err != nil {
@@ -154,4 +171,24 @@ func (s *Settings) PostgresConfig() (*pgxpool.Config, error) {
 		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
 	}
 	return cfg, nil
+}
+
+// hosts are the hosts cfg connects to, the fallbacks' included.
+func hosts(cfg *pgxpool.Config) []string {
+	out := []string{cfg.ConnConfig.Host}
+	for _, f := range cfg.ConnConfig.Fallbacks {
+		out = append(out, f.Host)
+	}
+	return out
+}
+
+// paramName reports whether k can name a PostgreSQL run-time parameter:
+// letters, digits, '_' and '.' (an extension's own, ext.name).
+func paramName(k string) bool {
+	for _, c := range k {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return k != ""
 }
