@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/rxedge/agent/central"
@@ -115,7 +116,8 @@ func Environment(getenv func(string) string) *Layer {
 // The servers come out without credentials, whatever source gave them,
 // so no message that shows them can show a password. Credentials in the
 // server URLs (nats://user:password@host, nats://token@host) are the
-// identity when no layer names another; a named one wins over them. A
+// identity of the layer that gave the servers, when that layer names no
+// other (a user, token, seed or creds file of its own wins over them). A
 // server URL that does not parse is an ErrSetting that shows it redacted.
 func Resolve(layers ...*Layer) (Settings, error) {
 	first := func(field string, get func(v Values) string) Setting {
@@ -138,17 +140,9 @@ func Resolve(layers ...*Layer) (Settings, error) {
 		return Settings{}, err
 	}
 	s.Servers.Value = servers
-	named, err := identity(&s, layers)
-	if err != nil {
+	serversLayer := slices.IndexFunc(layers, func(l *Layer) bool { return l.Servers != "" })
+	if err := identity(&s, layers, serversLayer, urlID); err != nil {
 		return s, err
-	}
-	if !named && urlID != nil {
-		from := "the server URL (" + s.Servers.From + ")"
-		if urlID.token != "" {
-			s.Token = Setting{urlID.token, from}
-		} else {
-			s.User, s.Password = Setting{urlID.user, from}, Setting{urlID.password, from}
-		}
 	}
 	if s.Inbox.Value == "" && s.User.Value != "" {
 		s.Inbox = Setting{central.InboxPrefix(s.User.Value), "the user (" + s.User.From + ")"}
@@ -157,8 +151,10 @@ func Resolve(layers ...*Layer) (Settings, error) {
 }
 
 // identity sets s's credentials from the first layer that names an
-// identity, and says whether one did.
-func identity(s *Settings, layers []*Layer) (bool, error) {
+// identity. The credentials urlID of the servers' URLs are the identity of
+// the layer that gave the servers (serversLayer) when that layer names
+// no other: a flag wins over them, and they over a context's.
+func identity(s *Settings, layers []*Layer, serversLayer int, urlID *urlIdentity) error {
 	for i, l := range layers {
 		var named []string
 		for _, id := range []struct{ field, v string }{{FieldUser, l.User}, {FieldToken, l.Token}, {FieldNKeySeed, l.NKeySeed}, {FieldCreds, l.Creds}} {
@@ -166,25 +162,34 @@ func identity(s *Settings, layers []*Layer) (bool, error) {
 				named = append(named, l.From(id.field))
 			}
 		}
+		if len(named) == 0 && i == serversLayer && urlID != nil {
+			from := "the server URL (" + s.Servers.From + ")"
+			if urlID.token != "" {
+				s.Token = Setting{urlID.token, from}
+			} else {
+				s.User, s.Password = Setting{urlID.user, from}, Setting{urlID.password, from}
+			}
+			return nil
+		}
 		if len(named) == 0 {
 			continue
 		}
 		if len(named) > 1 {
-			return false, invalid("choose one way to authenticate: %s are all set", strings.Join(named, ", "))
+			return invalid("choose one way to authenticate: %s are all set", strings.Join(named, ", "))
 		}
 		s.User, s.Token = l.setting(FieldUser, l.User), l.setting(FieldToken, l.Token)
 		s.NKeySeed, s.Creds = l.setting(FieldNKeySeed, l.NKeySeed), l.setting(FieldCreds, l.Creds)
 		if l.User != "" {
-			for _, above := range layers[:max(i+1, 2)] {
+			for _, above := range layers[:min(max(i+1, 2), len(layers))] {
 				if above.Password != "" {
 					s.Password = Setting{above.Password, above.From(FieldPassword)}
 					break
 				}
 			}
 		}
-		return true, nil
+		return nil
 	}
-	return false, nil
+	return nil
 }
 
 // natsContext is a nats CLI context file: the fields the agent reads.

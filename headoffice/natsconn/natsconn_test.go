@@ -76,9 +76,16 @@ func TestServerURLCredentials(t *testing.T) {
 		{name: "a token in a URL without a scheme",
 			layers: []*Layer{layer("a", Values{Servers: "tok@h1:4222"})},
 			want:   Settings{Servers: Setting{"h1:4222", "a.servers"}, Token: Setting{"tok", "the server URL (a.servers)"}}},
-		{name: "a named identity wins over the URL's",
+		{name: "the URL's identity wins over a lower layer's",
 			layers: []*Layer{layer("a", Values{Servers: "nats://u:pw@h:4222"}), layer("env", Values{Creds: "ops.creds"})},
-			want:   Settings{Servers: Setting{"nats://h:4222", "a.servers"}, Creds: Setting{"ops.creds", "env.creds"}}},
+			want: Settings{Servers: Setting{"nats://h:4222", "a.servers"}, User: Setting{"u", "the server URL (a.servers)"},
+				Password: Setting{"pw", "the server URL (a.servers)"}, Inbox: Setting{"_INBOX_u", "the user (the server URL (a.servers))"}}},
+		{name: "a higher layer's identity wins over the URL's",
+			layers: []*Layer{layer("a", Values{Creds: "ops.creds"}), layer("env", Values{Servers: "nats://u:pw@h:4222"})},
+			want:   Settings{Servers: Setting{"nats://h:4222", "env.servers"}, Creds: Setting{"ops.creds", "a.creds"}}},
+		{name: "the layer's own identity wins over its URL's",
+			layers: []*Layer{layer("a", Values{Servers: "nats://u:pw@h:4222", User: "sys"})},
+			want:   Settings{Servers: Setting{"nats://h:4222", "a.servers"}, User: Setting{"sys", "a.user"}, Inbox: Setting{"_INBOX_sys", "the user (a.user)"}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := Resolve(tt.layers...)
