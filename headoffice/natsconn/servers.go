@@ -49,10 +49,12 @@ func parseServers(list, from string) (string, *urlIdentity, error) {
 		if u.Host == "" {
 			return "", nil, fail("the server URL %s (from %s) names no host: give one such as nats://central.example:4222", redact.URL(e), from)
 		}
-		// A server URL is a scheme, a host and a port. nats.go ignores the
-		// rest, where a mistyped URL (nats:/user:password@host) can put
-		// what was meant as its user information.
-		if u.Opaque != "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.ForceQuery {
+		// A server URL is a scheme, a host and a port (and a path, over a
+		// websocket). nats.go ignores the rest, where a mistyped URL
+		// (nats:/user:password@host) can put what was meant as its user
+		// information.
+		path := u.Path != "" && u.Path != "/" && (u.Scheme != "ws" && u.Scheme != "wss" || strings.ContainsAny(u.Path, "@:"))
+		if u.Opaque != "" || path || u.RawQuery != "" || u.Fragment != "" || u.ForceQuery {
 			return "", nil, fail("the server URL %s (from %s) has more than a host and port: give one such as nats://central.example:4222", redact.URL(e), from)
 		}
 		if this := identityOf(u.User); this != nil {
