@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"time"
 
@@ -10,7 +9,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rxedge/agent/headoffice/natsconn"
-	"github.com/rxedge/agent/internal/redact"
 )
 
 // natsFlags are how a CLI command (provision, remote) reaches a NATS
@@ -68,6 +66,18 @@ var flagName = map[string]string{natsconn.FieldServers: "--server", natsconn.Fie
 // resolve merges the flags, the environment and a context: flags win over
 // the environment, the environment over the context (natsconn.Resolve).
 func (f *natsFlags) resolve() (natsSettings, error) {
+	s, err := f.settings()
+	if err != nil {
+		return natsSettings{}, err
+	}
+	c := func(s natsconn.Setting) setting { return setting{s.Value, s.From} }
+	return natsSettings{servers: c(s.Servers), user: c(s.User), password: c(s.Password), token: c(s.Token), nkeySeed: c(s.NKeySeed),
+		creds: c(s.Creds), ca: c(s.CA), cert: c(s.Cert), key: c(s.Key), inbox: c(s.Inbox)}, nil
+}
+
+// settings are resolve's, as natsconn has them; an invalid setting is a
+// usage error.
+func (f *natsFlags) settings() (natsconn.Settings, error) {
 	getenv := f.getenv
 	if getenv == nil {
 		getenv = os.Getenv
@@ -86,14 +96,15 @@ func (f *natsFlags) resolve() (natsSettings, error) {
 	if err == nil {
 		s, err = natsconn.Resolve(layers...)
 	}
+	return s, settingError(err)
+}
+
+// settingError makes a natsconn.ErrSetting a usage error (exit 2).
+func settingError(err error) error {
 	if errors.Is(err, natsconn.ErrSetting) {
-		return natsSettings{}, usageError("%v", err)
-	} else if err != nil {
-		return natsSettings{}, err
+		return usageError("%v", err)
 	}
-	c := func(s natsconn.Setting) setting { return setting{s.Value, s.From} }
-	return natsSettings{servers: c(s.Servers), user: c(s.User), password: c(s.Password), token: c(s.Token), nkeySeed: c(s.NKeySeed),
-		creds: c(s.Creds), ca: c(s.CA), cert: c(s.Cert), key: c(s.Key), inbox: c(s.Inbox)}, nil
+	return err
 }
 
 // asUser is f with its identity replaced by user and password: the
@@ -104,57 +115,14 @@ func (f natsFlags) asUser(user, password string) *natsFlags {
 	return &f
 }
 
-// connect dials the server with the resolved settings. Errors name where
-// the server and the credentials came from, never a password.
+// connect dials the server with the resolved settings (natsconn.Connect:
+// errors name where the server and the credentials came from, never a
+// password).
 func (f *natsFlags) connect(name string) (*nats.Conn, error) {
-	s, err := f.resolve()
+	s, err := f.settings()
 	if err != nil {
 		return nil, err
 	}
-	if s.servers.value == "" {
-		return nil, usageError("--server URL is required (or set NATS_URL, or name a nats CLI context with --context NAME)")
-	}
-	opts := []nats.Option{nats.Name(name), nats.Timeout(f.timeout)}
-	identity := "no credentials"
-	switch {
-	case s.user.value != "":
-		opts = append(opts, nats.UserInfo(s.user.value, s.password.value))
-		identity = fmt.Sprintf("user %q from %s", s.user.value, s.user.from)
-		if s.password.value != "" {
-			identity += ", password from " + s.password.from
-		}
-	case s.token.value != "":
-		opts = append(opts, nats.Token(s.token.value))
-		identity = "token from " + s.token.from
-	case s.nkeySeed.value != "":
-		o, err := nats.NkeyOptionFromSeed(s.nkeySeed.value)
-		if err != nil {
-			return nil, fmt.Errorf("nkey seed file %s (from %s): %w", s.nkeySeed.value, s.nkeySeed.from, err)
-		}
-		opts = append(opts, o)
-		identity = "nkey seed " + s.nkeySeed.value + " from " + s.nkeySeed.from
-	case s.creds.value != "":
-		if _, err := os.Stat(s.creds.value); err != nil {
-			return nil, fmt.Errorf("creds file (from %s): %w", s.creds.from, err)
-		}
-		opts = append(opts, nats.UserCredentials(s.creds.value))
-		identity = "creds " + s.creds.value + " from " + s.creds.from
-	}
-	if s.ca.value != "" {
-		opts = append(opts, nats.RootCAs(s.ca.value))
-	}
-	if s.cert.value != "" || s.key.value != "" {
-		if s.cert.value == "" || s.key.value == "" {
-			return nil, usageError("a client certificate needs both a certificate and a key: got only %s", or(s.cert.from, s.key.from))
-		}
-		opts = append(opts, nats.ClientCert(s.cert.value, s.key.value))
-	}
-	if s.inbox.value != "" {
-		opts = append(opts, nats.CustomInboxPrefix(s.inbox.value))
-	}
-	nc, err := nats.Connect(s.servers.value, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("connect to %s (from %s; %s): %w", redact.URLs(s.servers.value), s.servers.from, identity, err)
-	}
-	return nc, nil
+	nc, err := natsconn.Connect(name, s, f.timeout)
+	return nc, settingError(err)
 }

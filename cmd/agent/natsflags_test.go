@@ -123,6 +123,18 @@ func TestRemoteWithANATSContext(t *testing.T) {
 	if strings.Contains(stderr, "Secret-Not-This-1") {
 		t.Errorf("the error prints the password:\n%s", stderr)
 	}
+	// Credentials in the server URL are the identity (nats.go is given
+	// the URL without them, and the user's inbox prefix follows); a wrong
+	// one is refused without being shown.
+	withCreds := strings.Replace(h.URL(), "nats://", "nats://ops:CHANGE-ME-ops@", 1)
+	if stdout, stderr, code := cli(t, "remote", "status", "--store", "S0001", "--nkey", seed, "--wait", "2s", "--server", withCreds); code != exitOK {
+		t.Errorf("credentials in the URL: exit %d\n%s%s", code, stdout, stderr)
+	}
+	wrongURL := strings.Replace(h.URL(), "nats://", "nats://ops:Secret-Not-This-2@", 1)
+	_, stderr, code = cli(t, "remote", "status", "--store", "S0001", "--nkey", seed, "--wait", "2s", "--server", wrongURL)
+	if code != exitError || strings.Contains(stderr, "Secret-Not-This-2") || !strings.Contains(stderr, `user "ops" from the server URL (--server)`) {
+		t.Errorf("a wrong password in the URL: exit %d\n%s", code, stderr)
+	}
 	// A flag wins over the context.
 	t.Setenv("NATS_PASSWORD", "CHANGE-ME-ops")
 	if stdout, stderr, code := cli(t, "remote", "status", "--store", "S0001", "--nkey", seed, "--wait", "2s", "--context", "wrong"); code != exitOK {

@@ -36,6 +36,8 @@ type sinkFlags struct {
 	set              sink.Settings
 	getenv           func(string) string
 	withNATS         bool
+	// pg is the database's configuration, parsed by resolve.
+	pg *pgxpool.Config
 }
 
 func (f *sinkFlags) register(cmd *cobra.Command, withNATS bool) {
@@ -92,6 +94,12 @@ func (f *sinkFlags) resolve(cmd *cobra.Command) error {
 	if f.set.Postgres.URL == "" {
 		return usageError("--postgres URL is required (or %s, or postgres.url in --config)", sink.EnvPostgres)
 	}
+	var err error
+	if f.pg, err = f.set.PostgresConfig(); errors.Is(err, sink.ErrSetting) {
+		return usageError("--postgres: %v", err)
+	} else if err != nil {
+		return err
+	}
 	if !f.withNATS {
 		return nil
 	}
@@ -118,38 +126,12 @@ func (f *sinkFlags) resolve(cmd *cobra.Command) error {
 		}
 		n.password = pw
 	}
-	return nil
-}
-
-// pgConfig is the database configuration, the password read from its
-// file. Errors never carry the URL's password.
-func (f *sinkFlags) pgConfig() (*pgxpool.Config, error) {
-	cfg, err := pgxpool.ParseConfig(f.set.Postgres.URL)
-	if err != nil {
-		return nil, usageError("--postgres: not a PostgreSQL URL or connection string")
-	}
-	if f.set.Postgres.PasswordFile != "" {
-		pw, err := sink.ReadSecret(f.set.Postgres.PasswordFile)
-		if err != nil {
-			return nil, err
-		}
-		cfg.ConnConfig.Password = pw
-	}
-	cfg.ConnConfig.RuntimeParams["application_name"] = "rxedge-sink"
-	cfg.ConnConfig.ConnectTimeout = 10 * time.Second
-	return cfg, nil
+	_, err = n.settings() // a server URL that does not parse is a usage error now, not after the database
+	return err
 }
 
 func (f *sinkFlags) connectPG(ctx context.Context) (*pgx.Conn, error) {
-	cfg, err := f.pgConfig()
-	if err != nil {
-		return nil, err
-	}
-	c, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
-	if err != nil {
-		return nil, fmt.Errorf("postgres %s: %w", cfg.ConnConfig.Host, err)
-	}
-	return c, nil
+	return sink.Connect(ctx, f.pg)
 }
 
 func (f *sinkFlags) archives() []string {
@@ -284,10 +266,6 @@ func (c *sinkCmd) connectPG(ctx context.Context) (*pgx.Conn, error) {
 
 // follow runs the sink, serving /metrics and /readyz when --listen is set.
 func (c *sinkCmd) follow(ctx context.Context, s *streams, nc *nats.Conn) error {
-	cfg, err := c.f.pgConfig()
-	if err != nil {
-		return err
-	}
 	m := sink.NewMetrics()
 	if c.f.set.Listen != "" {
 		l, err := net.Listen("tcp", c.f.set.Listen)
@@ -300,7 +278,7 @@ func (c *sinkCmd) follow(ctx context.Context, s *streams, nc *nats.Conn) error {
 		c.log.Info("serving /metrics and /readyz", "listen", l.Addr().String())
 	}
 	res, err := sink.Run(ctx, sink.Options{
-		Conn: nc, APIPrefix: c.f.set.NATS.APIPrefix, Archives: c.f.archives(), Postgres: cfg,
+		Conn: nc, APIPrefix: c.f.set.NATS.APIPrefix, Archives: c.f.archives(), Postgres: c.f.pg,
 		Batch: c.f.set.Batch, FlushInterval: c.f.set.FlushInterval, UntilCaughtUp: c.untilCaught,
 		Logger: c.log, Metrics: m,
 	})

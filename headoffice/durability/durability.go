@@ -188,6 +188,9 @@ func FromMonitor(ctx context.Context, client *http.Client, urls []string, timeou
 	if client == nil {
 		client = http.DefaultClient
 	}
+	// A comma in a password splits a URL given in a list: errors and the
+	// source are scrubbed of what the whole list holds.
+	secrets := redact.Secrets(strings.Join(urls, ","))
 	var servers []Server
 	var streams []Stream
 	for _, u := range urls {
@@ -196,29 +199,36 @@ func FromMonitor(ctx context.Context, client *http.Client, urls []string, timeou
 			Name string `json:"server_name"`
 		}
 		if err := getJSON(ctx, client, base+"/varz", timeout, &varz); err != nil {
-			return Report{}, err
+			return Report{}, redact.Error(err, secrets...)
 		}
 		var j jsz
 		if err := getJSON(ctx, client, base+"/jsz?accounts=true&streams=true&config=true", timeout, &j); err != nil {
-			return Report{}, err
+			return Report{}, redact.Error(err, secrets...)
 		}
 		srv, sts := fromJSZ(varz.Name, &j)
 		servers, streams = append(servers, srv), append(streams, sts...)
 	}
-	return Judge(strings.Join(urls, ", "), servers, streams), nil
+	shown := make([]string, len(urls))
+	for i, u := range urls {
+		shown[i] = redact.URL(u)
+	}
+	return Judge(redact.Text(strings.Join(shown, ", "), secrets...), servers, streams), nil
 }
 
+// getJSON reads u's JSON into v. Its errors show u without credentials:
+// net/url's and net/http's errors quote the URL they failed on, so they
+// are scrubbed of what u holds.
 func getJSON(ctx context.Context, client *http.Client, u string, timeout time.Duration, v any) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	shown := redact.URL(u)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return fmt.Errorf("durability: %w", err)
+		return fmt.Errorf("durability: monitoring URL %s is not a URL: %w", shown, redact.ParseError(err, u))
 	}
-	shown := redact.URL(u)
 	resp, err := client.Do(req)
 	if err != nil {
-		return fmt.Errorf("durability: %s: %w", shown, errors.Unwrap(err))
+		return fmt.Errorf("durability: %s: %w", shown, redact.Error(errors.Unwrap(err), redact.Secrets(u)...))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

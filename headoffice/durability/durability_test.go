@@ -195,3 +195,30 @@ func TestNotTheSystemAccount(t *testing.T) {
 		t.Fatalf("error %v, report %+v; want an error naming the system account", err, r)
 	}
 }
+
+// TestMonitorURLCredentials: a monitoring URL with credentials is shown
+// without them in the report and in errors, one that does not parse
+// included.
+func TestMonitorURLCredentials(t *testing.T) {
+	srv := natstest.StartHub(t, natstest.WithSkipProvision(), withSystemUser())
+	u := strings.Replace(monitorURL(srv.Hub()), "http://", "http://mon:Pw-S3cret@", 1)
+	r, err := durability.FromMonitor(testContext(t), nil, []string{u}, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(r.Source, "S3cret") || !strings.Contains(r.Source, srv.Hub().Server().MonitorAddr().String()) {
+		t.Errorf("source %q", r.Source)
+	}
+	for _, bad := range []string{"http://mon:Pw-S3cret@[bad", "http://mon:Pw-S3cret%zz@127.0.0.1:1", "http://mon:Pw-S3cret@127.0.0.1:1"} {
+		_, err := durability.FromMonitor(testContext(t), nil, []string{bad}, 10*time.Second)
+		if err == nil || strings.Contains(err.Error(), "S3cret") || strings.Contains(err.Error(), "zz") {
+			t.Errorf("%s: %v, want an error without the password", bad, err)
+		}
+	}
+	// A comma in the password splits the URL in a list (--monitor-url
+	// takes one).
+	_, err = durability.FromMonitor(testContext(t), nil, []string{"http://mon:Pw-Se", "cret@127.0.0.1:1"}, 10*time.Second)
+	if err == nil || strings.Contains(err.Error(), "Pw-Se") || strings.Contains(err.Error(), "cret") {
+		t.Errorf("a comma in the password: %v, want an error without any of it", err)
+	}
+}

@@ -6,6 +6,12 @@
 // can name its source without showing a secret. The credentials (user and
 // password, token, NKey seed or .creds file) come as one from the first
 // source that names an identity, never mixed from several.
+//
+// Its promise: nothing it returns shows a credential. The resolved
+// servers hold none (credentials in a server URL become the identity, and
+// a URL that does not parse is refused showing it redacted), and Connect,
+// the one way head office's commands reach central, scrubs nats.go's
+// errors of the password and token it was given.
 package natsconn
 
 import (
@@ -14,6 +20,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/rxedge/agent/central"
@@ -105,6 +112,13 @@ func Environment(getenv func(string) string) *Layer {
 // first of that layer, the ones above it and the second layer (the
 // environment's password serves a user of any source). A user without an
 // inbox prefix gets its own, central.InboxPrefix.
+//
+// The servers come out without credentials, whatever source gave them,
+// so no message that shows them can show a password. Credentials in the
+// server URLs (nats://user:password@host, nats://token@host) are the
+// identity of the layer that gave the servers, when that layer names no
+// other (a user, token, seed or creds file of its own wins over them). A
+// server URL that does not parse is an ErrSetting that shows it redacted.
 func Resolve(layers ...*Layer) (Settings, error) {
 	first := func(field string, get func(v Values) string) Setting {
 		for _, l := range layers {
@@ -121,6 +135,26 @@ func Resolve(layers ...*Layer) (Settings, error) {
 		Key:     first(FieldKey, func(v Values) string { return v.Key }),
 		Inbox:   first(FieldInbox, func(v Values) string { return v.Inbox }),
 	}
+	servers, urlID, err := parseServers(s.Servers.Value, s.Servers.From)
+	if err != nil {
+		return Settings{}, err
+	}
+	s.Servers.Value = servers
+	serversLayer := slices.IndexFunc(layers, func(l *Layer) bool { return l.Servers != "" })
+	if err := identity(&s, layers, serversLayer, urlID); err != nil {
+		return s, err
+	}
+	if s.Inbox.Value == "" && s.User.Value != "" {
+		s.Inbox = Setting{central.InboxPrefix(s.User.Value), "the user (" + s.User.From + ")"}
+	}
+	return s, nil
+}
+
+// identity sets s's credentials from the first layer that names an
+// identity. The credentials urlID of the servers' URLs are the identity of
+// the layer that gave the servers (serversLayer) when that layer names
+// no other: a flag wins over them, and they over a context's.
+func identity(s *Settings, layers []*Layer, serversLayer int, urlID *urlIdentity) error {
 	for i, l := range layers {
 		var named []string
 		for _, id := range []struct{ field, v string }{{FieldUser, l.User}, {FieldToken, l.Token}, {FieldNKeySeed, l.NKeySeed}, {FieldCreds, l.Creds}} {
@@ -128,28 +162,34 @@ func Resolve(layers ...*Layer) (Settings, error) {
 				named = append(named, l.From(id.field))
 			}
 		}
+		if len(named) == 0 && i == serversLayer && urlID != nil {
+			from := "the server URL (" + s.Servers.From + ")"
+			if urlID.token != "" {
+				s.Token = Setting{urlID.token, from}
+			} else {
+				s.User, s.Password = Setting{urlID.user, from}, Setting{urlID.password, from}
+			}
+			return nil
+		}
 		if len(named) == 0 {
 			continue
 		}
 		if len(named) > 1 {
-			return s, invalid("choose one way to authenticate: %s are all set", strings.Join(named, ", "))
+			return invalid("choose one way to authenticate: %s are all set", strings.Join(named, ", "))
 		}
 		s.User, s.Token = l.setting(FieldUser, l.User), l.setting(FieldToken, l.Token)
 		s.NKeySeed, s.Creds = l.setting(FieldNKeySeed, l.NKeySeed), l.setting(FieldCreds, l.Creds)
 		if l.User != "" {
-			for _, above := range layers[:max(i+1, 2)] {
+			for _, above := range layers[:min(max(i+1, 2), len(layers))] {
 				if above.Password != "" {
 					s.Password = Setting{above.Password, above.From(FieldPassword)}
 					break
 				}
 			}
 		}
-		break
+		return nil
 	}
-	if s.Inbox.Value == "" && s.User.Value != "" {
-		s.Inbox = Setting{central.InboxPrefix(s.User.Value), "the user (" + s.User.From + ")"}
-	}
-	return s, nil
+	return nil
 }
 
 // natsContext is a nats CLI context file: the fields the agent reads.

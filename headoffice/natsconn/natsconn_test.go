@@ -2,6 +2,7 @@ package natsconn
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -55,6 +56,54 @@ func TestContextNames(t *testing.T) {
 	for _, name := range []string{"../etc", `a\b`, "nope"} {
 		if _, err := Context(name, "--context", getenv); !errors.Is(err, ErrSetting) {
 			t.Errorf("context %q: got %v, want an ErrSetting", name, err)
+		}
+	}
+}
+
+// TestServerURLCredentials: the servers come out of Resolve without
+// credentials; the URL's are the identity when no source names one; a URL
+// that does not parse is an ErrSetting that shows no piece of the password.
+func TestServerURLCredentials(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		layers []*Layer
+		want   Settings
+	}{
+		{name: "user and password in the URL",
+			layers: []*Layer{layer("a", Values{Servers: "nats://ops:pw@h1:4222, nats://ops:pw@h2:4222"})},
+			want: Settings{Servers: Setting{"nats://h1:4222,nats://h2:4222", "a.servers"}, User: Setting{"ops", "the server URL (a.servers)"},
+				Password: Setting{"pw", "the server URL (a.servers)"}, Inbox: Setting{"_INBOX_ops", "the user (the server URL (a.servers))"}}},
+		{name: "a token in a URL without a scheme",
+			layers: []*Layer{layer("a", Values{Servers: "tok@h1:4222"})},
+			want:   Settings{Servers: Setting{"h1:4222", "a.servers"}, Token: Setting{"tok", "the server URL (a.servers)"}}},
+		{name: "a websocket URL keeps its path",
+			layers: []*Layer{layer("a", Values{Servers: "wss://h:443/nats"})},
+			want:   Settings{Servers: Setting{"wss://h:443/nats", "a.servers"}}},
+		{name: "the URL's identity wins over a lower layer's",
+			layers: []*Layer{layer("a", Values{Servers: "nats://u:pw@h:4222"}), layer("env", Values{Creds: "ops.creds"})},
+			want: Settings{Servers: Setting{"nats://h:4222", "a.servers"}, User: Setting{"u", "the server URL (a.servers)"},
+				Password: Setting{"pw", "the server URL (a.servers)"}, Inbox: Setting{"_INBOX_u", "the user (the server URL (a.servers))"}}},
+		{name: "a higher layer's identity wins over the URL's",
+			layers: []*Layer{layer("a", Values{Creds: "ops.creds"}), layer("env", Values{Servers: "nats://u:pw@h:4222"})},
+			want:   Settings{Servers: Setting{"nats://h:4222", "env.servers"}, Creds: Setting{"ops.creds", "a.creds"}}},
+		{name: "the layer's own identity wins over its URL's",
+			layers: []*Layer{layer("a", Values{Servers: "nats://u:pw@h:4222", User: "sys"})},
+			want:   Settings{Servers: Setting{"nats://h:4222", "a.servers"}, User: Setting{"sys", "a.user"}, Inbox: Setting{"_INBOX_sys", "the user (a.user)"}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Resolve(tt.layers...)
+			if err != nil || got != tt.want {
+				t.Errorf("got  %+v, %v\nwant %+v", got, err, tt.want)
+			}
+		})
+	}
+	for _, servers := range []string{"nats://u:Pw-Secret@[bad", "nats://u:Pw-Secret%zz@h:4222", "nats://Pw-Secret@h:port", "nats://u:Pw-Secret@",
+		"nats://a:4222,nats://u:Pw-Secret@[b", "nats://u:Pw-Secret@a:4222,nats://v:Pw-Secret@b:4222",
+		"nats://u:Pw-Se,cret@h:4222", "nats://a:4222,u:Pw-Se,cret@h:4222", "nats:/u:Pw-Secret@h:4222", "nats://h:4222/u:Pw-Secret@x",
+		"nats://h:4222?u:Pw-Secret@x", "nats://h:4222#u:Pw-Secret@x"} {
+		_, err := Resolve(layer("a", Values{Servers: servers}))
+		if !errors.Is(err, ErrSetting) || strings.Contains(err.Error(), "Pw-Se") || strings.Contains(err.Error(), "cret") || strings.Contains(err.Error(), "zz") {
+			t.Errorf("servers %q: got %v, want an ErrSetting without the password", servers, err)
 		}
 	}
 }

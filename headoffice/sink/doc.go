@@ -24,5 +24,7 @@
 // errors and rejects name a header or field, never its value (DESIGN P6).
 //
 // The package reads central through nats.go and the wire contract in
-// central only; it links no store-side package.
+// central, and checks each payload with the movement model, as the agent
+// checks what it takes (a payload the agent would refuse is a reject
+// naming the field); it links no other store-side package.
 package sink

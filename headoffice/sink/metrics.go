@@ -18,6 +18,7 @@ type Metrics struct {
 	last      *prometheus.GaugeVec
 	lag       *prometheus.GaugeVec
 	messages  *prometheus.CounterVec
+	rejects   *prometheus.CounterVec
 	commits   *prometheus.CounterVec
 	failures  *prometheus.CounterVec
 	rewinds   *prometheus.CounterVec
@@ -57,6 +58,8 @@ func NewMetrics() *Metrics {
 			Help: "Archive messages not yet committed to PostgreSQL, per archive stream."}, []string{"archive"}),
 		messages: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rxedge_sink_messages_total",
 			Help: "Archive messages committed, by outcome (row, repeat, conflict, reject)."}, []string{"archive", "outcome"}),
+		rejects: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rxedge_sink_rejects_total",
+			Help: "Archive messages set aside in sink_rejects, by reason: the header or field the sink could not take (a payload the agent's own validation would refuse names its field)."}, []string{"archive", "reason"}),
 		commits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rxedge_sink_commits_total",
 			Help: "Transactions committed."}, []string{"archive"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rxedge_sink_write_failures_total",
@@ -74,7 +77,7 @@ func NewMetrics() *Metrics {
 	}
 	m.rate = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rxedge_sink_rows_per_second",
 		Help: "Archive messages committed per second over the last 10 seconds."}, m.RowsPerSecond)
-	m.reg.MustRegister(m.pos, m.last, m.lag, m.messages, m.commits, m.failures, m.rewinds, m.staged, m.commitAt, m.commitDur, m.rate)
+	m.reg.MustRegister(m.pos, m.last, m.lag, m.messages, m.rejects, m.commits, m.failures, m.rewinds, m.staged, m.commitAt, m.commitDur, m.rate)
 	return m
 }
 
@@ -144,6 +147,13 @@ func (m *Metrics) committed(stream string, pos uint64, c Counts, staged bool, to
 	m.commitAt.WithLabelValues(stream).Set(float64(now.UnixNano()) / 1e9)
 	m.commitDur.Observe(took.Seconds())
 	m.dbDown.Store(false)
+}
+
+// rejected counts the rejects of a committed batch by reason.
+func (m *Metrics) rejected(stream string, reasons map[string]uint64) {
+	for reason, n := range reasons {
+		m.rejects.WithLabelValues(stream, reason).Add(float64(n))
+	}
 }
 
 func (m *Metrics) failed(stream string) {

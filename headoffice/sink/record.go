@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"regexp"
 	"strconv"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/central/ledger"
+	"github.com/rxedge/agent/movement"
 )
 
 // Row is one archive message as the sink writes it: a movement, or, when
@@ -39,23 +39,9 @@ type Row struct {
 }
 
 // payload is a movement's canonical encoding, the wire form agents
-// publish: the fields of the movement model, which this package reads
-// without linking the store side.
-type payload struct {
-	MovementID string `json:"movement_id"`
-	StoreID    string `json:"store_id"`
-	Type       string `json:"type"`
-	NDC        string `json:"ndc"`
-	Quantity   string `json:"quantity"`
-	Unit       string `json:"unit"`
-	OccurredAt string `json:"occurred_at"`
-	Schedule   string `json:"schedule,omitempty"`
-	Lot        string `json:"lot,omitempty"`
-	Expires    string `json:"expires,omitempty"`
-	RxRef      string `json:"rx_ref,omitempty"`
-	DEAForm222 string `json:"dea_form_222,omitempty"`
-	Note       string `json:"note,omitempty"`
-}
+// publish: the movement model itself, so the sink reads and checks it as
+// the agent does.
+type payload = movement.Movement
 
 // Limits of what the sink accepts of one payload.
 const (
@@ -65,13 +51,9 @@ const (
 )
 
 var (
-	storeID  = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`) // the agent's store-id pattern
-	hex32    = regexp.MustCompile(`^[0-9a-f]{32}$`)
-	hex64    = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	decimal  = regexp.MustCompile(`^[0-9]{1,18}(\.[0-9]{1,6})?$`)
-	types    = map[string]bool{"dispense": true, "receive": true, "return": true, "adjust": true, "waste": true, "transfer_in": true, "transfer_out": true}
-	units    = map[string]bool{"EA": true, "ML": true, "GM": true}
-	schedule = map[string]bool{"": true, "CII": true, "CIIN": true, "CIII": true, "CIIIN": true, "CIV": true, "CV": true}
+	storeID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`) // the agent's store-id pattern
+	hex32   = regexp.MustCompile(`^[0-9a-f]{32}$`)
+	hex64   = regexp.MustCompile(`^[0-9a-f]{64}$`)
 )
 
 // parseRow reads an archive message, its headers in either form (see
@@ -131,88 +113,58 @@ func parseRow(stream string, streamSeq uint64, archivedAt time.Time, subject str
 		r.Reject = "payload digest"
 		return r
 	}
-	var p payload
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil || dec.More() {
-		r.Reject = "payload json"
-		return r
-	}
-	if field := p.invalid(store); field != "" {
+	enqueued, _ := central.EnqueuedAtOf(h)
+	p, field := readPayload(data, store, agentClock(r.ArchivedAt, enqueued))
+	if field != "" {
 		r.Reject = "payload " + field
 		return r
 	}
-	at, _ := time.Parse(time.RFC3339Nano, p.OccurredAt)
-	k := sha256.New()
-	k.Write([]byte(store))
-	k.Write([]byte{0})
-	k.Write([]byte(p.MovementID))
-	if hex.EncodeToString(k.Sum(nil)[:16]) != key {
+	if movement.KeyString(store, p.MovementID) != key {
 		r.Reject = "payload movement_id"
 		return r
 	}
-	r.Key, r.Digest, r.Seq, r.Payload, r.M, r.OccurredAt = key, digest, seq, data, p, at.UTC()
-	if t, ok := central.EnqueuedAtOf(h); ok {
-		r.EnqueuedAt = t.UTC()
+	at, _ := time.Parse(time.RFC3339Nano, p.OccurredAt)
+	r.Key, r.Digest, r.Seq, r.Payload, r.M, r.OccurredAt = key, digest, seq, data, *p, at.UTC()
+	if !enqueued.IsZero() {
+		r.EnqueuedAt = enqueued.UTC()
 	}
 	return r
 }
 
-// Field limits: the agent's, with room. A longer field is a reject, never
-// a row: an index entry past PostgreSQL's limit would stop the sink at
-// that message for good.
-const (
-	maxIDLen   = 128
-	maxNDCLen  = 16
-	maxLotLen  = 64
-	maxRefLen  = 128
-	maxExpLen  = 16
-	max222Len  = 20
-	maxNoteLen = 1024
-)
-
-// invalid names the first field the sink cannot store, or "".
-func (p *payload) invalid(store string) string {
-	long := func(s string, n int) bool { return utf8.RuneCountInString(s) > n }
-	switch {
-	case p.MovementID == "" || !printable(p.MovementID) || long(p.MovementID, maxIDLen):
-		return "movement_id"
-	case p.StoreID != store:
-		return "store_id"
-	case !types[p.Type]:
-		return "type"
-	case p.NDC == "" || !printable(p.NDC) || long(p.NDC, maxNDCLen):
-		return "ndc"
-	case !decimal.MatchString(p.Quantity) || strings.Trim(p.Quantity, "0.") == "":
-		return "quantity"
-	case !units[p.Unit]:
-		return "unit"
-	case !schedule[p.Schedule]:
-		return "schedule"
-	case !printable(p.Lot) || long(p.Lot, maxLotLen):
-		return "lot"
-	case !printable(p.Expires) || long(p.Expires, maxExpLen):
-		return "expires"
-	case !printable(p.RxRef) || long(p.RxRef, maxRefLen):
-		return "rx_ref"
-	case !printable(p.DEAForm222) || long(p.DEAForm222, max222Len):
-		return "dea_form_222"
-	case strings.ContainsRune(p.Note, 0) || long(p.Note, maxNoteLen):
-		return "note"
+// readPayload decodes a payload and checks it as the agent of store
+// checked it when it took the movement at time now (movement.Decode and
+// Validate): what the agent would refuse, the sink refuses too, so no
+// insider's record holds a value no store could have sent (a date before
+// 2000 or past the store's clock, an NDC of no form, a DEA form on a
+// movement of another schedule). field names what is wrong: "json" for a
+// payload that does not decode, else the first field found wrong; "" for
+// none. The payload must name its store, as the agent's canonical
+// encoding always does.
+func readPayload(data []byte, store string, now time.Time) (*movement.Movement, string) {
+	m, es := movement.Decode(data)
+	if es != nil {
+		return nil, "json"
 	}
-	if _, err := time.Parse(time.RFC3339Nano, p.OccurredAt); err != nil {
-		return "occurred_at"
+	if m.StoreID != store {
+		return nil, "store_id"
 	}
-	return ""
+	if es := m.Validate(store, now); es != nil {
+		return nil, es[0].Field
+	}
+	return m, ""
 }
 
-// printable reports whether s has no control characters (PostgreSQL text
-// refuses NUL; the others have no place in these fields).
-func printable(s string) bool {
-	for _, c := range s {
-		if c < 0x20 || c == 0x7f {
-			return false
-		}
+// agentClock stands in for the agent's clock when it took a movement, the
+// one its check of occurred_at used: central's archive time, or the
+// store's Rx-Enqueued-At when that is later, by at most
+// movement.MaxFuture. A store's clock may run ahead of central's; a
+// header an insider writes cannot move the bound further than that.
+func agentClock(archived, enqueued time.Time) time.Time {
+	switch limit := archived.Add(movement.MaxFuture); {
+	case enqueued.After(limit):
+		return limit
+	case enqueued.After(archived):
+		return enqueued
 	}
-	return true
+	return archived
 }

@@ -118,3 +118,57 @@ func TestParseRow(t *testing.T) {
 		})
 	}
 }
+
+// TestParseRowRefusesWhatTheAgentWould: a payload whose digest, key and
+// headers are in order, as an insider with a store's or central's
+// credentials can publish it, but which the agent's own validation would
+// have refused, is a reject naming the field: a date before 2000 or past
+// the store's clock (year 0, year 10000), an NDC of no form, a DEA form
+// on a movement of another schedule. The store's clock is central's
+// archive time, or its Rx-Enqueued-At when that is later by at most a day.
+func TestParseRowRefusesWhatTheAgentWould(t *testing.T) {
+	archived := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) string { return archived.Add(d).Format(time.RFC3339) }
+	for _, tc := range []struct {
+		name     string
+		p        payload
+		enqueued time.Time
+		want     string
+	}{
+		{name: "year 0", p: payload{OccurredAt: "0000-01-01T00:00:00Z"}, want: "payload occurred_at"},
+		{name: "year 10000", p: payload{OccurredAt: "9999-12-31T23:00:00-05:00"}, want: "payload occurred_at"},
+		{name: "year 10000 with a forged enqueue time", p: payload{OccurredAt: "9999-12-31T23:00:00-05:00"},
+			enqueued: time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC), want: "payload occurred_at"},
+		{name: "before 2000", p: payload{OccurredAt: "1999-12-31T23:59:59Z"}, want: "payload occurred_at"},
+		{name: "more than a day after the archive", p: payload{OccurredAt: at(25 * time.Hour)}, want: "payload occurred_at"},
+		{name: "within a day of the archive", p: payload{OccurredAt: at(23 * time.Hour)}},
+		{name: "a store clock ahead of central's", p: payload{OccurredAt: at(40 * time.Hour)}, enqueued: archived.Add(20 * time.Hour)},
+		{name: "a store clock too far ahead", p: payload{OccurredAt: at(50 * time.Hour)}, enqueued: archived.Add(30 * time.Hour), want: "payload occurred_at"},
+		{name: "an ndc of no form", p: payload{NDC: "12345"}, want: "payload ndc"},
+		{name: "a dea form on schedule III", p: payload{Schedule: "CIII", DEAForm222: "X1"}, want: "payload dea_form_222"},
+		{name: "an expiry that is no date", p: payload{Expires: "soon"}, want: "payload expires"},
+		{name: "a movement id with spaces around", p: payload{MovementID: " m-1 "}, want: "payload movement_id"},
+		{name: "too many integer digits", p: payload{Quantity: "1234567890123"}, want: "payload quantity"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := mv("S0001", 7, tc.p)
+			m.EnqueuedAt = tc.enqueued
+			msg := m.Msg()
+			r := parseRow("RX_ARCHIVE", 3, archived, central.ArchiveSubject("S0001"), msg.Header, msg.Data)
+			if r.Reject != tc.want {
+				t.Fatalf("reject %q, want %q", r.Reject, tc.want)
+			}
+			if tc.want == "" && (r.Key != m.Key || r.OccurredAt.IsZero()) {
+				t.Errorf("row %+v", r)
+			}
+		})
+	}
+	// A store's own payload without store_id is not what its agent sends.
+	m := mv("S0001", 7, payload{})
+	m.Payload = []byte(strings.Replace(string(m.Payload), `"store_id":"S0001",`, "", 1))
+	m.Digest = fmt.Sprintf("%x", sha256.Sum256(m.Payload))
+	msg := m.Msg()
+	if r := parseRow("RX_ARCHIVE", 3, archived, central.ArchiveSubject("S0001"), msg.Header, msg.Data); r.Reject != "payload store_id" {
+		t.Errorf("no store_id: reject %q", r.Reject)
+	}
+}

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +21,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/internal/redact"
 )
 
 // Defaults of Options.
@@ -457,6 +460,9 @@ func (f *follower) write(ctx context.Context, batch []Row) error {
 			f.out.Position = f.pos
 			f.out.Counts.add(c)
 			f.o.Metrics.committed(f.name, f.pos, c, staged, time.Since(start))
+			if c.Rejects > 0 {
+				f.setAside(log, rows)
+			}
 			return nil
 		}
 		if ctx.Err() != nil {
@@ -465,10 +471,10 @@ func (f *follower) write(ctx context.Context, batch []Row) error {
 		f.o.Metrics.failed(f.name)
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && !retryable(pe) {
-			return fmt.Errorf("sink: write %s: %s", f.name, safeErr(err))
+			return fmt.Errorf("sink: write %s: %s", f.name, f.o.safeErr(err))
 		}
 		if !errors.Is(err, ErrPositionMoved) {
-			log.Warn("write failed; retrying from the stored position", "error", safeErr(err), "attempt", attempt+1)
+			log.Warn("write failed; retrying from the stored position", "error", f.o.safeErr(err), "attempt", attempt+1)
 			if !sleep(ctx, backoff(attempt)) {
 				return ctx.Err()
 			}
@@ -483,7 +489,7 @@ func (f *follower) write(ctx context.Context, batch []Row) error {
 		})
 		switch {
 		case err != nil:
-			log.Warn("read the position failed", "error", safeErr(err))
+			log.Warn("read the position failed", "error", f.o.safeErr(err))
 		case p < f.pos:
 			log.Warn("the stored position is behind the last commit (a failover to a standby that missed commits)",
 				"committed", f.pos, "stored", p)
@@ -494,6 +500,32 @@ func (f *follower) write(ctx context.Context, batch []Row) error {
 			f.pos = p
 		}
 	}
+}
+
+// setAside reports the rejects of a committed batch: counted by reason
+// (rxedge_sink_rejects_total) and logged in one line per batch, however
+// many it held, with the archive sequences of the first few. The messages
+// stay in the archive; sink_rejects says where.
+func (f *follower) setAside(log *slog.Logger, rows []Row) {
+	reasons := map[string]uint64{}
+	var seqs []uint64
+	for _, r := range rows {
+		if r.Reject == "" {
+			continue
+		}
+		reasons[r.Reject]++
+		if len(seqs) < 5 {
+			seqs = append(seqs, r.StreamSeq)
+		}
+	}
+	f.o.Metrics.rejected(f.name, reasons)
+	names := slices.Sorted(maps.Keys(reasons))
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s: %d", n, reasons[n])
+	}
+	log.Warn("set aside archive messages the sink cannot take (see sink_rejects)",
+		"reasons", strings.Join(parts, ", "), "first_archive_seqs", seqs)
 }
 
 // retryDB runs fn until it succeeds or ctx ends.
@@ -511,7 +543,7 @@ func retryDB(ctx context.Context, o Options, what string, fn func() error) error
 			return fmt.Errorf("sink: %s: %w", what, err)
 		}
 		if attempt == 0 || attempt%10 == 0 {
-			o.Logger.Warn("postgres unavailable; retrying", "doing", what, "error", safeErr(err))
+			o.Logger.Warn("postgres unavailable; retrying", "doing", what, "error", o.safeErr(err))
 		}
 		if !sleep(ctx, backoff(attempt)) {
 			return ctx.Err()
@@ -527,7 +559,17 @@ func Retryable(err error) bool {
 	if errors.As(err, &pe) {
 		return retryable(pe)
 	}
-	return !errors.Is(err, context.Canceled)
+	return !errors.Is(err, context.Canceled) && !errors.Is(err, ErrSetting)
+}
+
+// Connect opens one connection with cfg (PostgresConfig). Its error names
+// the host and never the password: pgx's text is scrubbed of it.
+func Connect(ctx context.Context, cfg *pgxpool.Config) (*pgx.Conn, error) {
+	c, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
+	if err != nil {
+		return nil, fmt.Errorf("postgres %s: %w", cfg.ConnConfig.Host, redact.Error(err, cfg.ConnConfig.Password))
+	}
+	return c, nil
 }
 
 // Backoff is the wait before attempt (from 0) at something failing:
@@ -543,6 +585,16 @@ func retryable(pe *pgconn.PgError) bool {
 		return true
 	}
 	return false
+}
+
+// safeErr is safeErr's text without the database password, should a
+// driver's error ever quote it.
+func (o *Options) safeErr(err error) string {
+	s := safeErr(err)
+	if o.Postgres != nil {
+		s = redact.Text(s, o.Postgres.ConnConfig.Password)
+	}
+	return s
 }
 
 // safeErr is err's text with nothing of a row: a server error is given
