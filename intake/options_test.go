@@ -124,3 +124,14 @@ func TestFormularyPrepare(t *testing.T) {
 		}
 	}
 }
+
+// TestExampleFormulary loads the example shipped in configs/.
+func TestExampleFormulary(t *testing.T) {
+	fm, err := LoadFormulary(filepath.Join("..", "configs", "formulary.example.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := fm.Lookup("00591054001"); p != (Product{Schedule: "CII", Unit: "EA"}) {
+		t.Errorf("00591-0540-01: %+v", p)
+	}
+}
