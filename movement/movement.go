@@ -210,7 +210,8 @@ func (m *Movement) Prepared(storeID string) Prepared {
 // Equivalent reports whether digest is the digest of the movement whose
 // canonical payload p holds, in another spelling of its NDC: with another
 // ndc_as_sent or none, or in the form agents stored before NDCs were
-// canonical (ndc as sent, no ndc_as_sent). The first spelling a store
+// canonical (ndc as sent, no ndc_as_sent); p's payload may itself be in
+// either form. The first spelling a store
 // took is the one it keeps; a resubmission in another spelling is the
 // same movement, a duplicate, not a conflict. The digest itself covers
 // the whole payload, ndc_as_sent included, so what central holds and the
@@ -225,7 +226,11 @@ func (p *Prepared) Equivalent(digest [32]byte) bool {
 	if es != nil {
 		return false
 	}
-	c := m.NDC
+	// A payload an earlier agent stored holds its NDC as sent.
+	c, err := CanonicalNDC(m.NDC)
+	if err != nil {
+		return false
+	}
 	for _, s := range NDCSpellings(c) {
 		v := *m
 		v.NDC, v.NDCAsSent = c, s

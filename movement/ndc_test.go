@@ -194,3 +194,14 @@ func TestCountAndAdjustments(t *testing.T) {
 		}
 	}
 }
+
+// TestEquivalentFromAnEarlierPayload asks from a payload an earlier agent
+// stored (ndc as sent): a new spelling of it is equivalent.
+func TestEquivalentFromAnEarlierPayload(t *testing.T) {
+	old := []byte(`{"movement_id":"RX-1","store_id":"S0042","type":"dispense","ndc":"0591-0540-01","quantity":"60","unit":"EA","occurred_at":"2026-03-01T09:30:00Z"}`)
+	p := Prepared{Digest: Digest(old), Payload: old}
+	n, es := Prepare([]byte(`{"movement_id":"RX-1","type":"dispense","ndc":"00591054001","quantity":60,"unit":"EA","occurred_at":"2026-03-01T09:30:00Z"}`), store, now)
+	if es != nil || !p.Equivalent(n.Digest) || !n.Equivalent(p.Digest) {
+		t.Fatalf("an earlier payload and a new spelling are not equivalent: %v", es)
+	}
+}
