@@ -193,8 +193,10 @@ func reportView(q ReportQuery, c *conditions) (string, error) {
 		if !q.From.IsZero() || !q.To.IsZero() {
 			return "", fmt.Errorf("sink: report balances: the balance is as of now; use the inventory report for a period")
 		}
+		// New columns go last, so that a consumer of the CSV finds the
+		// earlier ones where they were.
 		return `SELECT store_id, ndc, unit, schedule, balance, received, dispensed, returned, wasted, adjusted_in,
-			adjusted_out, transferred_in, transferred_out, movements, last_movement_at, mixed_units FROM controlled_balances`, nil
+			transferred_in, transferred_out, movements, last_movement_at, adjusted_out, mixed_units FROM controlled_balances`, nil
 	case ReportInventory:
 		if q.Store == "" {
 			return "", fmt.Errorf("sink: report inventory: a store is required")
@@ -203,8 +205,8 @@ func reportView(q ReportQuery, c *conditions) (string, error) {
 		if err := addNDC(q, c); err != nil {
 			return "", err
 		}
-		return `SELECT store_id, ndc, unit, schedule, occurred_at, seq, key, type, reason, quantity, change, balance,
-			mixed_units, dea_form_222, ndc_as_sent FROM perpetual_inventory`, nil
+		return `SELECT store_id, ndc, unit, schedule, occurred_at, seq, key, type, quantity, change, balance, dea_form_222,
+			reason, mixed_units, ndc_as_sent FROM perpetual_inventory`, nil
 	case ReportScheduleII:
 		if q.Store == "" {
 			return "", fmt.Errorf("sink: report schedule-ii: a store is required")
@@ -213,7 +215,7 @@ func reportView(q ReportQuery, c *conditions) (string, error) {
 		if err := addNDC(q, c); err != nil {
 			return "", err
 		}
-		return `SELECT store_id, occurred_at, seq, key, type, reason, ndc, quantity, unit, schedule, dea_form_222, lot
+		return `SELECT store_id, occurred_at, seq, key, type, ndc, quantity, unit, schedule, dea_form_222, lot, reason
 			FROM schedule_ii_movements`, nil
 	case ReportRx:
 		if q.RxRef == "" {
