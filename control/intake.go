@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/rxedge/agent/intake"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
 )
@@ -239,12 +240,16 @@ func splitArray(body []byte, maxItems int) ([][]byte, error) {
 	return items, nil
 }
 
-// prepare validates every item; it returns the prepared movements, or the
-// first MaxErrors field errors and the count of them all.
-func prepare(items [][]byte, lines []int, storeID string, now time.Time) (out []movement.Prepared, errs []ItemError, total int) {
+// prepare validates every item as every intake does (intake.Formulary's
+// Prepare); it returns the prepared movements, or the first MaxErrors
+// field errors and the count of them all. unitOnly is true when every
+// error is a unit other than the formulary's.
+func prepare(fm intake.Formulary, items [][]byte, lines []int, storeID string, now time.Time) (out []movement.Prepared, errs []ItemError, total int, unitOnly bool) {
 	out = make([]movement.Prepared, len(items))
+	unitOnly = true
 	for i, it := range items {
-		p, es := movement.Prepare(it, storeID, now)
+		p, es, unit := fm.PrepareJSON(it, storeID, now)
+		unitOnly = unitOnly && (es == nil || unit)
 		for _, e := range es {
 			total++
 			if len(errs) < MaxErrors {
@@ -253,7 +258,7 @@ func prepare(items [][]byte, lines []int, storeID string, now time.Time) (out []
 		}
 		out[i] = p
 	}
-	return out, errs, total
+	return out, errs, total, unitOnly && total > 0
 }
 
 // enqueueError turns a queue error into the HTTP refusal.
@@ -305,7 +310,7 @@ const (
 // are stored in one transaction. Every answer numbers items as the request
 // does, invalid ones included. Only the first MaxErrors field errors are
 // spelled out; a rejected item past them has its status and no errors.
-func submitEach(q *queue.Queue, items [][]byte, lines []int, maxMov int64, storeID string, now time.Time) ([]ItemResult, error) {
+func submitEach(q *queue.Queue, fm intake.Formulary, items [][]byte, lines []int, maxMov int64, storeID string, now time.Time) ([]ItemResult, error) {
 	res := make([]ItemResult, len(items))
 	var valid []movement.Prepared
 	var index []int // valid[j] is item index[j]
@@ -323,7 +328,7 @@ func submitEach(q *queue.Queue, items [][]byte, lines []int, maxMov int64, store
 			spell(i, ItemError{Item: i, Line: res[i].Line, Error: fmt.Sprintf("movement is %d bytes, more than the limit of %d", len(it), maxMov)})
 			continue
 		}
-		p, es := movement.Prepare(it, storeID, now)
+		p, es, _ := fm.PrepareJSON(it, storeID, now)
 		if es != nil {
 			res[i].Status = StatusRejected
 			for _, e := range es {

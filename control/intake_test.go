@@ -54,12 +54,12 @@ func TestSubmitEachNamesItemsAsTheClientNumbersThem(t *testing.T) {
 			defer q.Close()
 			now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 			if len(tt.held) > 0 {
-				if _, err := submitEach(q, toItems(tt.held), nil, maxMov, store, now); err != nil {
+				if _, err := submitEach(q, nil, toItems(tt.held), nil, maxMov, store, now); err != nil {
 					t.Fatal(err)
 				}
 			}
 			commits := q.Commits()
-			res, err := submitEach(q, toItems(tt.items), nil, maxMov, store, now)
+			res, err := submitEach(q, nil, toItems(tt.items), nil, maxMov, store, now)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -108,7 +108,7 @@ func TestSubmitEachWithNothingValidWritesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	q.Close()
-	res, err := submitEach(q, toItems([]string{`{"movement_id":"X"}`}), nil, 4<<10, store, time.Now())
+	res, err := submitEach(q, nil, toItems([]string{`{"movement_id":"X"}`}), nil, 4<<10, store, time.Now())
 	if err != nil || len(res) != 1 || res[0].Status != StatusRejected {
 		t.Fatalf("got %+v %v, want one rejected item and no error", res, err)
 	}

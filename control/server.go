@@ -73,6 +73,9 @@ type Options struct {
 	Logger  *slog.Logger
 	// Counter counts the HTTP intake's movements for status; optional.
 	Counter *intake.Counter
+	// Formulary is the intakes' formulary (intake.formulary): it
+	// resolves bare 10-digit NDCs and names each NDC's unit. Optional.
+	Formulary intake.Formulary
 }
 
 // Defaults of Options.
@@ -263,7 +266,7 @@ func (s *Server) postMovements(w http.ResponseWriter, r *http.Request) {
 	}
 	now := s.opts.Clock()
 	if eachItem(r) {
-		res, err := submitEach(s.opts.Queue, items, lines, s.opts.MaxMovementBytes, s.opts.StoreID, now)
+		res, err := submitEach(s.opts.Queue, s.opts.Formulary, items, lines, s.opts.MaxMovementBytes, s.opts.StoreID, now)
 		if err != nil {
 			s.refused(w, enqueueError(err, lines), start, len(items))
 			return
@@ -290,9 +293,12 @@ func (s *Server) postMovements(w http.ResponseWriter, r *http.Request) {
 		s.refused(w, e, start, len(items))
 		return
 	}
-	prepared, errs, total := prepare(items, lines, s.opts.StoreID, now)
+	prepared, errs, total, unitOnly := prepare(s.opts.Formulary, items, lines, s.opts.StoreID, now)
 	if total > 0 {
 		e := refuse(http.StatusBadRequest, "%d problem(s) in the submitted movements; nothing was stored", total)
+		if unitOnly {
+			e = refuse(http.StatusUnprocessableEntity, "%d movement(s) in a unit other than the one the formulary gives their NDC; nothing was stored", total)
+		}
 		e.body.capErrors(errs, total)
 		s.refused(w, e, start, len(items))
 		return

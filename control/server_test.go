@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rxedge/agent/intake"
 	"github.com/rxedge/agent/metrics"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
@@ -326,5 +327,49 @@ func TestNewFillsTheDefaults(t *testing.T) {
 	if o.MaxRequestBytes != DefaultMaxRequestBytes || o.MaxMovementBytes != DefaultMaxMovementBytes ||
 		o.Clock == nil || o.Logger == nil || o.Status == nil || o.DLQ == nil {
 		t.Errorf("got %+v, want every default filled", o)
+	}
+}
+
+// TestIngestRefusesWhatTheFormularyRefuses: a unit other than the
+// formulary's is 422 naming the formulary's unit (400 when the request
+// has other problems too); a bare 10-digit NDC is 400 saying it is
+// ambiguous unless the formulary resolves it; the same movement in
+// another spelling is a duplicate; ?each=1 refuses a unit item by item.
+func TestIngestRefusesWhatTheFormularyRefuses(t *testing.T) {
+	s, q, hs := newServer(t, "")
+	s.opts.Formulary = intake.Formulary{"00591-0540-01": {Schedule: "CII", Unit: "EA"}}
+	one := func(id, ndc, unit string) string {
+		return fmt.Sprintf(`{"movement_id":%q,"type":"receive","ndc":%q,"quantity":100,"unit":%q,"occurred_at":"2026-03-01T09:30:00Z","schedule":"CII"}`, id, ndc, unit)
+	}
+	for _, c := range []struct {
+		name, body string
+		code       int
+		contains   string
+	}{
+		{"other unit", one("R1", "00591-0540-01", "ML"), 422, "must be EA, the unit the formulary gives this NDC"},
+		{"other unit and a bad field", "[" + one("R1", "00591-0540-01", "ML") + "," + one("R2", "x", "EA") + "]", 400, "must be EA"},
+		{"ambiguous", one("R3", "1234567890", "EA"), 400, "bare 10-digit NDC, which is ambiguous"},
+		{"resolved", one("R4", "0591054001", "EA"), 202, `"duplicate":false`},
+		{"another spelling", one("R4", "00591-0540-01", "EA"), 200, `"duplicate":true`},
+	} {
+		r := send(t, hs, "application/json", c.body, "")
+		if r.code != c.code || !strings.Contains(r.body, c.contains) {
+			t.Errorf("%s: %d %s, want %d with %q", c.name, r.code, r.body, c.code, c.contains)
+		}
+	}
+	if n := pending(t, q); n != 1 {
+		t.Fatalf("%d pending, want 1", n)
+	}
+	r := send(t, hs, "application/json", "["+one("R5", "00591-0540-01", "GM")+"]", "")
+	req, _ := http.NewRequest(http.MethodPost, hs.URL+"/v1/movements?each=1", strings.NewReader("["+one("R5", "00591-0540-01", "GM")+","+one("R6", "00591054001", "EA")+"]"))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := hs.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if r.code != 422 || resp.StatusCode != 200 || !strings.Contains(string(b), `"status":"rejected"`) || !strings.Contains(string(b), `"status":"accepted"`) {
+		t.Fatalf("each: %d %s", resp.StatusCode, b)
 	}
 }

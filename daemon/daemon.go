@@ -60,17 +60,23 @@ type Hooks struct {
 	HL7Ready func(hl7Addr string)
 }
 
+// loadFormulary reads the intakes' formulary, when one is configured:
+// every intake, HTTP included, checks movements against it.
+func loadFormulary(path string) (intake.Formulary, error) {
+	if path == "" {
+		return nil, nil
+	}
+	fm, err := intake.LoadFormulary(path)
+	if err != nil {
+		return nil, fmt.Errorf("intake.formulary: %w", err)
+	}
+	return fm, nil
+}
+
 // startIntakes opens the HL7 listener and prepares the ASAP drop folder,
 // when configured; both hand movements to q's group commit.
-func startIntakes(opts settings.Options, q *queue.Queue, c *intake.Counters, log *slog.Logger) (*hl7.Server, *asap.Watcher, error) {
+func startIntakes(opts settings.Options, fm intake.Formulary, q *queue.Queue, c *intake.Counters, log *slog.Logger) (*hl7.Server, *asap.Watcher, error) {
 	in := opts.Intake
-	var fm intake.Formulary
-	if in.Formulary != "" {
-		var err error
-		if fm, err = intake.LoadFormulary(in.Formulary); err != nil {
-			return nil, nil, fmt.Errorf("intake.formulary: %w", err)
-		}
-	}
 	sink := &intake.Sink{Queue: q, StoreID: opts.StoreID}
 	var srv *hl7.Server
 	if in.HL7.Listen != "" {
@@ -102,6 +108,7 @@ type daemon struct {
 	q        *queue.Queue
 	m        *metrics.Metrics
 	counters *intake.Counters
+	fm       intake.Formulary
 	svc      *dlq.Service
 	// conn reports the connection to central; it is replaced by the
 	// sender's once one is configured.
@@ -144,10 +151,13 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 	}
 	prune(d.q, opts, log)
 
+	var err error
+	if d.fm, err = loadFormulary(opts.Intake.Formulary); err != nil {
+		return err
+	}
 	d.wire()
 	d.notary.PrepareKey()
-	var err error
-	if d.hl7Srv, d.watcher, err = startIntakes(opts, d.q, d.counters, log); err != nil {
+	if d.hl7Srv, d.watcher, err = startIntakes(opts, d.fm, d.q, d.counters, log); err != nil {
 		return err
 	}
 	if d.hl7Srv != nil {
@@ -215,7 +225,7 @@ func (d *daemon) wire() {
 		MaxRequestBytes: opts.MaxRequestBytes, MaxMovementBytes: opts.MaxMovementBytes,
 		IngestToken: opts.IngestToken, MetricsToken: opts.MetricsToken, IngestListen: opts.IngestListen,
 		AllowedHosts: opts.AllowedHosts, AllowedOrigins: opts.AllowedOrigins,
-		Status: d.st, DLQ: d.svc, Metrics: d.m, Logger: d.log, Counter: &d.counters.HTTP,
+		Status: d.st, DLQ: d.svc, Metrics: d.m, Logger: d.log, Counter: &d.counters.HTTP, Formulary: d.fm,
 	})
 }
 

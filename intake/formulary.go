@@ -7,20 +7,40 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
+
+	"github.com/rxedge/agent/movement"
 )
 
 // MaxFormularyRows bounds the formulary file.
 const MaxFormularyRows = 1 << 20
 
-// Formulary maps an NDC (as 11 digits) to its DEA schedule.
-type Formulary map[string]string
+// Product is what the formulary says of one NDC.
+type Product struct {
+	// Schedule is the DEA schedule, "" for a drug that is not controlled.
+	Schedule string
+	// Unit is the unit (EA, ML, GM) every movement of the NDC must be
+	// in; "" when the formulary does not say.
+	Unit string
+}
 
-var schedules = map[string]bool{"CII": true, "CIIN": true, "CIII": true, "CIIIN": true, "CIV": true, "CV": true}
+// Formulary maps an NDC, in its canonical form (movement.CanonicalNDC),
+// to its product. Every intake reads it: the schedule of a dispense whose
+// message gives none, the product a bare 10-digit NDC stands for, the
+// unit a movement must be in.
+type Formulary map[string]Product
 
-// LoadFormulary reads a CSV file of ndc,schedule rows. A first row whose
-// first cell is "ndc" is a header. The schedule is one of CII, CIIN,
-// CIII, CIIIN, CIV, CV, or empty for a drug that is not controlled.
-// Errors name the line, never a value.
+var (
+	schedules = map[string]bool{"CII": true, "CIIN": true, "CIII": true, "CIIIN": true, "CIV": true, "CV": true}
+	units     = map[string]bool{"EA": true, "ML": true, "GM": true}
+)
+
+// LoadFormulary reads a CSV file of ndc,schedule or ndc,schedule,unit
+// rows (both forms may be mixed). A first row whose first cell is "ndc" is
+// a header. The NDC is in any spelling but a bare 10-digit one, which is
+// ambiguous; the schedule is one of CII, CIIN, CIII, CIIIN, CIV, CV, or
+// empty for a drug that is not controlled; the unit is EA, ML, GM or
+// empty. Errors name the line, never a value.
 func LoadFormulary(path string) (Formulary, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -45,61 +65,112 @@ func LoadFormulary(path string) (Formulary, error) {
 		if line > MaxFormularyRows {
 			return nil, fmt.Errorf("%s: more than %d rows", path, MaxFormularyRows)
 		}
-		if len(rec) != 2 {
-			return nil, fmt.Errorf("%s line %d: want 2 columns (ndc,schedule)", path, line)
+		ndc, p, err := formularyRow(rec)
+		if err != nil {
+			return nil, fmt.Errorf("%s line %d: %w", path, line, err)
 		}
-		ndc, ok := NDC11(rec[0])
-		if !ok {
-			return nil, fmt.Errorf("%s line %d: the ndc is not an NDC", path, line)
-		}
-		s := strings.ToUpper(strings.TrimSpace(rec[1]))
-		if s != "" && !schedules[s] {
-			return nil, fmt.Errorf("%s line %d: the schedule must be CII, CIIN, CIII, CIIIN, CIV, CV or empty", path, line)
-		}
-		fm[ndc] = s
+		fm[ndc] = p
 	}
+}
+
+// formularyRow reads one row; its errors never quote a cell.
+func formularyRow(rec []string) (string, Product, error) {
+	if len(rec) != 2 && len(rec) != 3 {
+		return "", Product{}, errors.New("want 2 or 3 columns (ndc,schedule or ndc,schedule,unit)")
+	}
+	ndc, err := movement.CanonicalNDC(strings.TrimSpace(rec[0]))
+	switch {
+	case errors.Is(err, movement.ErrNDCAmbiguous):
+		return "", Product{}, errors.New("the ndc is a bare 10-digit NDC, which is ambiguous: write it with its hyphens or as 11 digits")
+	case err != nil:
+		return "", Product{}, errors.New("the ndc is not an NDC")
+	}
+	p := Product{Schedule: strings.ToUpper(strings.TrimSpace(rec[1]))}
+	if p.Schedule != "" && !schedules[p.Schedule] {
+		return "", Product{}, errors.New("the schedule must be CII, CIIN, CIII, CIIIN, CIV, CV or empty")
+	}
+	if len(rec) == 3 {
+		p.Unit = strings.ToUpper(strings.TrimSpace(rec[2]))
+		if p.Unit != "" && !units[p.Unit] {
+			return "", Product{}, errors.New("the unit must be EA, ML, GM or empty")
+		}
+	}
+	return ndc, p, nil
+}
+
+// Resolve is the canonical form of ndc, in any spelling. A bare 10-digit
+// NDC, ambiguous on its own, is resolved when exactly one of the products
+// it may stand for (movement.NDCCandidates) is in the formulary.
+func (f Formulary) Resolve(ndc string) (string, bool) {
+	c, err := movement.CanonicalNDC(ndc)
+	if err == nil {
+		return c, true
+	}
+	cs, ok := movement.NDCCandidates(ndc)
+	if !ok {
+		return "", false
+	}
+	found := ""
+	for _, c := range cs {
+		if _, known := f[c]; known && c != found {
+			if found != "" {
+				return "", false // more than one: still ambiguous
+			}
+			found = c
+		}
+	}
+	return found, found != ""
+}
+
+// Lookup is the product of ndc, in any spelling; known is false when the
+// formulary does not list it.
+func (f Formulary) Lookup(ndc string) (p Product, known bool) {
+	c, ok := f.Resolve(ndc)
+	if !ok {
+		return Product{}, false
+	}
+	p, known = f[c]
+	return p, known
 }
 
 // Schedule is the schedule of ndc, "" when unknown or not controlled.
 func (f Formulary) Schedule(ndc string) string {
-	if f == nil {
-		return ""
-	}
-	k, ok := NDC11(ndc)
-	if !ok {
-		return ""
-	}
-	return f[k]
+	p, _ := f.Lookup(ndc)
+	return p.Schedule
 }
 
-// NDC11 is an NDC as its 11 digits (5-4-2): a hyphenated 10-digit form is
-// padded in the short group; 11 digits, with or without hyphens, are kept.
-// A bare 10-digit NDC is ambiguous and refused.
-func NDC11(s string) (string, bool) {
-	s = strings.TrimSpace(s)
-	parts := strings.Split(s, "-")
-	for _, p := range parts {
-		if p == "" || strings.Trim(p, "0123456789") != "" {
-			return "", false
+// Prepare validates a movement an intake built or decoded, and puts it in
+// the form the queue stores, as every intake does: a bare 10-digit NDC
+// the formulary resolves is written in its canonical form (what was sent
+// kept in ndc_as_sent); then the movement is validated; then its unit is
+// checked against the formulary's for its NDC. es holds every problem;
+// unit is true when the only one is a unit other than the formulary's
+// (HTTP answers it 422, where other problems are 400). Error texts name
+// the formulary's unit, never a value sent.
+func (f Formulary) Prepare(m *movement.Movement, storeID string, now time.Time) (p movement.Prepared, es movement.Errors, unit bool) {
+	if _, bare := movement.NDCCandidates(m.NDC); bare {
+		if c, ok := f.Resolve(m.NDC); ok {
+			if m.NDCAsSent == "" {
+				m.NDCAsSent = m.NDC
+			}
+			m.NDC = c
 		}
 	}
-	switch {
-	case len(parts) == 1 && len(s) == 11:
-		return s, true
-	case len(parts) == 3:
-		a, b, c := parts[0], parts[1], parts[2]
-		switch {
-		case len(a) == 5 && len(b) == 4 && len(c) == 2:
-		case len(a) == 4 && len(b) == 4 && len(c) == 2:
-			a = "0" + a
-		case len(a) == 5 && len(b) == 3 && len(c) == 2:
-			b = "0" + b
-		case len(a) == 5 && len(b) == 4 && len(c) == 1:
-			c = "0" + c
-		default:
-			return "", false
-		}
-		return a + b + c, true
+	if es := m.Validate(storeID, now); es != nil {
+		return movement.Prepared{}, es, false
 	}
-	return "", false
+	if want := f[m.NDC].Unit; want != "" && m.Unit != want {
+		es := movement.Errors{{Field: "unit", Msg: "must be " + want + ", the unit the formulary gives this NDC (intake.formulary)"}}
+		return movement.Prepared{}, es, true
+	}
+	return m.Prepared(storeID), nil, false
+}
+
+// PrepareJSON is Prepare for a movement as JSON (movement.Decode).
+func (f Formulary) PrepareJSON(data []byte, storeID string, now time.Time) (movement.Prepared, movement.Errors, bool) {
+	m, es := movement.Decode(data)
+	if es != nil {
+		return movement.Prepared{}, es, false
+	}
+	return f.Prepare(m, storeID, now)
 }

@@ -17,8 +17,11 @@ type Options struct {
 	HL7 HL7Options `yaml:"hl7"`
 	// ASAP is the drop folder of ASAP 4.2 files.
 	ASAP ASAPOptions `yaml:"asap"`
-	// Formulary is a CSV file of ndc,schedule lines: the schedule of a
-	// dispense whose message does not give one.
+	// Formulary is a CSV file of ndc,schedule or ndc,schedule,unit
+	// lines: the schedule of a dispense whose message does not give one,
+	// the product a bare 10-digit NDC stands for, and the unit every
+	// movement of an NDC must be in (LoadFormulary). Every intake reads
+	// it, HTTP included.
 	Formulary string `yaml:"formulary"`
 }
 

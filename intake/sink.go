@@ -9,23 +9,6 @@ import (
 	"github.com/rxedge/agent/status"
 )
 
-// Prepare validates a movement built by an intake and puts it in the form
-// the queue stores, exactly as the HTTP ingest does for a decoded one.
-func Prepare(m *movement.Movement, storeID string, now time.Time) (movement.Prepared, movement.Errors) {
-	if es := m.Validate(storeID, now); es != nil {
-		return movement.Prepared{}, es
-	}
-	c := m.Canonical()
-	return movement.Prepared{
-		MovementID: m.MovementID,
-		Key:        movement.Key(storeID, m.MovementID),
-		Digest:     movement.Digest(c),
-		Class:      m.Class(),
-		Schedule:   m.Schedule,
-		Payload:    c,
-	}, nil
-}
-
 // Sink hands prepared movements to the queue's group commit: the same
 // path, and the same commits, as POST /v1/movements.
 type Sink struct {

@@ -50,10 +50,14 @@ var fields = map[string]field{
 	"store_id":     {set: func(m *Movement, v string) { m.StoreID = v }},
 	"type":         {set: func(m *Movement, v string) { m.Type = v }},
 	"ndc":          {set: func(m *Movement, v string) { m.NDC = v }},
+	"ndc_as_sent":  {set: func(m *Movement, v string) { m.NDCAsSent = v }},
 	"quantity":     {set: func(m *Movement, v string) { m.Quantity = v }, num: true},
 	"unit":         {set: func(m *Movement, v string) { m.Unit = v }},
 	"occurred_at":  {set: func(m *Movement, v string) { m.OccurredAt = v }},
 	"schedule":     {set: func(m *Movement, v string) { m.Schedule = v }},
+	"reason":       {set: func(m *Movement, v string) { m.Reason = v }},
+	"count_kind":   {set: func(m *Movement, v string) { m.CountKind = v }},
+	"count_method": {set: func(m *Movement, v string) { m.CountMethod = v }},
 	"lot":          {set: func(m *Movement, v string) { m.Lot = v }},
 	"expires":      {set: func(m *Movement, v string) { m.Expires = v }},
 	"rx_ref":       {set: func(m *Movement, v string) { m.RxRef = v }},
@@ -62,7 +66,7 @@ var fields = map[string]field{
 }
 
 // MaxMembers bounds the members of a movement object Decode reads: a
-// movement has thirteen fields, so an object of more is none, and is
+// movement has seventeen fields, so an object of more is none, and is
 // refused when the count is passed, before its members are read and an
 // error kept for each.
 const MaxMembers = 32

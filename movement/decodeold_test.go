@@ -1,9 +1,9 @@
 package movement
 
-// This file keeps, unchanged but for its names, the token-by-token decoder
-// that Decode replaced, as the reference the differential tests compare
-// Decode against: the same inputs accepted, the same values, the same
-// error text.
+// This file keeps, unchanged but for its names and the fields the model
+// gained since, the token-by-token decoder that Decode replaced, as the
+// reference the differential tests compare Decode against: the same inputs
+// accepted, the same values, the same error text.
 
 import (
 	"bytes"
@@ -26,10 +26,14 @@ var oldFields = map[string]oldField{
 	"store_id":     {set: func(m *Movement, v string) { m.StoreID = v }},
 	"type":         {set: func(m *Movement, v string) { m.Type = v }},
 	"ndc":          {set: func(m *Movement, v string) { m.NDC = v }},
+	"ndc_as_sent":  {set: func(m *Movement, v string) { m.NDCAsSent = v }},
 	"quantity":     {set: func(m *Movement, v string) { m.Quantity = v }, num: true},
 	"unit":         {set: func(m *Movement, v string) { m.Unit = v }},
 	"occurred_at":  {set: func(m *Movement, v string) { m.OccurredAt = v }},
 	"schedule":     {set: func(m *Movement, v string) { m.Schedule = v }},
+	"reason":       {set: func(m *Movement, v string) { m.Reason = v }},
+	"count_kind":   {set: func(m *Movement, v string) { m.CountKind = v }},
+	"count_method": {set: func(m *Movement, v string) { m.CountMethod = v }},
 	"lot":          {set: func(m *Movement, v string) { m.Lot = v }},
 	"expires":      {set: func(m *Movement, v string) { m.Expires = v }},
 	"rx_ref":       {set: func(m *Movement, v string) { m.RxRef = v }},

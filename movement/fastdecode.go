@@ -23,7 +23,7 @@ func decodeFast(data []byte) *Movement {
 		return nil
 	}
 	m := new(Movement)
-	var seen uint16
+	var seen uint32
 	i = skipSpace(s, i+1)
 	if i < len(s) && s[i] == '}' {
 		return end(s, i+1, m)
@@ -40,7 +40,7 @@ func decodeFast(data []byte) *Movement {
 		if dst == nil {
 			return nil // unknown
 		}
-		bit := uint16(1) << n
+		bit := uint32(1) << n
 		if seen&bit != 0 {
 			return nil // repeated
 		}
@@ -107,6 +107,14 @@ func (m *Movement) member(name string) (dst *string, n uint, num bool) {
 		return &m.Type, 2, false
 	case "ndc":
 		return &m.NDC, 3, false
+	case "ndc_as_sent":
+		return &m.NDCAsSent, 13, false
+	case "reason":
+		return &m.Reason, 14, false
+	case "count_kind":
+		return &m.CountKind, 15, false
+	case "count_method":
+		return &m.CountMethod, 16, false
 	case "quantity":
 		return &m.Quantity, 4, true
 	case "unit":

@@ -24,10 +24,48 @@ const (
 	TypeDispense    = "dispense"
 	TypeReceive     = "receive"
 	TypeReturn      = "return"
-	TypeAdjust      = "adjust"
 	TypeWaste       = "waste"
 	TypeTransferIn  = "transfer_in"
 	TypeTransferOut = "transfer_out"
+	// TypeAdjustIn and TypeAdjustOut correct the book up and down; each
+	// carries a Reason.
+	TypeAdjustIn  = "adjust_in"
+	TypeAdjustOut = "adjust_out"
+	// TypeAdjust is the adjustment of agents and clients from before
+	// adjustments went both ways: it adds to stock, as TypeAdjustIn, and
+	// is stored as sent so that its records keep their digests.
+	TypeAdjust = "adjust"
+	// TypeCount is a physical count: Quantity is the counted on-hand of
+	// the NDC (zero allowed), CountKind and CountMethod say which count.
+	// It changes nothing in the book; head office compares the two.
+	TypeCount = "count"
+)
+
+// Reasons of an adjustment (and of waste, where given).
+const (
+	ReasonCountCorrection = "count_correction"
+	ReasonDamaged         = "damaged"
+	ReasonExpired         = "expired"
+	ReasonTheft           = "theft"
+	ReasonLoss            = "loss"
+	ReasonOther           = "other"
+)
+
+// Kinds of count: DEA's biennial inventory (21 CFR 1304.11(c)), a
+// quarterly reconciliation count (California, 16 CCR 1715.65), or a
+// cycle count of some NDCs.
+const (
+	CountBiennial  = "biennial"
+	CountQuarterly = "quarterly"
+	CountCycle     = "cycle"
+)
+
+// Methods of count (21 CFR 1304.11(e)(1)(iii)): an exact count, required
+// for Schedule I and II, or an estimate, allowed for III to V (unless a
+// container holds more than 1,000 units, which the agent cannot see).
+const (
+	CountExact     = "exact"
+	CountEstimated = "estimated"
 )
 
 // Class is the retry class of a movement.
@@ -56,15 +94,21 @@ type Movement struct {
 	StoreID    string `json:"store_id"`
 	Type       string `json:"type"`
 	NDC        string `json:"ndc"`
-	Quantity   string `json:"quantity"`
-	Unit       string `json:"unit"`
-	OccurredAt string `json:"occurred_at"`
-	Schedule   string `json:"schedule,omitempty"`
-	Lot        string `json:"lot,omitempty"`
-	Expires    string `json:"expires,omitempty"`
-	RxRef      string `json:"rx_ref,omitempty"`
-	DEAForm222 string `json:"dea_form_222,omitempty"`
-	Note       string `json:"note,omitempty"`
+	// NDCAsSent is the NDC as the source sent it, when that was not the
+	// canonical form NDC holds.
+	NDCAsSent   string `json:"ndc_as_sent,omitempty"`
+	Quantity    string `json:"quantity"`
+	Unit        string `json:"unit"`
+	OccurredAt  string `json:"occurred_at"`
+	Schedule    string `json:"schedule,omitempty"`
+	Reason      string `json:"reason,omitempty"`
+	CountKind   string `json:"count_kind,omitempty"`
+	CountMethod string `json:"count_method,omitempty"`
+	Lot         string `json:"lot,omitempty"`
+	Expires     string `json:"expires,omitempty"`
+	RxRef       string `json:"rx_ref,omitempty"`
+	DEAForm222  string `json:"dea_form_222,omitempty"`
+	Note        string `json:"note,omitempty"`
 }
 
 // Class reports whether the movement is of a controlled substance.
@@ -146,6 +190,12 @@ func Prepare(data []byte, storeID string, now time.Time) (Prepared, Errors) {
 	if es := m.Validate(storeID, now); es != nil {
 		return Prepared{}, es
 	}
+	return m.Prepared(storeID), nil
+}
+
+// Prepared is m, which Validate accepted for the agent of storeID, in the
+// form the queue stores.
+func (m *Movement) Prepared(storeID string) Prepared {
 	c := m.Canonical()
 	return Prepared{
 		MovementID: m.MovementID,
@@ -154,5 +204,50 @@ func Prepare(data []byte, storeID string, now time.Time) (Prepared, Errors) {
 		Class:      m.Class(),
 		Schedule:   m.Schedule,
 		Payload:    c,
-	}, nil
+	}
+}
+
+// Equivalent reports whether digest is the digest of the movement whose
+// canonical payload p holds, in another spelling of its NDC: with another
+// ndc_as_sent or none, or in the form agents stored before NDCs were
+// canonical (ndc as sent, no ndc_as_sent); p's payload may itself be in
+// either form. The first spelling a store
+// took is the one it keeps; a resubmission in another spelling is the
+// same movement, a duplicate, not a conflict. The digest itself covers
+// the whole payload, ndc_as_sent included, so what central holds and the
+// store's log signs is exactly what was stored (P2, P9). Equivalent costs
+// a decoding and up to seventeen digests: callers ask it only when the
+// digests differ.
+func (p *Prepared) Equivalent(digest [32]byte) bool {
+	if digest == p.Digest {
+		return true
+	}
+	m, es := Decode(p.Payload)
+	if es != nil {
+		return false
+	}
+	// A payload an earlier agent stored holds its NDC as sent.
+	c, err := CanonicalNDC(m.NDC)
+	if err != nil {
+		return false
+	}
+	for _, s := range NDCSpellings(c) {
+		v := *m
+		v.NDC, v.NDCAsSent = c, s
+		if s == c {
+			v.NDCAsSent = ""
+		}
+		if Digest(v.Canonical()) == digest {
+			return true
+		}
+		if len(s) != 10 {
+			// Earlier agents took every spelling but a bare 10-digit
+			// one as ndc, as it was sent.
+			v.NDC, v.NDCAsSent = s, ""
+			if Digest(v.Canonical()) == digest {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -104,6 +104,21 @@ func TestPrepareRejects(t *testing.T) {
 		{"bad type", strings.Replace(valid, `dispense`, `sell`, 1), "type"},
 		{"missing ndc", strings.Replace(valid, `"ndc":"12345-6789-01",`, ``, 1), "ndc"},
 		{"ndc ambiguous 10 digits", strings.Replace(valid, `12345-6789-01`, `1234567890`, 1), "ndc"},
+		{"ndc_as_sent of another NDC", strings.Replace(valid, `"unit":"EA"`, `"unit":"EA","ndc_as_sent":"12345-6789-02"`, 1), "ndc_as_sent"},
+		{"ndc_as_sent not an NDC", strings.Replace(valid, `"unit":"EA"`, `"unit":"EA","ndc_as_sent":"x"`, 1), "ndc_as_sent"},
+		{"adjust_in without reason", strings.Replace(valid, `dispense`, `adjust_in`, 1), "reason"},
+		{"adjust_out without reason", strings.Replace(valid, `dispense`, `adjust_out`, 1), "reason"},
+		{"adjust_in theft", strings.Replace(valid, `"dispense"`, `"adjust_in","reason":"theft"`, 1), "reason"},
+		{"adjust_out bad reason", strings.Replace(valid, `"dispense"`, `"adjust_out","reason":"stolen"`, 1), "reason"},
+		{"waste theft", strings.Replace(valid, `"dispense"`, `"waste","reason":"theft"`, 1), "reason"},
+		{"dispense with reason", strings.Replace(valid, `"dispense"`, `"dispense","reason":"other"`, 1), "reason"},
+		{"count without kind", strings.Replace(valid, `dispense`, `count`, 1), "count_kind"},
+		{"count bad kind", strings.Replace(valid, `"dispense"`, `"count","count_kind":"annual"`, 1), "count_kind"},
+		{"count bad method", strings.Replace(valid, `"dispense"`, `"count","count_kind":"cycle","count_method":"guess"`, 1), "count_method"},
+		{"estimated CII count", strings.Replace(valid, `"dispense"`, `"count","count_kind":"biennial","count_method":"estimated","schedule":"CII"`, 1), "count_method"},
+		{"count fields on a dispense", strings.Replace(valid, `"dispense"`, `"dispense","count_kind":"cycle"`, 1), "count_kind"},
+		{"zero dispense", strings.Replace(valid, `"quantity":2`, `"quantity":"0.000"`, 1), "quantity"},
+		{"negative count", strings.Replace(strings.Replace(valid, `"dispense"`, `"count","count_kind":"cycle"`, 1), `"quantity":2`, `"quantity":-1`, 1), "quantity"},
 		{"ndc letters", strings.Replace(valid, `12345-6789-01`, `1234A-6789-01`, 1), "ndc"},
 		{"zero quantity", strings.Replace(valid, `"quantity":2`, `"quantity":0`, 1), "quantity"},
 		{"negative quantity", strings.Replace(valid, `"quantity":2`, `"quantity":-2`, 1), "quantity"},
@@ -206,18 +221,6 @@ func FuzzPrepare(f *testing.F) {
 			t.Fatalf("canonical form is not a fixed point:\n%s\n%s", p.Payload, q.Payload)
 		}
 	})
-}
-
-func TestValidNDC(t *testing.T) {
-	for s, want := range map[string]bool{
-		"1234-5678-90": true, "12345-678-90": true, "12345-6789-0": true, "12345-6789-01": true, "12345678901": true,
-		"": false, "1234567890": false, "123456789012": false, "1-2-3-4": false, "12345--6789": false,
-		"12345-6789-01-": false, "-12345-6789-0": false, "12345-6789": false, "1234-5678-9O": false, "12345-6789-01-1": false,
-	} {
-		if got := validNDC(s); got != want {
-			t.Errorf("validNDC(%q) = %v, want %v", s, got, want)
-		}
-	}
 }
 
 func TestValidExpiry(t *testing.T) {

@@ -1,6 +1,7 @@
 package movement
 
 import (
+	"errors"
 	"strings"
 	"time"
 	"unicode"
@@ -20,18 +21,28 @@ const (
 )
 
 var (
-	types     = []string{TypeDispense, TypeReceive, TypeReturn, TypeAdjust, TypeWaste, TypeTransferIn, TypeTransferOut}
+	types = []string{TypeDispense, TypeReceive, TypeReturn, TypeAdjustIn, TypeAdjustOut, TypeAdjust,
+		TypeWaste, TypeTransferIn, TypeTransferOut, TypeCount}
 	units     = []string{"EA", "ML", "GM"}
 	schedules = []string{"CII", "CIIN", "CIII", "CIIIN", "CIV", "CV"}
-	// ndcForms are the accepted NDC shapes: digit-group lengths.
-	ndcForms = [][]int{{4, 4, 2}, {5, 3, 2}, {5, 4, 1}, {5, 4, 2}, {11}}
-	earliest = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	// reasonsOf are the reasons each type may carry.
+	reasonsOf = map[string][]string{
+		TypeAdjustOut: {ReasonCountCorrection, ReasonDamaged, ReasonExpired, ReasonTheft, ReasonLoss, ReasonOther},
+		TypeAdjustIn:  {ReasonCountCorrection, ReasonOther},
+		TypeAdjust:    {ReasonCountCorrection, ReasonOther},
+		TypeWaste:     {ReasonDamaged, ReasonExpired, ReasonOther},
+	}
+	countKinds   = []string{CountBiennial, CountQuarterly, CountCycle}
+	countMethods = []string{CountExact, CountEstimated}
+	earliest     = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 )
 
 // Validate checks every field of m for the agent of store storeID at time
 // now, and normalizes m in place so that its Canonical encoding is the same
-// for equivalent submissions: store_id is filled in and quantity is written
-// without redundant zeros. It returns every problem at once.
+// for equivalent submissions: store_id is filled in, the NDC is written in
+// its canonical form (the spelling sent kept in ndc_as_sent when it was
+// another), quantity is written without redundant zeros and a count's
+// method defaults to exact. It returns every problem at once.
 func (m *Movement) Validate(storeID string, now time.Time) Errors {
 	var es Errors
 
@@ -52,18 +63,16 @@ func (m *Movement) Validate(storeID string, now time.Time) Errors {
 	}
 
 	oneOf(&es, "type", m.Type, types, true)
+	m.validateNDC(&es)
 
-	if m.NDC == "" {
-		es.add("ndc", "is required")
-	} else if !validNDC(m.NDC) {
-		es.add("ndc", "must be a 10-digit NDC in 4-4-2, 5-3-2 or 5-4-1 form or an 11-digit NDC (5-4-2, with or without hyphens)")
-	}
-
-	if m.Quantity == "" {
+	switch q, ok := normalizeQuantity(m.Quantity); {
+	case m.Quantity == "":
 		es.add("quantity", "is required")
-	} else if q, ok := normalizeQuantity(m.Quantity); !ok {
-		es.add("quantity", "must be a positive decimal number with at most 12 integer and 6 fraction digits")
-	} else {
+	case m.Type == TypeCount && q == "0":
+		m.Quantity = q
+	case !ok || q == "0" && m.Type != TypeCount:
+		es.add("quantity", "must be a positive decimal number with at most 12 integer and 6 fraction digits (zero only for a count)")
+	default:
 		m.Quantity = q
 	}
 
@@ -80,6 +89,7 @@ func (m *Movement) Validate(storeID string, now time.Time) Errors {
 	}
 
 	oneOf(&es, "schedule", m.Schedule, schedules, false)
+	m.validateKind(&es)
 
 	text(&es, "lot", m.Lot, maxLotLen, false)
 	if m.Expires != "" && !validExpiry(m.Expires) {
@@ -152,33 +162,58 @@ func alnum(s string) bool {
 	return s != ""
 }
 
-func validNDC(s string) bool {
-	var groups [3]string
-	n := strings.Count(s, "-") + 1
-	if n > len(groups) {
-		return false
+// validateNDC checks the NDC and puts it in its canonical form, keeping
+// the spelling sent in ndc_as_sent when it was another. An ndc_as_sent the
+// client gave (a relay passing on what it was sent) must spell the same
+// NDC; one that is the canonical form itself says nothing and is dropped.
+func (m *Movement) validateNDC(es *Errors) {
+	c, err := CanonicalNDC(m.NDC)
+	switch {
+	case m.NDC == "":
+		es.add("ndc", "is required")
+		return
+	case errors.Is(err, ErrNDCAmbiguous):
+		es.add("ndc", "is a bare 10-digit NDC, which is ambiguous (4-4-2, 5-3-2 or 5-4-1): send it with its hyphens or as 11 digits (5-4-2), or list the product in the formulary")
+		return
+	case err != nil:
+		es.add("ndc", "must be a 10-digit NDC in 4-4-2, 5-3-2 or 5-4-1 form or an 11-digit NDC (5-4-2, with or without hyphens)")
+		return
 	}
-	rest := s
-	for i := range n - 1 {
-		groups[i], rest, _ = strings.Cut(rest, "-")
+	if m.NDCAsSent == "" && m.NDC != c {
+		m.NDCAsSent = m.NDC
 	}
-	groups[n-1] = rest
-	for _, form := range ndcForms {
-		if len(form) != n {
-			continue
-		}
-		ok := true
-		for i, l := range form {
-			if len(groups[i]) != l || !digits(groups[i]) {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			return true
-		}
+	m.NDC = c
+	switch {
+	case m.NDCAsSent == c:
+		m.NDCAsSent = ""
+	case m.NDCAsSent != "" && !spells(m.NDCAsSent, c):
+		es.add("ndc_as_sent", "must be a spelling of the same NDC as ndc")
 	}
-	return false
+}
+
+// validateKind checks the fields that belong to some types only: an
+// adjustment's or waste's reason, a count's kind and method.
+func (m *Movement) validateKind(es *Errors) {
+	if allowed, ok := reasonsOf[m.Type]; ok {
+		required := m.Type == TypeAdjustIn || m.Type == TypeAdjustOut
+		oneOf(es, "reason", m.Reason, allowed, required)
+	} else if m.Reason != "" {
+		es.add("reason", "applies only to adjust_in, adjust_out, adjust and waste")
+	}
+	if m.Type != TypeCount {
+		if m.CountKind != "" || m.CountMethod != "" {
+			es.add("count_kind", "count_kind and count_method apply only to a count")
+		}
+		return
+	}
+	oneOf(es, "count_kind", m.CountKind, countKinds, true)
+	if m.CountMethod == "" {
+		m.CountMethod = CountExact
+	}
+	oneOf(es, "count_method", m.CountMethod, countMethods, false)
+	if m.CountMethod == CountEstimated && (m.Schedule == "CII" || m.Schedule == "CIIN") {
+		es.add("count_method", "must be exact for schedule II (21 CFR 1304.11(e)(1)(iii))")
+	}
 }
 
 func digits(s string) bool {
@@ -190,9 +225,9 @@ func digits(s string) bool {
 	return s != ""
 }
 
-// normalizeQuantity accepts a positive decimal (no sign, no exponent) and
+// normalizeQuantity accepts a decimal of no sign and no exponent, and
 // returns it without leading zeros in the integer part or trailing zeros in
-// the fraction.
+// the fraction; zero is "0".
 func normalizeQuantity(s string) (string, bool) {
 	intPart, frac, hasDot := strings.Cut(s, ".")
 	if !digits(intPart) || hasDot && !digits(frac) {
@@ -203,11 +238,8 @@ func normalizeQuantity(s string) (string, bool) {
 	if len(intPart) > 12 || len(frac) > 6 {
 		return "", false
 	}
-	if intPart == "" && frac == "" {
-		return "", false // zero
-	}
 	if intPart == "" {
-		intPart = "0"
+		intPart = "0" // zero is "0": Validate allows it for a count only
 	}
 	if frac == "" {
 		return intPart, true

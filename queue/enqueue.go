@@ -108,7 +108,10 @@ type sorted struct {
 // sortItems decides, reading only, what becomes of each movement of a
 // submission: new, a duplicate of one held or of an earlier one in the
 // submission, or refused (*ConflictError, *PurgedError). A refused
-// movement counts for nothing in the decisions about later ones.
+// movement counts for nothing in the decisions about later ones. A
+// movement whose digest differs from the held one's only by the spelling
+// of its NDC (movement.Prepared.Equivalent) is a duplicate: the first
+// spelling is kept.
 func sortItems(v view, items []movement.Prepared) (*sorted, error) {
 	s := &sorted{
 		res:   make([]Result, len(items)),
@@ -118,7 +121,7 @@ func sortItems(v view, items []movement.Prepared) (*sorted, error) {
 		it := &items[i]
 		s.res[i] = Result{Key: it.Key}
 		if j, ok := s.first[it.Key]; ok {
-			if items[j].Digest != it.Digest {
+			if !it.Equivalent(items[j].Digest) {
 				s.res[i].Err = &ConflictError{Index: i, Key: it.Key, Other: j}
 				continue
 			}
@@ -132,7 +135,7 @@ func sortItems(v view, items []movement.Prepared) (*sorted, error) {
 			switch {
 			case e.State == Purged:
 				s.res[i].Err = &PurgedError{Index: i, Key: it.Key}
-			case e.Digest != it.Digest:
+			case !it.Equivalent(e.Digest):
 				s.res[i].Err = &ConflictError{Index: i, Key: it.Key, State: e.State}
 			default:
 				s.res[i].Seq = e.Seq

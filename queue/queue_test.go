@@ -634,3 +634,46 @@ func TestEnqueueEachRefusesMovementsOnTheirOwn(t *testing.T) {
 	}
 	verify(t, q)
 }
+
+// TestOtherSpellingIsADuplicate resubmits a movement with its NDC in
+// other spellings, while pending, once synced, and within one submission:
+// each is a duplicate of the first, which keeps its spelling and digest.
+// Another quantity is still a conflict.
+func TestOtherSpellingIsADuplicate(t *testing.T) {
+	clk := newClock()
+	q := openTest(t, filepath.Join(t.TempDir(), "agent.db"), clk)
+	spelled := func(id, ndc string, qty int) movement.Prepared {
+		js := fmt.Sprintf(`{"movement_id":%q,"type":"dispense","ndc":%q,"quantity":%d,"unit":"EA","occurred_at":"2026-03-01T09:30:00Z","schedule":"CII"}`, id, ndc, qty)
+		p, es := movement.Prepare([]byte(js), testStore, clk.Now())
+		if es != nil {
+			t.Fatalf("prepare %s: %v", id, es)
+		}
+		return p
+	}
+	first := spelled("A", "00591054001", 60)
+	if _, err := q.Enqueue([]movement.Prepared{first, spelled("B", "0591-0540-01", 1), spelled("B", "00591-0540-01", 1)}); err != nil {
+		t.Fatalf("the same movement in two spellings in one submission: %v", err)
+	}
+	check := func(when string) {
+		t.Helper()
+		for _, ndc := range []string{"0591-0540-01", "00591-0540-01", "00591054001"} {
+			res, err := q.Enqueue([]movement.Prepared{spelled("A", ndc, 60)})
+			if err != nil || !res[0].Duplicate || res[0].Seq != 1 {
+				t.Fatalf("%s: %s again = %+v, %v; want a duplicate of seq 1", when, ndc, res, err)
+			}
+		}
+		var ce *ConflictError
+		if _, err := q.Enqueue([]movement.Prepared{spelled("A", "0591-0540-01", 61)}); !errors.As(err, &ce) {
+			t.Fatalf("%s: another quantity in another spelling: %v, want a conflict", when, err)
+		}
+		if e, _ := q.Get(first.Key); e.Digest != first.Digest {
+			t.Fatalf("%s: the stored digest changed", when)
+		}
+	}
+	check("pending")
+	if err := q.MarkSynced([]Ack{{Seq: 1, StreamSeq: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	check("synced")
+	verify(t, q)
+}

@@ -7,7 +7,8 @@
 --   CREATE DATABASE rxedge OWNER rxedge_owner;
 -- Then, as rxedge_owner: agent central sink --migrate-only, and this file:
 --   psql "postgres://rxedge_owner@HOST/rxedge" -f sink-grants.sql
--- Run it again after a migration that adds tables.
+-- Run it again after a migration that adds tables or views (0004 made
+-- the views anew: run it after upgrading to it).
 --
 -- The sink's user can insert rows and read them, and move its positions;
 -- it cannot update or delete a movement, a repeat, a conflict or a reject,
@@ -28,4 +29,5 @@ GRANT SELECT, INSERT ON movements, movement_repeats, movement_conflicts, sink_re
 GRANT SELECT, INSERT, UPDATE ON sink_positions TO rxedge_sink;
 
 GRANT SELECT ON controlled_balances, perpetual_inventory, schedule_ii_movements,
-	prescription_movements, movement_signs TO rxedge_report;
+	prescription_movements, movement_signs, ndc_unit_conflicts, count_variances,
+	schedule_ii_reconciliation, theft_loss_movements TO rxedge_report;

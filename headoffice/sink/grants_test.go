@@ -100,6 +100,8 @@ func TestGrants(t *testing.T) {
 	for _, sql := range []string{
 		`SELECT count(*) FROM controlled_balances`, `SELECT count(*) FROM perpetual_inventory`,
 		`SELECT count(*) FROM schedule_ii_movements`, `SELECT count(*) FROM prescription_movements`,
+		`SELECT count(*) FROM count_variances`, `SELECT count(*) FROM schedule_ii_reconciliation`,
+		`SELECT count(*) FROM theft_loss_movements`, `SELECT count(*) FROM ndc_unit_conflicts`,
 	} {
 		if _, err := report.Exec(ctx, sql); err != nil {
 			t.Errorf("rxedge_report: %s: %v", sql, err)

@@ -7,11 +7,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/rxedge/agent/movement"
 )
 
 // Reports are the views agent central report prints.
@@ -20,12 +23,30 @@ const (
 	ReportInventory  = "inventory"
 	ReportScheduleII = "schedule-ii"
 	ReportRx         = "rx"
+	// ReportCounts is every physical count with the book at its time, the
+	// variance and what moved since the previous count (count_variances).
+	ReportCounts = "counts"
+	// ReportReconciliation is the quarterly Schedule II reconciliation
+	// of 16 CCR 1715.65 (schedule_ii_reconciliation), for --store and the
+	// counts in [--from, --to) (QuarterBounds).
+	ReportReconciliation = "reconciliation"
+	// ReportForm106 drafts DEA Form 106 for each theft or loss of a
+	// controlled substance, with the notices' due dates (Form106Dues).
+	ReportForm106 = "form-106"
+	// ReportUnits lists each store's NDCs seen in more than one unit.
+	ReportUnits = "units"
 )
+
+// Reports lists every report, in the order a usage text names them.
+var Reports = []string{ReportBalances, ReportInventory, ReportScheduleII, ReportRx,
+	ReportCounts, ReportReconciliation, ReportForm106, ReportUnits}
 
 // ReportQuery selects what a report shows.
 type ReportQuery struct {
 	Kind  string
-	Store string // "" every store (required for schedule-ii and inventory)
+	Store string // "" every store (required for schedule-ii, inventory and reconciliation)
+	// NDC is one product, in any spelling: its canonical form is looked
+	// for, and a bare 10-digit NDC finds each product it may stand for.
 	NDC   string
 	RxRef string // for rx
 	// From and To bound occurred_at: From ≤ occurred_at < To; zero is open.
@@ -54,7 +75,57 @@ func Report(ctx context.Context, conn *pgx.Conn, q ReportQuery) (*Table, error) 
 	if err != nil {
 		return nil, fmt.Errorf("sink: report %s: %w", q.Kind, err)
 	}
+	switch q.Kind {
+	case ReportForm106:
+		err = addForm106Dues(t)
+	case ReportReconciliation:
+		err = addReconciliationDues(t)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sink: report %s: %w", q.Kind, err)
+	}
 	return t, nil
+}
+
+// ndcs is what a report's --ndc looks for: the canonical form of an NDC
+// in any spelling, or each product a bare 10-digit NDC may stand for.
+func ndcs(s string) ([]string, error) {
+	c, err := movement.CanonicalNDC(s)
+	if err == nil {
+		return []string{c}, nil
+	}
+	if cs, ok := movement.NDCCandidates(s); ok {
+		list := cs[:]
+		slices.Sort(list)
+		return slices.Compact(list), nil
+	}
+	return nil, fmt.Errorf("sink: report: --ndc is not an NDC (4-4-2, 5-3-2, 5-4-1 or 5-4-2, with or without hyphens)")
+}
+
+// addNDC adds q's NDC, when it has one, to c.
+func addNDC(q ReportQuery, c *conditions) error {
+	if q.NDC == "" {
+		return nil
+	}
+	list, err := ndcs(q.NDC)
+	if err != nil {
+		return err
+	}
+	c.add("ndc = ANY($%d)", list)
+	return nil
+}
+
+// timeColumn is the column a report's period bounds.
+func timeColumn(kind string) string {
+	switch kind {
+	case ReportCounts, ReportReconciliation:
+		return "counted_at"
+	case ReportForm106:
+		return "discovered_at"
+	case ReportUnits:
+		return "last_at"
+	}
+	return "occurred_at"
 }
 
 // conditions are a report's WHERE conditions and their arguments.
@@ -79,10 +150,10 @@ func reportSQL(q ReportQuery) (string, []any, error) {
 	}
 	if q.Kind != ReportBalances {
 		if !q.From.IsZero() {
-			c.add("occurred_at >= $%d", q.From)
+			c.add(timeColumn(q.Kind)+" >= $%d", q.From)
 		}
 		if !q.To.IsZero() {
-			c.add("occurred_at < $%d", q.To)
+			c.add(timeColumn(q.Kind)+" < $%d", q.To)
 		}
 	}
 	if len(c.where) > 0 {
@@ -91,10 +162,14 @@ func reportSQL(q ReportQuery) (string, []any, error) {
 	// The inventory's running balance is over the whole history: the
 	// period filter applies after the window, outside the view.
 	switch q.Kind {
-	case ReportBalances:
+	case ReportBalances, ReportUnits:
 		sql += " ORDER BY store_id, ndc, unit"
 	case ReportRx:
 		sql += " ORDER BY occurred_at, store_id, seq"
+	case ReportCounts, ReportReconciliation:
+		sql += " ORDER BY store_id, ndc, unit, counted_at, seq"
+	case ReportForm106:
+		sql += " ORDER BY store_id, discovered_at, seq"
 	default:
 		sql += " ORDER BY store_id, occurred_at, seq"
 	}
@@ -112,30 +187,35 @@ func reportView(q ReportQuery, c *conditions) (string, error) {
 		if q.Store != "" {
 			c.add("store_id = $%d", q.Store)
 		}
-		if q.NDC != "" {
-			c.add("ndc = $%d", q.NDC)
+		if err := addNDC(q, c); err != nil {
+			return "", err
 		}
 		if !q.From.IsZero() || !q.To.IsZero() {
 			return "", fmt.Errorf("sink: report balances: the balance is as of now; use the inventory report for a period")
 		}
-		return `SELECT store_id, ndc, unit, schedule, balance, received, dispensed, returned, wasted, adjusted,
-			transferred_in, transferred_out, movements, last_movement_at FROM controlled_balances`, nil
+		// New columns go last, so that a consumer of the CSV finds the
+		// earlier ones where they were.
+		return `SELECT store_id, ndc, unit, schedule, balance, received, dispensed, returned, wasted, adjusted_in,
+			transferred_in, transferred_out, movements, last_movement_at, adjusted_out, mixed_units FROM controlled_balances`, nil
 	case ReportInventory:
 		if q.Store == "" {
 			return "", fmt.Errorf("sink: report inventory: a store is required")
 		}
 		c.add("store_id = $%d", q.Store)
-		if q.NDC != "" {
-			c.add("ndc = $%d", q.NDC)
+		if err := addNDC(q, c); err != nil {
+			return "", err
 		}
-		return `SELECT store_id, ndc, unit, schedule, occurred_at, seq, key, type, quantity, change, balance, dea_form_222
-			FROM perpetual_inventory`, nil
+		return `SELECT store_id, ndc, unit, schedule, occurred_at, seq, key, type, quantity, change, balance, dea_form_222,
+			reason, mixed_units, ndc_as_sent FROM perpetual_inventory`, nil
 	case ReportScheduleII:
 		if q.Store == "" {
 			return "", fmt.Errorf("sink: report schedule-ii: a store is required")
 		}
 		c.add("store_id = $%d", q.Store)
-		return `SELECT store_id, occurred_at, seq, key, type, ndc, quantity, unit, schedule, dea_form_222, lot
+		if err := addNDC(q, c); err != nil {
+			return "", err
+		}
+		return `SELECT store_id, occurred_at, seq, key, type, ndc, quantity, unit, schedule, dea_form_222, lot, reason
 			FROM schedule_ii_movements`, nil
 	case ReportRx:
 		if q.RxRef == "" {
@@ -147,9 +227,39 @@ func reportView(q ReportQuery, c *conditions) (string, error) {
 		}
 		return `SELECT rx_ref, store_id, occurred_at, seq, key, type, ndc, quantity, unit, schedule, dea_form_222
 			FROM prescription_movements`, nil
-	default:
-		return "", fmt.Errorf("sink: unknown report %q (balances, inventory, schedule-ii, rx)", q.Kind)
 	}
+	return inventoryView(q, c)
+}
+
+// inventoryView is reportView for the reports of counts, thefts and
+// losses, and units.
+func inventoryView(q ReportQuery, c *conditions) (string, error) {
+	if q.Kind == ReportReconciliation && q.Store == "" {
+		return "", fmt.Errorf("sink: report reconciliation: a store is required")
+	}
+	if q.Store != "" {
+		c.add("store_id = $%d", q.Store)
+	}
+	if err := addNDC(q, c); err != nil {
+		return "", err
+	}
+	switch q.Kind {
+	case ReportCounts:
+		return `SELECT store_id, ndc, unit, schedule, counted_at, seq, key, count_kind, count_method, book_balance, counted,
+			variance, variance_pct, previous_count_at, previous_counted, received, transferred_in, returned, adjusted_in,
+			dispensed, transferred_out, wasted, adjusted_out, corrections_in, corrections_out, thefts_losses, movements_since
+			FROM count_variances`, nil
+	case ReportReconciliation:
+		return `SELECT store_id, ndc, unit, schedule, count_kind, count_method, counted_at, seq, key, previous_count_at, opening,
+			received, transferred_in, returned, other_in, dispensed, transferred_out, wasted, thefts_losses, other_out,
+			expected, counted, variance, variance_pct, book_balance, book_variance FROM schedule_ii_reconciliation`, nil
+	case ReportForm106:
+		return `SELECT store_id, discovered_at, seq, key, reason, ndc, ndc_as_sent, schedule, quantity, unit, lot, movement_id
+			FROM theft_loss_movements`, nil
+	case ReportUnits:
+		return `SELECT store_id, ndc, unit, movements, first_at, last_at FROM ndc_unit_conflicts`, nil
+	}
+	return "", fmt.Errorf("sink: unknown report %q (%s)", q.Kind, strings.Join(Reports, ", "))
 }
 
 // readTable reads rows into a table of text, its columns named after

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/testkit/natstest"
 	"github.com/rxedge/agent/testkit/pgtest"
 )
@@ -128,7 +129,8 @@ func TestViews(t *testing.T) {
 		if p.Schedule == "" {
 			continue
 		}
-		k := histKey{p.StoreID, p.NDC}
+		c, _ := movement.CanonicalNDC(p.NDC)
+		k := histKey{p.StoreID, c}
 		balance[k] += sign[p.Type] * parseMilli(t, p.Quantity)
 		running[p.MovementID] = balance[k]
 	}

@@ -2,12 +2,15 @@ package sink
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/rxedge/agent/movement"
 )
 
 // ErrPositionMoved says the stored position of a stream is not the one a
@@ -22,20 +25,22 @@ const stageDDL = `CREATE TEMP TABLE IF NOT EXISTS sink_stage (
 	store_id text, key text, seq bigint, digest text, movement_id text, type text,
 	ndc text, quantity text, unit text, occurred_at timestamptz, schedule text, lot text,
 	expires text, rx_ref text, dea_form_222 text, note text, payload text,
-	archive_stream text, archive_seq bigint, enqueued_at timestamptz, archived_at timestamptz
+	archive_stream text, archive_seq bigint, enqueued_at timestamptz, archived_at timestamptz,
+	ndc_as_sent text, reason text, count_kind text, count_method text
 ) ON COMMIT DELETE ROWS`
 
 var stageColumns = []string{"store_id", "key", "seq", "digest", "movement_id", "type",
 	"ndc", "quantity", "unit", "occurred_at", "schedule", "lot",
 	"expires", "rx_ref", "dea_form_222", "note", "payload",
-	"archive_stream", "archive_seq", "enqueued_at", "archived_at"}
+	"archive_stream", "archive_seq", "enqueued_at", "archived_at",
+	"ndc_as_sent", "reason", "count_kind", "count_method"}
 
 const insertMovements = `INSERT INTO movements (store_id, key, seq, digest, movement_id, type,
 	ndc, quantity, unit, occurred_at, schedule, lot, expires, rx_ref, dea_form_222, note, payload,
-	archive_stream, archive_seq, enqueued_at, archived_at)
+	archive_stream, archive_seq, enqueued_at, archived_at, ndc_as_sent, reason, count_kind, count_method)
 SELECT store_id, key, seq, digest, movement_id, type,
 	ndc, quantity::numeric, unit, occurred_at, schedule, lot, expires, rx_ref, dea_form_222, note, payload,
-	archive_stream, archive_seq, enqueued_at, archived_at
+	archive_stream, archive_seq, enqueued_at, archived_at, ndc_as_sent, reason, count_kind, count_method
 FROM sink_stage ORDER BY archive_seq
 ON CONFLICT (store_id, key) DO NOTHING`
 
@@ -185,7 +190,8 @@ func rowValues(r *Row) []any {
 	return []any{r.Store, r.Key, int64(r.Seq), r.Digest, r.M.MovementID, r.M.Type,
 		r.M.NDC, r.M.Quantity, r.M.Unit, r.OccurredAt, text(r.M.Schedule), text(r.M.Lot),
 		text(r.M.Expires), text(r.M.RxRef), text(r.M.DEAForm222), text(r.M.Note), string(r.Payload),
-		r.Stream, int64(r.StreamSeq), enq, r.ArchivedAt}
+		r.Stream, int64(r.StreamSeq), enq, r.ArchivedAt,
+		text(r.M.NDCAsSent), text(r.M.Reason), text(r.M.CountKind), text(r.M.CountMethod)}
 }
 
 // splitRejects splits rows into the movements and the rejects, in order,
@@ -297,7 +303,9 @@ func movePosition(ctx context.Context, tx pgx.Tx, stream string, from, to uint64
 }
 
 // writeOthers records the staged rows movements did not take: a repeat
-// when the kept row has the same digest, else a conflict.
+// when the kept row has the same digest, or its movement in another
+// spelling of the NDC (movement.Prepared.Equivalent: a store that forgot
+// the key resent it as its client spelled it then); else a conflict.
 func writeOthers(ctx context.Context, tx pgx.Tx, good []Row, kept map[int64]string, c *Counts) error {
 	var reps, confs [][]any
 	for i := range good {
@@ -306,7 +314,7 @@ func writeOthers(ctx context.Context, tx pgx.Tx, good []Row, kept map[int64]stri
 		if !ok {
 			continue
 		}
-		if d == r.Digest {
+		if d == r.Digest || sameMovement(r, d) {
 			reps = append(reps, []any{r.Stream, int64(r.StreamSeq), r.Store, r.Key, int64(r.Seq), r.Digest, r.ArchivedAt})
 			continue
 		}
@@ -330,6 +338,20 @@ func writeOthers(ctx context.Context, tx pgx.Tx, good []Row, kept map[int64]stri
 	}
 	c.Repeats, c.Conflicts = uint64(len(reps)), uint64(len(confs))
 	return nil
+}
+
+// sameMovement reports whether the kept digest d is r's movement with its
+// NDC spelled otherwise.
+func sameMovement(r *Row, d string) bool {
+	var kept [32]byte
+	if _, err := hex.Decode(kept[:], []byte(d)); err != nil {
+		return false
+	}
+	p := movement.Prepared{Payload: r.Payload}
+	if _, err := hex.Decode(p.Digest[:], []byte(r.Digest)); err != nil {
+		return false
+	}
+	return p.Equivalent(kept)
 }
 
 // ensurePosition makes the stream's position row and returns its value.

@@ -1,6 +1,7 @@
 package asap
 
 import (
+	"errors"
 	"iter"
 	"strconv"
 	"strings"
@@ -89,10 +90,14 @@ func record(s *Segment, n int, fm intake.Formulary, loc *time.Location) Record {
 	sched := ""
 	if ndc == "" {
 		bad("DSP08", "the NDC is required")
-	} else if s, known := fm[ndc11(ndc)]; !known {
-		bad("DSP08", "not in the formulary (intake.formulary): its schedule is unknown")
+	} else if p, known := fm.Lookup(ndc); known {
+		sched = p.Schedule
+	} else if _, err := movement.CanonicalNDC(ndc); errors.Is(err, movement.ErrNDCAmbiguous) {
+		bad("DSP08", "is a bare 10-digit NDC, which is ambiguous (4-4-2, 5-3-2 or 5-4-1) and the formulary lists none or several of the products it may be: send the 11-digit NDC")
+	} else if err != nil {
+		bad("DSP08", "must be an NDC: 11 digits (5-4-2)")
 	} else {
-		sched = s
+		bad("DSP08", "not in the formulary (intake.formulary): its schedule is unknown")
 	}
 	q := el(9)
 	if q == "" {
@@ -117,11 +122,6 @@ func record(s *Segment, n int, fm intake.Formulary, loc *time.Location) Record {
 	}
 	r.Movement = m
 	return r
-}
-
-func ndc11(s string) string {
-	k, _ := intake.NDC11(s)
-	return k
 }
 
 // fieldOf names the element a movement field came from.

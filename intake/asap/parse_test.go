@@ -135,7 +135,7 @@ func TestSegmentsAndRecords(t *testing.T) {
 	if want := "IS@2/4 PAT@3/2 DSP@4/12 DSP@5/1 TT@6/3"; strings.Join(got, " ") != want {
 		t.Errorf("segments %s, want %s", strings.Join(got, " "), want)
 	}
-	recs := Records(f, intake.Formulary{"00406055262": "CII"}, nil)
+	recs := Records(f, intake.Formulary{"00406-0552-62": {Schedule: "CII"}}, nil)
 	if len(recs) != 2 || recs[0].Movement == nil || recs[0].Segment != 4 || recs[1].Number != 2 || recs[1].Segment != 5 || len(recs[1].Errors) == 0 {
 		t.Errorf("records %+v", recs)
 	}

@@ -227,7 +227,7 @@ func (w *Watcher) prepare(recs []Record, now time.Time) (items []movement.Prepar
 		if r.Movement == nil {
 			continue
 		}
-		p, es := intake.Prepare(r.Movement, w.Sink.StoreID, now)
+		p, es, _ := w.Formulary.Prepare(r.Movement, w.Sink.StoreID, now)
 		for _, e := range es {
 			r.Errors = append(r.Errors, FieldError{Field: fieldOf(e.Field), Error: e.Field + " " + e.Msg})
 		}

@@ -102,9 +102,9 @@ func TestSamples(t *testing.T) {
 	}
 	got := pending(t, q)
 	want := map[string]string{
-		"asap:RXA100:0:20260301": `"ndc":"00406055262","quantity":"30","unit":"EA"`,
+		"asap:RXA100:0:20260301": `"ndc":"00406-0552-62","ndc_as_sent":"00406055262","quantity":"30","unit":"EA"`,
 		"asap:RXA101:1:20260301": `"quantity":"15.5","unit":"EA"`,
-		"asap:RXB200:0:20260302": `"ndc":"00054023725","quantity":"120","unit":"ML"`,
+		"asap:RXB200:0:20260302": `"ndc":"00054-0237-25","ndc_as_sent":"00054023725","quantity":"120","unit":"ML"`,
 		"asap:RXB202:2:20260302": `"unit":"GM","occurred_at":"2026-03-02T00:00:00`,
 	}
 	if len(got) != len(want) {
@@ -225,7 +225,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("TH*4.2A*C1*01**20260302*101500*P**~~TT*C1*2~"))
 	f.Add([]byte("TH*4.2A*C1*01**20260302*101500*P**~~~~~~~~~~~~~~~~TT*C1*2~"))
 	f.Add([]byte("TH*4.2A*C1*01**20260302*101500*P**~~DSP~DSP*~DSP**~TT*C1*5~"))
-	fm := intake.Formulary{"00406055262": "CII"}
+	fm := intake.Formulary{"00406-0552-62": {Schedule: "CII"}}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if n := allocated(func() { Complete(b) }); n != 0 {
 			t.Fatalf("Complete allocated %d bytes", n)
@@ -295,5 +295,34 @@ func TestStopMidFileLeavesItForLater(t *testing.T) {
 	reps, err = w.Scan(context.Background())
 	if err != nil || len(reps) != 1 || reps[0].Duplicates != ChunkRecords || reps[0].Stored != 1 {
 		t.Fatalf("second scan: %+v %v", reps, err)
+	}
+}
+
+// TestFormularyRefusals reports, by element, a bare 10-digit NDC the
+// formulary does not resolve (DSP08) and a unit other than the
+// formulary's (DSP11); a bare 10-digit NDC it resolves is stored in its
+// canonical form.
+func TestFormularyRefusals(t *testing.T) {
+	w, q := newWatcher(t)
+	w.Formulary = intake.Formulary{"00406-0552-62": {Schedule: "CII", Unit: "EA"}}
+	body := "TH*4.2A*F1*01**20260302*101500*P**~~\n" +
+		"DSP*00*RXF1*20260301*0*20260301*00*01*1234567890*10**01~\n" + // 01234-5678-90, 12345-0678-90 or 12345-6789-00?
+		"DSP*00*RXF2*20260301*0*20260301*00*01*00406055262*10**02~\n" + // mL for a product counted in each
+		"DSP*00*RXF3*20260301*0*20260301*00*01*0406055262*10**01~\n" + // 00406-0552-62: the only reading listed
+		"TT*F1*5~\n"
+	os.WriteFile(filepath.Join(w.Dir, "f.asap"), []byte(body), 0o600)
+	reps, err := w.Scan(context.Background())
+	if err != nil || len(reps) != 1 {
+		t.Fatalf("%d reports, %v", len(reps), err)
+	}
+	if got := rejected(reps[0]); got != "1:DSP08 2:DSP11" || reps[0].Stored != 1 {
+		t.Fatalf("rejected %s, stored %d; want 1:DSP08 2:DSP11 and one stored", got, reps[0].Stored)
+	}
+	msgs := reps[0].Rejected[0].Errors[0].Error + " / " + reps[0].Rejected[1].Errors[0].Error
+	if !strings.Contains(msgs, "ambiguous") || !strings.Contains(msgs, "must be EA") {
+		t.Errorf("the report says %q", msgs)
+	}
+	if got := pending(t, q)["asap:RXF3:0:20260301"]; !strings.Contains(got, `"ndc":"00406-0552-62","ndc_as_sent":"0406055262"`) {
+		t.Errorf("stored %s", got)
 	}
 }

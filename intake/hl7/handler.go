@@ -62,10 +62,13 @@ func (h *Handler) Handle(raw []byte) ([]byte, Outcome) {
 		if len(errs) >= MaxErrors {
 			break // refused already: the answer lists the first MaxErrors
 		}
-		p, es := intake.Prepare(d.Movement, h.Sink.StoreID, now)
+		p, es, unit := h.Formulary.Prepare(d.Movement, h.Sink.StoreID, now)
 		for _, e := range es {
 			code := CodeDataType
-			if d.empty(e.Field) {
+			switch {
+			case unit:
+				code = CodeTableValue
+			case d.empty(e.Field):
 				code = CodeRequiredMissing
 			}
 			errs = append(errs, &Error{Loc: d.where(e.Field), Code: code, Msg: e.Field + " " + e.Msg})

@@ -134,7 +134,7 @@ func TestHandleAcks(t *testing.T) {
 	}
 
 	// A negative quantity is a return; RXE-35 empty takes the formulary.
-	h.Formulary = intake.Formulary{"55555444422": "CIV"}
+	h.Formulary = intake.Formulary{"55555-4444-22": {Schedule: "CIV"}}
 	code, _, errs, out = store(rds("C11", "RX200", "2", "55555-4444-22", "-5", "mL", ""))
 	if code != AA || out.Accepted != 1 {
 		t.Fatalf("return: %s %v", code, errs)
@@ -166,5 +166,35 @@ func TestHandleDecodesEscapes(t *testing.T) {
 	}
 	if len(ids) != 2 || !strings.Contains(strings.Join(ids, ""), `"rx_ref":"RX|1"`) || !strings.Contains(strings.Join(ids, ""), `"rx_ref":"RX^1"`) {
 		t.Fatalf("stored %v; want RX|1 (twice, once stored) and RX^1", ids)
+	}
+}
+
+// TestHandleRefusesWhatTheFormularyRefuses answers AE, naming RXD-2 or
+// RXD-5, for a bare 10-digit NDC the formulary does not resolve and for
+// a unit other than the formulary's; a bare 10-digit NDC it resolves is
+// stored in its canonical form, and a spelling is resent as a duplicate.
+func TestHandleRefusesWhatTheFormularyRefuses(t *testing.T) {
+	h, q := newHandler(t)
+	h.Formulary = intake.Formulary{"00591-0540-01": {Schedule: "CII", Unit: "EA"}}
+	for _, c := range []struct {
+		name, ndc, unit, code, err string
+	}{
+		{"ambiguous", "1234567890", "EA", AE, "RXD^1^2^1^1|102^Data type error^HL70357"},
+		{"other unit", "0591-0540-01", "mL", AE, "RXD^1^5^1^1|103^Table value not found^HL70357"},
+		{"resolved", "0591054001", "EA", AA, ""},
+		{"another spelling", "00591-0540-01", "EA", AA, ""},
+	} {
+		ack, out := h.Handle([]byte(rds("U-"+c.name, "RX900", "1", c.ndc, "30", c.unit, "")))
+		code, _, errs := ackParts(t, ack)
+		if code != c.code || c.err != "" && (len(errs) != 1 || errs[0] != c.err) {
+			t.Errorf("%s: %s %v, want %s %s", c.name, code, errs, c.code, c.err)
+		}
+		if c.name == "another spelling" && out.Duplicates != 1 {
+			t.Errorf("%s: %+v, want a duplicate", c.name, out)
+		}
+	}
+	ps := dlqtest.Pending(t, q)
+	if len(ps) != 1 || !strings.Contains(string(ps[0].Payload), `"ndc":"00591-0540-01","ndc_as_sent":"0591054001"`) {
+		t.Fatalf("stored %d: %s", len(ps), ps[0].Payload)
 	}
 }

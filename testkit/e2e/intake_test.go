@@ -56,6 +56,7 @@ func node(t *testing.T) string {
 type nodeAck struct {
 	MSA1 string   `json:"msa1"`
 	MSA2 string   `json:"msa2"`
+	MSA3 string   `json:"msa3"`
 	Errs []string `json:"errs"`
 }
 

@@ -27,7 +27,7 @@ const conn = client.createConnection({ port: Number(port), waitAck: true, maxCon
       if (parts.length > 0) errs.push(`${parts.join('^')}|${seg.get('3.1').toString()}`)
     })
   }
-  const ack = { msa1: m.get('MSA.1').toString(), msa2: m.get('MSA.2').toString(), type: m.get('MSH.9').toString(), errs }
+  const ack = { msa1: m.get('MSA.1').toString(), msa2: m.get('MSA.2').toString(), msa3: m.get('MSA.3').toString(), type: m.get('MSH.9').toString(), errs }
   acks.push(ack)
   if (resolveNext) { const r = resolveNext; resolveNext = undefined; r() }
 })
