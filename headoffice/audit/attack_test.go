@@ -239,7 +239,7 @@ func TestVerifyMemoryUnderForgedCheckpoints(t *testing.T) {
 		rep := r.verify(t, func(o *audit.Options) {
 			o.Asker = nil
 			o.Progress = func(read string, done, total uint64) {
-				if read == audit.ReadVerify && done == total {
+				if read == audit.ReadArchive && done == total {
 					var ms runtime.MemStats
 					runtime.GC()
 					runtime.GC() // and what sync.Pools kept through the first
