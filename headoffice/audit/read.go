@@ -59,28 +59,29 @@ func unhex(dst []byte, s string) bool {
 	if len(s) != 2*len(dst) {
 		return false
 	}
+	var bad byte
 	for i := range dst {
-		hi, ok1 := fromHex(s[2*i])
-		lo, ok2 := fromHex(s[2*i+1])
-		if !ok1 || !ok2 {
-			return false
-		}
-		dst[i] = hi<<4 | lo
+		hi, lo := hexValue[s[2*i]], hexValue[s[2*i+1]]
+		bad |= hi | lo
+		dst[i] = hi<<4 | lo&0x0f
 	}
-	return true
+	return bad&0xf0 == 0
 }
 
-func fromHex(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10, true
+// hexValue is each byte's value as a hex digit; 0xff for a byte that is
+// not one.
+var hexValue = func() (t [256]byte) {
+	for i := range t {
+		t[i] = 0xff
 	}
-	return 0, false
-}
+	for i, c := range "0123456789abcdef" {
+		t[c] = byte(i)
+	}
+	for i, c := range "ABCDEF" {
+		t[c] = byte(10 + i)
+	}
+	return t
+}()
 
 // payloadMatches says whether the payload's SHA-256 is the leaf's digest.
 func payloadMatches(l ledger.Leaf, data []byte) bool { return sha256.Sum256(data) == l.Digest }
