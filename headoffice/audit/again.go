@@ -55,7 +55,7 @@ func (v *verifier) restore() error {
 // what the records read again must give.
 func (v *verifier) child(id string, quiet bool, docs []logDoc) *verifier {
 	c := &verifier{o: v.o, js: v.js, stores: map[string]*storeState{}, rep: v.rep, only: map[string]bool{id: true},
-		tally: v.tally, keep: true, quiet: quiet, reread: true, saved: v.saved, plan: v.plan}
+		tally: v.tally, keep: v.keep || quiet, quiet: quiet, reread: true, saved: v.saved, plan: v.plan}
 	st := c.store(id)
 	for _, d := range docs {
 		if lg, err := logFromDoc(id, d); err == nil {
