@@ -54,8 +54,7 @@ func (v *verifier) restore() error {
 // started again from its anchor (fresh: none), so what was verified is
 // what the records read again must give.
 func (v *verifier) child(id string, quiet bool, docs []logDoc) *verifier {
-	c := &verifier{o: v.o, js: v.js, stores: map[string]*storeState{}, rep: v.rep, only: map[string]bool{id: true},
-		tally: v.tally, keep: v.keep || quiet, quiet: quiet, reread: true, saved: v.saved, plan: v.plan}
+	c := v.newChild(quiet, map[string]bool{id: true})
 	st := c.store(id)
 	for _, d := range docs {
 		if lg, err := logFromDoc(id, d); err == nil {
@@ -66,17 +65,25 @@ func (v *verifier) child(id string, quiet bool, docs []logDoc) *verifier {
 	return c
 }
 
-// since is when a read of the child's store may start: a little before
-// its logs' anchors when every log has one, else at the start (zero).
-func (c *verifier) since(id string) time.Time {
-	st := c.stores[id]
+// newChild is a verifier of the stores only holds, reporting into the
+// pass's report.
+func (v *verifier) newChild(quiet bool, only map[string]bool) *verifier {
+	return &verifier{o: v.o, js: v.js, stores: map[string]*storeState{}, rep: v.rep, only: only,
+		tally: v.tally, keep: v.keep || quiet, quiet: quiet, reread: true, saved: v.saved, plan: v.plan}
+}
+
+// since is when a read for the child may start: a little before its
+// logs' anchors when every log has one, else at the start (zero).
+func (c *verifier) since() time.Time {
 	var at time.Time
-	for _, lg := range st.order {
-		if lg.anchor.tree.Size == 0 || lg.anchor.at.IsZero() {
-			return time.Time{}
-		}
-		if at.IsZero() || lg.anchor.at.Before(at) {
-			at = lg.anchor.at
+	for _, st := range c.stores {
+		for _, lg := range st.order {
+			if lg.anchor.tree.Size == 0 || lg.anchor.at.IsZero() {
+				return time.Time{}
+			}
+			if at.IsZero() || lg.anchor.at.Before(at) {
+				at = lg.anchor.at
+			}
 		}
 	}
 	if at.IsZero() {
@@ -85,12 +92,12 @@ func (c *verifier) since(id string) time.Time {
 	return at.Add(-anchorSlack)
 }
 
-// readStore reads store id's records of each archive from from[name]
-// (0: from since, or the start) up to until[name], at most budget records
-// in all (0: no bound), taking each. It returns how many it read, where
-// each archive's read goes on from, and whether it reached until in
-// every archive.
-func (c *verifier) readStore(ctx context.Context, id string, from, until map[string]uint64, since time.Time, budget uint64, read string) (uint64, map[string]uint64, bool, error) {
+// readRange reads each archive's records on subjects (nil: all) from
+// from[name] (0: from since, or the start) up to until[name], at most
+// budget records in all (0: no bound), taking each. It returns how many it
+// read, where each archive's read goes on from, and whether it reached
+// until in every archive.
+func (c *verifier) readRange(ctx context.Context, subjects []string, from, until map[string]uint64, since time.Time, budget uint64, read string) (uint64, map[string]uint64, bool, error) {
 	next := maps.Clone(from)
 	if next == nil {
 		next = map[string]uint64{}
@@ -109,7 +116,7 @@ func (c *verifier) readStore(ctx context.Context, id string, from, until map[str
 			}
 			left = budget - n
 		}
-		sp := scanSpec{stream: name, prefix: central.ArchivePrefix, from: next[name], last: end, subjects: []string{central.ArchiveSubject(id)}, max: left}
+		sp := scanSpec{stream: name, prefix: central.ArchivePrefix, from: next[name], last: end, subjects: subjects, max: left}
 		if sp.from == 0 {
 			sp.since = since
 		}
@@ -145,7 +152,7 @@ func (v *verifier) readStoresAgain(ctx context.Context, p *plan) error {
 		st, cst := v.stores[id], c.stores[id]
 		cst.answer = st.answer
 		c.mergeAnswer(ctx, cst)
-		n, _, _, err := c.readStore(ctx, id, nil, p.ends, c.since(id), 0, ReadAgain)
+		n, _, _, err := c.readRange(ctx, []string{central.ArchiveSubject(id)}, nil, p.ends, c.since(), 0, ReadAgain)
 		v.rep.Reread += n
 		if err != nil {
 			return err
@@ -188,7 +195,6 @@ func (v *verifier) stateDoc() *stateDoc {
 	if v.saved != nil {
 		d.Passes, d.Witness = v.saved.Passes, v.saved.Witness
 		maps.Copy(d.Streams, v.saved.Streams)
-		d.RecheckAfter, d.Cycle, d.CycleStarted = v.saved.RecheckAfter, v.saved.Cycle, v.saved.CycleStarted
 		d.LastCycleRecords, d.LastCycleSeconds = v.saved.LastCycleRecords, v.saved.LastCycleSeconds
 		d.Recheck = v.saved.Recheck
 	}

@@ -4,183 +4,167 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"slices"
 	"time"
 )
 
 // The rolling re-check. A pass reads only what the archives gained, and
 // finds a change below that by the archive's identity, its counts and its
-// last record (plan). What those cannot see, a record changed where it
-// lies (an edit of the server's files), the re-check finds: each pass
-// reads RecheckBudget records again, store after store in turn, each
-// store's records from its logs' anchors up to where the pass that began
-// its re-check had read, in a verifier of its own that compares them with
-// every signed checkpoint there and with what the state verified, and
-// names what differs. A store's re-check may span passes: where it stands
-// is in the state.
+// last record (planArchives). What those cannot see, a record changed
+// where it lies (an edit of the server's files), the re-check finds: a
+// sweep reads the archives again in order, RecheckBudget records a pass,
+// from their start (or a little before the oldest anchor) up to where they
+// were verified when the sweep began, in a verifier of its own that holds
+// every log of the roster's stores started again at its anchor; it
+// compares the trees with every signed checkpoint it passes, and at its
+// end with what the state verified when it began, and names what differs.
+// A sweep may span passes: its trees and where it reads are in the state.
+// It reads the archives in their order, as the pass's own read does: a
+// read of one store's subject at a time would make the server scan all of
+// an archive whose stores' records are interleaved, for each store.
 
-// recheckRun is a re-check under way.
+// recheckRun is a sweep under way.
 type recheckRun struct {
 	doc recheckDoc
 	c   *verifier
 }
 
-// cycle is the round of re-checks: the store the last one was of, what
-// the round read so far and since when, and what the last whole round
-// read and how long it took.
+// cycle is what the last whole sweep read and how long it took, and
+// whether a sweep ended in this pass.
 type cycle struct {
-	after       string
-	records     uint64
-	started     time.Time
 	lastRecords uint64
 	lastSeconds float64
-	done        []string
+	done        bool
 }
 
-// runRecheck spends the pass's re-check budget.
+// runRecheck spends the pass's re-check budget on the sweep under way, or
+// on a new one.
 func (v *verifier) runRecheck(ctx context.Context, p *plan) error {
 	if v.o.RecheckBudget < 0 {
 		return nil
 	}
-	budget := uint64(v.o.RecheckBudget)
 	if s := v.saved; s != nil {
-		v.cyc = cycle{after: s.RecheckAfter, records: s.Cycle, started: s.CycleStarted, lastRecords: s.LastCycleRecords, lastSeconds: s.LastCycleSeconds}
+		v.cyc = cycle{lastRecords: s.LastCycleRecords, lastSeconds: s.LastCycleSeconds}
 		if s.Recheck != nil {
 			v.rc = v.resumeRecheck(*s.Recheck)
 		}
 	}
-	visited := map[string]bool{}
-	var read uint64
-	for read < budget {
-		if v.rc == nil {
-			id := v.nextRecheck(visited)
-			if id == "" {
-				break
-			}
-			v.rc = v.startRecheck(id, p)
-		}
-		visited[v.rc.doc.Store] = true
+	if v.rc == nil {
+		v.rc = v.startRecheck(p)
+	}
+	if v.rc != nil {
 		c := v.rc.c
-		n, next, done, err := c.readStore(ctx, v.rc.doc.Store, v.rc.doc.From, v.rc.doc.Until, c.since(v.rc.doc.Store), budget-read, ReadRecheck)
-		read += n
-		v.rc.doc.From, v.rc.doc.Read, v.cyc.records = next, v.rc.doc.Read+n, v.cyc.records+n
+		n, next, done, err := c.readRange(ctx, nil, v.rc.doc.From, v.rc.doc.Until, c.since(), uint64(v.o.RecheckBudget), ReadRecheck)
+		v.rep.Rechecked = n
+		v.rc.doc.From, v.rc.doc.Read = next, v.rc.doc.Read+n
 		if err != nil {
 			return err
 		}
-		if !done {
-			break
-		}
-		if err := v.finishRecheck(ctx); err != nil {
-			return err
+		if done {
+			if err := v.finishRecheck(ctx); err != nil {
+				return err
+			}
 		}
 	}
-	v.rep.Rechecked = read
-	v.rep.Recheck = &RecheckState{Store: v.cyc.after, Done: v.cyc.done, CycleRecords: v.cyc.records, CycleStarted: v.cyc.started,
-		LastCycleRecords: v.cyc.lastRecords, LastCycleSeconds: v.cyc.lastSeconds}
-	if v.rc != nil {
-		v.rep.Recheck.Store = v.rc.doc.Store
+	v.rep.Recheck = &RecheckState{Ended: v.cyc.done, LastSweepRecords: v.cyc.lastRecords, LastSweepSeconds: v.cyc.lastSeconds}
+	if rc := v.rc; rc != nil {
+		v.rep.Recheck.SweepRecords, v.rep.Recheck.SweepStarted = rc.doc.Read, rc.doc.Started
+		v.rep.Recheck.At = maps.Clone(rc.doc.From)
 	}
 	return nil
 }
 
-// nextRecheck is the store after the last re-checked, in store order, with
-// a log verified to re-check; past the last store the round begins
-// again. "" when there is none, or it was re-checked in this pass.
-func (v *verifier) nextRecheck(visited map[string]bool) string {
-	var ids []string
-	for id, st := range v.stores {
-		if st.again || len(v.o.Roster.Keys(id)) == 0 {
+// rosterStores is the set of the roster's stores.
+func (v *verifier) rosterStores() map[string]bool {
+	out := map[string]bool{}
+	for _, id := range v.o.Roster.Stores {
+		out[id] = true
+	}
+	return out
+}
+
+// startRecheck begins a sweep: every log of the roster's stores starts
+// again at its anchor, and must reach the root the state verified. nil
+// when no log has anything verified past its anchor.
+func (v *verifier) startRecheck(p *plan) *recheckRun {
+	rc := &recheckRun{doc: recheckDoc{From: map[string]uint64{}, Until: maps.Clone(p.ends), Started: v.o.Now().UTC()}}
+	rc.c = v.newChild(true, v.rosterStores())
+	for _, st := range v.sortedStores() {
+		if st.again || !rc.c.wanted(st.id) {
 			continue
 		}
+		cst := rc.c.store(st.id)
 		for _, lg := range st.order {
+			clg := newLog(st.id, lg.id, lg.first)
+			clg.good, clg.anchor = lg.good.Clone(), anchor{tree: lg.anchor.tree.Clone(), at: lg.anchor.at}
+			clg.restart()
+			clg.ats = map[uint64]time.Time{}
+			cst.insert(clg)
 			if lg.good.Size > lg.anchor.tree.Size {
-				ids = append(ids, id)
-				break
+				root := lg.good.Root()
+				rc.doc.Targets = append(rc.doc.Targets, rootDoc{Store: st.id, Log: lg.id, Size: lg.good.Size, Root: root[:]})
 			}
 		}
 	}
-	slices.Sort(ids)
-	if len(ids) == 0 {
-		return ""
-	}
-	now := v.o.Now()
-	if v.cyc.started.IsZero() {
-		v.cyc.started = now
-	}
-	i, _ := slices.BinarySearch(ids, v.cyc.after+"\x00")
-	if i == len(ids) {
-		// A round ended: every store was re-checked once.
-		v.cyc.lastRecords, v.cyc.lastSeconds = v.cyc.records, now.Sub(v.cyc.started).Seconds()
-		v.cyc.records, v.cyc.started, i = 0, now, 0
-	}
-	if visited[ids[i]] {
-		return ""
-	}
-	return ids[i]
-}
-
-// startRecheck begins the re-check of a store: its logs start again at
-// their anchors, and must reach the roots the state verified.
-func (v *verifier) startRecheck(id string, p *plan) *recheckRun {
-	rc := &recheckRun{doc: recheckDoc{Store: id, From: map[string]uint64{}, Until: maps.Clone(p.ends)}}
-	rc.c = v.child(id, true, nil)
-	cst := rc.c.stores[id]
-	for _, lg := range v.stores[id].order {
-		if lg.good.Size == 0 {
-			continue
-		}
-		root := lg.good.Root()
-		rc.doc.Targets = append(rc.doc.Targets, rootDoc{Log: lg.id, Size: lg.good.Size, Root: root[:]})
-		clg := newLog(id, lg.id, lg.first)
-		clg.good, clg.anchor = lg.good.Clone(), anchor{tree: lg.anchor.tree.Clone(), at: lg.anchor.at}
-		clg.restart()
-		clg.ats = map[uint64]time.Time{}
-		cst.insert(clg)
-	}
-	if p.minAge > 0 {
-		rc.c.anchorEdge = v.o.Now().Add(-p.minAge + v.o.AnchorLead)
-	}
-	return rc
-}
-
-// resumeRecheck takes up the re-check the state holds where it stopped.
-func (v *verifier) resumeRecheck(doc recheckDoc) *recheckRun {
-	if st := v.stores[doc.Store]; st == nil || st.again {
+	if len(rc.doc.Targets) == 0 {
 		return nil
 	}
-	rc := &recheckRun{doc: doc, c: v.child(doc.Store, true, nil)}
-	cst := rc.c.stores[doc.Store]
-	for _, d := range doc.Logs {
-		lg, err := logFromDoc(doc.Store, d)
-		if err != nil {
-			continue // validated when the state was read
-		}
-		lg.floor = lg.first + uint64(lg.anchor.tree.Size)
-		lg.ats = map[uint64]time.Time{}
-		for _, t := range doc.Targets {
-			if t.Log == lg.id {
-				lg.ref = t.Size
-			}
-		}
-		cst.insert(lg)
-	}
-	if v.plan.minAge > 0 {
-		rc.c.anchorEdge = v.o.Now().Add(-v.plan.minAge + v.o.AnchorLead)
-	}
+	v.edge(rc.c)
 	return rc
 }
 
-// finishRecheck concludes a store's re-check (what it found is in the
-// report), and moves each log's anchor on to the one the re-check
-// proposes when the log matched what the state verified.
+// edge sets the time from which a leaf's record is far enough from the
+// archives' retention for the tree there to be an anchor.
+func (v *verifier) edge(c *verifier) {
+	if v.plan.minAge > 0 {
+		c.anchorEdge = v.o.Now().Add(-v.plan.minAge + v.o.AnchorLead)
+	}
+}
+
+// resumeRecheck takes up the sweep the state holds where it stopped.
+func (v *verifier) resumeRecheck(doc recheckDoc) *recheckRun {
+	rc := &recheckRun{doc: doc, c: v.newChild(true, v.rosterStores())}
+	ref := map[[2]string]int64{}
+	for _, t := range doc.Targets {
+		ref[[2]string{t.Store, t.Log}] = t.Size
+	}
+	for id, sd := range doc.Stores {
+		cst := rc.c.store(id)
+		for _, d := range sd.Logs {
+			lg, err := logFromDoc(id, d)
+			if err != nil {
+				continue // validated when the state was read
+			}
+			lg.floor = lg.first + uint64(lg.anchor.tree.Size)
+			lg.ats = map[uint64]time.Time{}
+			lg.ref = ref[[2]string{id, lg.id}]
+			cst.insert(lg)
+		}
+		cst.before = span{n: sd.Before.N, from: sd.Before.From, to: sd.Before.To}
+		cst.orphans, _ = decodeLeaves(sd.Orphans)
+		cst.dropped = sd.Dropped
+	}
+	v.edge(rc.c)
+	return rc
+}
+
+// finishRecheck concludes a sweep (what it found is in the report), and
+// moves each log's anchor on to the one the sweep proposes when the log
+// matched what the state verified.
 func (v *verifier) finishRecheck(ctx context.Context) error {
 	rc := v.rc
-	st, cst := v.stores[rc.doc.Store], rc.c.stores[rc.doc.Store]
-	v.agedOut(st, cst)
+	for id, cst := range rc.c.stores {
+		if st := v.stores[id]; st != nil {
+			v.agedOut(st, cst)
+		}
+	}
 	if err := rc.c.conclude(ctx, v.plan.names, rc.doc.Until); err != nil {
 		return err
 	}
 	for _, t := range rc.doc.Targets {
+		cst, st := rc.c.stores[t.Store], v.stores[t.Store]
+		if cst == nil || st == nil {
+			continue
+		}
 		clg, mlg := cst.logs[t.Log], st.logs[t.Log]
 		if clg == nil || mlg == nil || clg.candidate == nil {
 			continue
@@ -190,16 +174,17 @@ func (v *verifier) finishRecheck(ctx context.Context) error {
 			mlg.anchor = *clg.candidate
 		}
 	}
-	v.cyc.after, v.cyc.done, v.rc = rc.doc.Store, append(v.cyc.done, rc.doc.Store), nil
+	v.cyc = cycle{lastRecords: rc.doc.Read, lastSeconds: v.o.Now().Sub(rc.doc.Started).Seconds(), done: true}
+	v.rc = nil
 	return nil
 }
 
 // agedOut lets go of the re-check of a log none of whose leaves from its
 // anchor on the archive holds any more, when the archive lets records age
-// out: its max_age took them before a re-check moved the anchor on (the
-// budget is small for the archive). The main pass checked that the
-// archive's first sequence moved by its max_age alone; the log's later
-// re-checks start from the tree the state verified.
+// out: its max_age took them before a sweep moved the anchor on (the
+// budget is small for the archive). The pass checked that the archive's
+// first sequence moved by its max_age alone; the log's later re-checks
+// start from the tree the state verified.
 func (v *verifier) agedOut(st, cst *storeState) {
 	if v.plan.minAge <= 0 {
 		return
@@ -216,19 +201,18 @@ func (v *verifier) agedOut(st, cst *storeState) {
 	}
 }
 
-// recheckToDoc keeps the re-check's place in the state.
+// recheckToDoc keeps the sweep's place in the state.
 func (v *verifier) recheckToDoc(d *stateDoc) {
-	if v.o.RecheckBudget < 0 || v.rep.Recheck == nil {
+	if v.rep.Recheck == nil {
 		return // nothing re-checked: the saved place stands
 	}
-	d.RecheckAfter, d.Cycle, d.CycleStarted = v.cyc.after, v.cyc.records, v.cyc.started
 	d.LastCycleRecords, d.LastCycleSeconds = v.cyc.lastRecords, v.cyc.lastSeconds
 	d.Recheck = nil
 	if rc := v.rc; rc != nil {
 		doc := rc.doc
-		doc.Logs = nil
-		for _, lg := range rc.c.stores[doc.Store].order {
-			doc.Logs = append(doc.Logs, logToDoc(lg))
+		doc.Stores = map[string]storeDoc{}
+		for id, cst := range rc.c.stores {
+			doc.Stores[id] = storeToDoc(v, cst)
 		}
 		d.Recheck = &doc
 	}

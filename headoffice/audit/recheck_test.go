@@ -15,9 +15,8 @@ import (
 // and last record all read as before (an edit of the server's files,
 // simulated here by a rewrite whose new identity is carried into the
 // state), is found by the rolling re-check: each pass re-reads at most
-// its budget of records, store after store, and the store's re-check
-// names the change once it has read the store's records up to what was
-// verified.
+// its budget of records, sweeping the archive in order, and the sweep
+// names the change once it has read the archive up to what was verified.
 func TestRecheckFindsWhatTheArchiveHides(t *testing.T) {
 	r := newRig(t)
 	state := filepath.Join(t.TempDir(), "verify.state")
@@ -45,7 +44,7 @@ func TestRecheckFindsWhatTheArchiveHides(t *testing.T) {
 		if rep.Records != 0 || rep.Counts[audit.KindArchiveRewritten] != 0 || rep.Rechecked > budget || rep.Rechecked == 0 {
 			t.Fatalf("pass %d: %d records read, %d re-read (budget %d)\n%s", pass, rep.Records, rep.Rechecked, budget, dump(rep))
 		}
-		t.Logf("pass %d re-read %d records, the re-check at store %s (round: %d records)", pass, rep.Rechecked, rep.Recheck.Store, rep.Recheck.CycleRecords)
+		t.Logf("pass %d re-read %d records (the sweep: %+v)", pass, rep.Rechecked, *rep.Recheck)
 		for _, f := range failing(rep) {
 			if f.Kind == audit.KindAltered && f.Store == "S0042" && f.From == 27 && f.To == 27 {
 				found = pass
@@ -55,8 +54,8 @@ func TestRecheckFindsWhatTheArchiveHides(t *testing.T) {
 			t.Fatalf("pass %d: findings before the re-check named the change:\n%s", pass, dump(rep))
 		}
 	}
-	// S0042's 64 records, 30 a pass: its re-check ends in the third pass.
+	// The archive's 75 records, 30 a pass: the sweep ends in the third.
 	if found != 3 {
-		t.Fatalf("the altered movement was named in pass %d, want the third (64 records of S0042 at 30 a pass)", found)
+		t.Fatalf("the altered movement was named in pass %d, want the third (the archive's 75 records at 30 a pass)", found)
 	}
 }

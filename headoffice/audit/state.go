@@ -187,15 +187,9 @@ type stateDoc struct {
 	Streams map[string]streamDoc `json:"streams"`
 	Witness *streamDoc           `json:"witness,omitempty"`
 	Stores  map[string]storeDoc  `json:"stores"`
-	// Recheck is the re-check under way, RecheckAfter the store the last
-	// one was of (the round goes on after it, in store order).
-	Recheck      *recheckDoc `json:"recheck,omitempty"`
-	RecheckAfter string      `json:"recheck_after,omitempty"`
-	// Cycle counts the records the current round of re-checks read, and
-	// CycleStarted says when it began.
-	Cycle        uint64    `json:"cycle,omitempty"`
-	CycleStarted time.Time `json:"cycle_started,omitzero"`
-	// LastCycle is what the last whole round read, and how long it took.
-	LastCycleRecords uint64  `json:"last_cycle_records,omitempty"`
-	LastCycleSeconds float64 `json:"last_cycle_seconds,omitempty"`
+	// Recheck is the rolling re-check's sweep under way; LastCycle is what
+	// the last whole sweep read, and how long it took.
+	Recheck          *recheckDoc `json:"recheck,omitempty"`
+	LastCycleRecords uint64      `json:"last_cycle_records,omitempty"`
+	LastCycleSeconds float64     `json:"last_cycle_seconds,omitempty"`
 }

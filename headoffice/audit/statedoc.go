@@ -87,21 +87,23 @@ type logDoc struct {
 }
 
 type rootDoc struct {
-	Log  string `json:"log,omitempty"`
-	Size int64  `json:"size"`
-	Root []byte `json:"root"`
+	Store string `json:"store,omitempty"`
+	Log   string `json:"log,omitempty"`
+	Size  int64  `json:"size"`
+	Root  []byte `json:"root"`
 }
 
-// recheckDoc is a re-check under way: its store, its logs as far as it
-// rebuilt them, where it reads each archive from and up to, and the roots
-// it must reach (what the main pass had verified when it began).
+// recheckDoc is a sweep of the rolling re-check under way: its stores'
+// logs as far as it rebuilt them, where it reads each archive from and up
+// to, the roots it must reach (what the pass had verified when it
+// began), how many records it read and when it began.
 type recheckDoc struct {
-	Store   string            `json:"store"`
-	Logs    []logDoc          `json:"logs,omitempty"`
-	From    map[string]uint64 `json:"from"`
-	Until   map[string]uint64 `json:"until"`
-	Targets []rootDoc         `json:"targets"`
-	Read    uint64            `json:"read"`
+	Stores  map[string]storeDoc `json:"stores"`
+	From    map[string]uint64   `json:"from"`
+	Until   map[string]uint64   `json:"until"`
+	Targets []rootDoc           `json:"targets"`
+	Read    uint64              `json:"read"`
+	Started time.Time           `json:"started"`
 }
 
 // rosterKeys are the key ids the roster gives a store, sorted.
@@ -309,12 +311,17 @@ func (st *stateDoc) validate() error {
 		}
 	}
 	if r := st.Recheck; r != nil {
-		if _, ok := st.Stores[r.Store]; !ok {
-			return errors.New("a re-check of a store it does not hold")
+		for id, sd := range r.Stores {
+			if !central.ValidStoreID(id) {
+				return errors.New("a re-check of a store id that is not one")
+			}
+			if err := sd.validate(id); err != nil {
+				return fmt.Errorf("re-check of store %s: %w", id, err)
+			}
 		}
-		for _, d := range r.Logs {
-			if _, err := logFromDoc(r.Store, d); err != nil {
-				return fmt.Errorf("re-check of store %s: %w", r.Store, err)
+		for _, t := range r.Targets {
+			if _, ok := r.Stores[t.Store]; !ok || t.Size <= 0 || len(t.Root) != len(ledger.Hash{}) {
+				return errors.New("a re-check's target that cannot be")
 			}
 		}
 	}

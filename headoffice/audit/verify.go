@@ -66,14 +66,18 @@ type Options struct {
 	// Grace: a store's latest checkpoint signed less than Grace ago may
 	// not be archived yet, and is not missing. Default DefaultGrace.
 	Grace time.Duration
-	// MaxBuffered bounds the leaves held per log that arrive ahead of a
-	// missing one. Default DefaultMaxBuffered.
+	// MaxBuffered bounds the leaves held per log in a pass: those after a
+	// missing one, and those since the last signed root (past it the
+	// older half is folded into the tree, and the next signed root is
+	// compared from there); and per store those read before their log's
+	// first checkpoint (past it the oldest are counted as before any log,
+	// and a log found later that needs them has its store read again).
+	// Default DefaultMaxBuffered.
 	MaxBuffered int
-	// MaxSnapshots bounds the signed checkpoint sizes per log at which
-	// the archive's root is kept and compared (the rest are checked
-	// through the consistency proofs): past it, every other of the older
-	// ones is let go, the newest 16 always kept. Default
-	// DefaultMaxSnapshots.
+	// MaxSnapshots bounds the signed roots per log kept until the leaves
+	// reach their sizes (the rest are checked through the consistency
+	// proofs): past it, every other of the older ones is let go, the
+	// newest 16 always kept. Default DefaultMaxSnapshots.
 	MaxSnapshots int
 	// MaxListed bounds the findings listed; counts are whole. Default
 	// DefaultMaxListed.
@@ -96,8 +100,8 @@ type Options struct {
 	// store: it cannot be used with Stores.
 	State StateStore
 	// RecheckBudget bounds the records a pass with a State re-reads for
-	// the rolling re-check, store by store in turn. Default
-	// DefaultRecheckBudget; negative: none.
+	// the rolling re-check, which sweeps the archives in their order.
+	// Default DefaultRecheckBudget; negative: none.
 	RecheckBudget int64
 	// AnchorLead: once a log's first leaves are within AnchorLead of
 	// leaving the archive (its max_age), a re-check keeps a tree it
@@ -277,17 +281,16 @@ type Position struct {
 }
 
 // RecheckState is where the rolling re-check stands after a pass: the
-// store it is at (or the last it finished), how far its round has read,
-// and when the round began.
+// sweep under way (how many records it read, since when, and where it
+// reads each archive next), whether one ended in this pass, and what the
+// last whole sweep read and how long it took.
 type RecheckState struct {
-	Store        string    `json:"store,omitempty"`
-	Done         []string  `json:"done,omitempty"` // stores finished in this pass
-	CycleRecords uint64    `json:"cycle_records"`
-	CycleStarted time.Time `json:"cycle_started,omitzero"`
-	// LastCycle is how many records the last whole round read, and how
-	// long it took, when one has ended.
-	LastCycleRecords uint64  `json:"last_cycle_records,omitempty"`
-	LastCycleSeconds float64 `json:"last_cycle_seconds,omitempty"`
+	SweepRecords     uint64            `json:"sweep_records,omitempty"`
+	SweepStarted     time.Time         `json:"sweep_started,omitzero"`
+	At               map[string]uint64 `json:"at,omitempty"`
+	Ended            bool              `json:"ended,omitempty"`
+	LastSweepRecords uint64            `json:"last_sweep_records,omitempty"`
+	LastSweepSeconds float64           `json:"last_sweep_seconds,omitempty"`
 }
 
 // OK says all holds: no finding but uncovered movements.
