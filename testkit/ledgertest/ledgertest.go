@@ -142,12 +142,19 @@ func (s *Store) sign(tb testing.TB, c ledger.Checkpoint, prevSize int64, proof [
 
 func (s *Store) publish(ctx context.Context, tb testing.TB, js jetstream.JetStream, c ledger.Checkpoint, m ledger.Message) {
 	tb.Helper()
+	s.publishOn(ctx, tb, js, ledger.CheckpointToken(c.Log, c.Size), c, m)
+}
+
+// publishOn publishes a checkpoint message under its message id on the
+// store's subject token subj.
+func (s *Store) publishOn(ctx context.Context, tb testing.TB, js jetstream.JetStream, subj string, c ledger.Checkpoint, m ledger.Message) {
+	tb.Helper()
 	body, err := m.Marshal()
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tok := ledger.CheckpointToken(c.Log, c.Size)
-	msg := nats.NewMsg(central.Subject(s.ID, tok))
+	msg := nats.NewMsg(central.Subject(s.ID, subj))
 	msg.Header.Set(central.HeaderMsgID, ledger.CheckpointMsgID(tok, body))
 	msg.Header.Set(central.HeaderExpectLast, "0")
 	msg.Header.Set(central.HeaderStore, s.ID)
@@ -231,6 +238,20 @@ func (s *Store) ForkFrom(ctx context.Context, tb testing.TB, js jetstream.JetStr
 	m := s.sign(tb, c, from, proof)
 	s.publish(ctx, tb, js, c, m)
 	return c
+}
+
+// PublishRoot signs with the store's key and publishes a checkpoint of its
+// log at size with root, its proof empty from prevSize: a store signing
+// what its log does not hold, at any size, late (on a subject token of its
+// own, for the checkpoint's may be taken).
+func (s *Store) PublishRoot(ctx context.Context, tb testing.TB, js jetstream.JetStream, size int64, root ledger.Hash, prevSize int64) {
+	tb.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := ledger.Checkpoint{Store: s.ID, Log: s.Log, Size: size, Root: root, First: s.First, Time: s.Clock().UTC()}
+	latest, pub := s.latest, s.pub
+	s.publishOn(ctx, tb, js, Key(s.ID, int(1e9+size)), c, s.sign(tb, c, prevSize, nil))
+	s.latest, s.pub = latest, pub // its answer stays its real latest
 }
 
 // Leaves are the store's leaves.
