@@ -52,6 +52,10 @@ type logState struct {
 	diverged int64
 
 	// Of one pass.
+	// matched are the last roots the tree matched, by size (at most
+	// maxMatched), so that a signed checkpoint archived after the tree
+	// passed its size is still compared.
+	matched  map[int64]ledger.Hash
 	floor    uint64 // leaves below it are under the anchor the tree started from
 	forked   map[int64]ledger.Hash
 	storeCp  *ledger.Checkpoint
@@ -207,12 +211,28 @@ func (v *verifier) compare(lg *logState, size int64, root ledger.Hash) {
 		return
 	}
 	lg.good, lg.tree = cand, cand.Clone()
+	lg.remember(size, root)
 	lg.pend = lg.pend[k:]
 	if len(lg.pend) == 0 {
 		lg.pend = nil
 	}
 	if lg.ats != nil {
 		v.propose(lg)
+	}
+}
+
+// maxMatched bounds the roots a log remembers having matched.
+const maxMatched = 64
+
+// remember keeps a root the tree matched, letting go of the smallest past
+// maxMatched.
+func (lg *logState) remember(size int64, root ledger.Hash) {
+	if lg.matched == nil {
+		lg.matched = map[int64]ledger.Hash{}
+	}
+	lg.matched[size] = root
+	if len(lg.matched) > maxMatched {
+		delete(lg.matched, minKey(lg.matched))
 	}
 }
 
@@ -251,7 +271,14 @@ func (v *verifier) signedRoot(lg *logState, size int64, root ledger.Hash, what s
 		}
 		return
 	case size <= lg.tree.Size:
-		return // checked through the proofs that chain it to a later root
+		// Past the tree already: compared with the root matched there when
+		// it is one of the last remembered, else checked through the
+		// proofs that chain it to a later root.
+		if r, ok := lg.matched[size]; ok && r != root {
+			v.findSigned(Finding{Store: lg.store, Log: lg.id, Kind: KindForked, Sizes: []int64{size},
+				Detail: fmt.Sprintf("%s and another signed checkpoint give size %d two roots", what, size)})
+		}
+		return
 	}
 	if r, ok := lg.roots[size]; ok {
 		if r != root {
