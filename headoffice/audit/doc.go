@@ -31,11 +31,11 @@
 // a shortened max_age, the last record read back different): any such
 // change is a finding, and the pass then verifies every log again from
 // its anchor against what was verified. Then it reads only what the
-// archives gained. The rolling re-check reads a budget of records again
-// per pass, a store at a time, and compares them with what was verified,
-// for what those checks cannot see. Verify without a state is the same
-// pass from an empty state, saving nothing. A pass that fails or is killed
-// saves nothing: the next starts from the last state saved.
+// archives gained. The rolling re-check sweeps the archives again in
+// order, a budget of records a pass, and compares every log with what
+// was verified, for what those checks cannot see. Verify without a state
+// is the same pass from an empty state, saving nothing. A pass that fails
+// or is killed saves nothing: the next starts from the last state saved.
 //
 // Its memory is per log a roster key signed: two frontiers (at most 64
 // hashes each), the signed roots waiting for their leaves (MaxSnapshots),
