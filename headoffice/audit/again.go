@@ -199,6 +199,9 @@ func (v *verifier) stateDoc() *stateDoc {
 		d.Recheck = v.saved.Recheck
 	}
 	d.Passes++
+	for _, name := range v.plan.gone {
+		delete(d.Streams, name)
+	}
 	maps.Copy(d.Streams, v.plan.docs)
 	if v.plan.witness != nil {
 		d.Witness = v.plan.witness

@@ -240,3 +240,27 @@ func TestIncrementalRosterKeyAdded(t *testing.T) {
 		t.Fatalf("S0042's logs: %+v, want its first matched at 60 and its next, from 61, at 5", logs)
 	}
 }
+
+// An archive a pass verified that is then deleted is a finding once: the
+// pass after that one reads only what is new.
+func TestIncrementalArchiveDeleted(t *testing.T) {
+	r := newRig(t)
+	const other = "RX_ARCHIVE_3"
+	if _, err := r.js.CreateStream(r.ctx, jetstream.StreamConfig{Name: other, Subjects: []string{"rx.test.other"}, Storage: jetstream.FileStorage}); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(t.TempDir(), "verify.state")
+	expectOK(t, r.pass(t, state, noRecheck))
+	if err := r.js.DeleteStream(r.ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	rep := r.pass(t, state, noRecheck)
+	expect(t, rep, audit.Finding{Kind: audit.KindArchiveRewritten})
+	if f := failing(rep)[0]; f.Stream != other || !strings.Contains(f.Detail, "no longer exists") {
+		t.Errorf("finding %+v: want %s named as gone", f, other)
+	}
+	rep = r.pass(t, state, noRecheck)
+	if !rep.OK() || rep.Records != 0 || len(failing(rep)) != 0 {
+		t.Fatalf("the pass after: %d records read\n%s", rep.Records, dump(rep))
+	}
+}

@@ -30,6 +30,9 @@ type plan struct {
 	// minAge is the shortest max_age among the archives (0: none).
 	minAge  time.Duration
 	witness *streamDoc
+	// gone are the archives of the state that no longer exist: reported
+	// once, and not kept.
+	gone []string
 }
 
 // planArchives looks at each archive before the read: where the last pass left
@@ -70,7 +73,7 @@ func (v *verifier) planArchives(ctx context.Context, names []string) (*plan, err
 		for _, name := range slices.Sorted(maps.Keys(v.saved.Streams)) {
 			if !slices.Contains(names, name) && (v.o.Archives == nil || slices.Contains(v.o.Archives, name)) {
 				v.find(Finding{Kind: KindArchiveRewritten, Stream: name, Detail: fmt.Sprintf("the archive, verified up to sequence %d, no longer exists", v.saved.Streams[name].Last)})
-				p.reset = true
+				p.reset, p.gone = true, append(p.gone, name)
 			}
 		}
 	}
