@@ -179,6 +179,7 @@ func (lg *logState) fold(n int) {
 	}
 	for _, l := range lg.pend[:n] {
 		lg.tree.Append(l.Hash())
+		delete(lg.ats, l.Seq) // no anchor falls inside what was folded
 	}
 	lg.pend = slices.Clone(lg.pend[n:])
 }
