@@ -71,7 +71,8 @@ type logState struct {
 // anchor is where a log's tree starts when it is rebuilt from the archive
 // (a re-check, a store read again): its first leaf at first, or, once the
 // archive's retention nears that, a tree a re-check verified, with the
-// time of its last leaf's record (the re-read starts a little before).
+// earliest time a record of its last leaf, or of a leaf after it already
+// read, was stored (the re-read starts a little before that).
 type anchor struct {
 	tree ledger.Frontier
 	at   time.Time
