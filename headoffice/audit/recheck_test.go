@@ -59,3 +59,39 @@ func TestRecheckFindsWhatTheArchiveHides(t *testing.T) {
 		t.Fatalf("the altered movement was named in pass %d, want the third (the archive's 75 records at 30 a pass)", found)
 	}
 }
+
+// A sweep that passes leaves within AnchorLead of the archive's max_age
+// keeps the tree it verified there as the log's anchor; a log verified
+// again after a rewrite starts from it: a change below it is the
+// rewrite's finding alone, one above it is named.
+func TestRecheckMovesTheAnchor(t *testing.T) {
+	r := newRig(t)
+	setMaxAge(t, r, time.Hour)
+	state := filepath.Join(t.TempDir(), "verify.state")
+	expectOK(t, r.pass(t, state, noRecheck))
+	// An AnchorLead of a nanosecond puts every record past the edge: the
+	// first root the sweep matches, S0042's at size 20, is the anchor.
+	rep := r.pass(t, state, func(o *audit.Options) { o.AnchorLead = time.Nanosecond })
+	if !rep.OK() || rep.Recheck == nil || !rep.Recheck.Ended {
+		t.Fatalf("the sweep did not end in one pass: %+v\n%s", rep.Recheck, dump(rep))
+	}
+	var anchored int
+	editVerifyState(t, state, true, func(s map[string]any) {
+		for _, l := range s["stores"].(map[string]any)["S0042"].(map[string]any)["logs"].([]any) {
+			if l.(map[string]any)["anchor"] != nil {
+				anchored++
+			}
+		}
+	})
+	if anchored != 1 {
+		t.Fatalf("S0042's log has no anchor after the sweep")
+	}
+	ledgertest.RewriteArchive(r.ctx, t, r.js, central.ArchiveStreamName, func(recs []ledgertest.Record) []ledgertest.Record {
+		i := seqOf(recs, "S0042", 33)
+		recs = append(recs[:i:i], recs[i+1:]...)
+		j := seqOf(recs, "S0042", 5)
+		return append(recs[:j:j], recs[j+1:]...)
+	})
+	rep = r.pass(t, state, noRecheck)
+	expect(t, rep, audit.Finding{Kind: audit.KindArchiveRewritten}, audit.Finding{Kind: audit.KindMissing, Store: "S0042", From: 33, To: 33})
+}
