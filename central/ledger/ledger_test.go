@@ -42,6 +42,20 @@ func leafAt(i int) ledger.Leaf {
 	return l
 }
 
+// A leaf's hash is tlog's record hash of its bytes, however it is
+// computed.
+func TestLeafHashIsTlogs(t *testing.T) {
+	for i := 0; i < 100; i++ {
+		l := leafAt(i * 7919)
+		if got, want := l.Hash(), tlog.RecordHash(l.Bytes()); got != want {
+			t.Fatalf("leaf %d: hash %v, tlog's %v", i, got, want)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = leafAt(1).Hash() }); n != 0 {
+		t.Errorf("a leaf's hash allocates %v times", n)
+	}
+}
+
 func TestFrontierMatchesTlog(t *testing.T) {
 	var f ledger.Frontier
 	var ref fullTree

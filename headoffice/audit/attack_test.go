@@ -210,7 +210,7 @@ func TestVerifyStuffingHidesNoAlteration(t *testing.T) {
 
 // The memory verify spends on records under checkpoint tokens that no
 // roster key signed does not grow with their number: the live heap at the
-// end of verify's reads (the verifier's whole state), against a
+// end of verify's read (the verifier's whole state), against a
 // nats-server in a process of its own, with none, 10,000 and 100,000
 // such records, half of them under the store's log and sizes above its
 // own, half each under a log id of its own.
@@ -239,7 +239,7 @@ func TestVerifyMemoryUnderForgedCheckpoints(t *testing.T) {
 		rep := r.verify(t, func(o *audit.Options) {
 			o.Asker = nil
 			o.Progress = func(read string, done, total uint64) {
-				if read == audit.ReadVerify && done == total {
+				if read == audit.ReadArchive && done == total {
 					var ms runtime.MemStats
 					runtime.GC()
 					runtime.GC() // and what sync.Pools kept through the first
@@ -276,19 +276,19 @@ func TestVerifyMemoryUnderForgedCheckpoints(t *testing.T) {
 		pts = append(pts, measure(n))
 	}
 	for _, p := range pts {
-		t.Logf("%6d forged records: live heap at the end of the reads %7.1f KiB; heap in use at its peak %6.1f MiB; allocated %7.1f MiB (%4.0f bytes a record read, two reads); %.1fs",
-			p.forged, float64(p.live)/1024, float64(p.peak)/(1<<20), float64(p.alloc)/(1<<20), float64(p.alloc)/float64(2*(r.records-uint64(published-p.forged))), p.secs)
+		t.Logf("%6d forged records: live heap at the end of the read %7.1f KiB; heap in use at its peak %6.1f MiB; allocated %7.1f MiB (%4.0f bytes a record read); %.1fs",
+			p.forged, float64(p.live)/1024, float64(p.peak)/(1<<20), float64(p.alloc)/(1<<20), float64(p.alloc)/float64(r.records-uint64(published-p.forged)), p.secs)
 	}
 	// What an unverified record costs the verifier is its count and, for
 	// the first few of a store, a line of the report: the live heap at
-	// the end of the reads is the same within a small constant.
+	// the end of the read is the same within a small constant.
 	const slack = 128 << 10
 	for _, p := range pts[1:] {
 		if p.live > pts[0].live+slack {
 			t.Errorf("%d forged records: live heap %d bytes, %d more than with none (allowed %d)", p.forged, p.live, p.live-pts[0].live, slack)
 		}
 	}
-	// The peak holds what the reads fetch ahead (4,096 records), which
+	// The peak holds what the read fetches ahead (4,096 records), which
 	// fills once the archive is larger than that, and no more: a loose
 	// bound, for the heap's peak depends on when the collector runs.
 	const peakSlack = 16 << 20

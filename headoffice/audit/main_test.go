@@ -23,6 +23,9 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(envHubDir); dir != "" {
 		os.Exit(serveHub(dir))
 	}
+	if args := os.Getenv(envPassChild); args != "" {
+		os.Exit(passChild(args))
+	}
 	os.Exit(m.Run())
 }
 

@@ -3,7 +3,6 @@ package audit
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -27,6 +26,8 @@ type record struct {
 	token string
 	h     nats.Header
 	data  []byte // nil on a headers-only read
+	// at is when the stream stored it.
+	at time.Time
 }
 
 // isCheckpoint says whether the message is a checkpoint, not a movement:
@@ -45,16 +46,42 @@ func leafOf(h nats.Header) (ledger.Leaf, bool) {
 	if err != nil || seq == 0 {
 		return l, false
 	}
-	k, kerr := hex.DecodeString(central.KeyOfMsgID(h.Get(central.HeaderMsgID)))
-	d, derr := hex.DecodeString(central.DigestOf(h))
-	if kerr != nil || derr != nil || len(k) != len(l.Key) || len(d) != len(l.Digest) {
+	if !unhex(l.Key[:], central.KeyOfMsgID(h.Get(central.HeaderMsgID))) || !unhex(l.Digest[:], central.DigestOf(h)) {
 		return l, false
 	}
 	l.Seq = seq
-	copy(l.Key[:], k)
-	copy(l.Digest[:], d)
 	return l, true
 }
+
+// unhex decodes s, hex of exactly len(dst) bytes, into dst; it allocates
+// nothing, for it runs for every record of the archive.
+func unhex(dst []byte, s string) bool {
+	if len(s) != 2*len(dst) {
+		return false
+	}
+	var bad byte
+	for i := range dst {
+		hi, lo := hexValue[s[2*i]], hexValue[s[2*i+1]]
+		bad |= hi | lo
+		dst[i] = hi<<4 | lo&0x0f
+	}
+	return bad&0xf0 == 0
+}
+
+// hexValue is each byte's value as a hex digit; 0xff for a byte that is
+// not one.
+var hexValue = func() (t [256]byte) {
+	for i := range t {
+		t[i] = 0xff
+	}
+	for i, c := range "0123456789abcdef" {
+		t[c] = byte(i)
+	}
+	for i, c := range "ABCDEF" {
+		t[c] = byte(10 + i)
+	}
+	return t
+}()
 
 // payloadMatches says whether the payload's SHA-256 is the leaf's digest.
 func payloadMatches(l ledger.Leaf, data []byte) bool { return sha256.Sum256(data) == l.Digest }
@@ -119,16 +146,44 @@ func scan(ctx context.Context, js jetstream.JetStream, name string, last uint64,
 // from stream sequence from (0: the start).
 func scanPrefix(ctx context.Context, js jetstream.JetStream, name, prefix string, from, last uint64, subjects []string, headersOnly bool,
 	fn func(record) error, progress func(uint64)) (uint64, error) {
-	if last == 0 || from > last {
+	return scanStream(ctx, js, scanSpec{stream: name, prefix: prefix, from: from, last: last, subjects: subjects, headersOnly: headersOnly}, fn, progress)
+}
+
+// scanSpec is what scanStream reads.
+type scanSpec struct {
+	stream, prefix string
+	// from is the first stream sequence to read; 0 reads from since
+	// when it is set, else from the start.
+	from  uint64
+	since time.Time
+	// last is the last stream sequence to read.
+	last     uint64
+	subjects []string
+	// headersOnly leaves the payloads on the server.
+	headersOnly bool
+	// max, when set, stops the read after that many messages.
+	max uint64
+}
+
+// scanStream reads a stream in order with an ordered consumer, calling fn
+// for each message on a subject prefix<store>; progress gets the
+// messages read. It returns how many it read.
+func scanStream(ctx context.Context, js jetstream.JetStream, sp scanSpec, fn func(record) error, progress func(uint64)) (uint64, error) {
+	name := sp.stream
+	if sp.last == 0 || sp.from > sp.last {
 		return 0, nil
 	}
 	st, err := js.Stream(ctx, name)
 	if err != nil {
 		return 0, fmt.Errorf("audit: stream %s: %w", name, err)
 	}
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: subjects, HeadersOnly: headersOnly, InactiveThreshold: time.Minute}
-	if from > 0 {
-		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: sp.subjects, HeadersOnly: sp.headersOnly, InactiveThreshold: time.Minute}
+	switch {
+	case sp.from > 0:
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, sp.from
+	case !sp.since.IsZero():
+		since := sp.since
+		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
 	}
 	cons, err := st.OrderedConsumer(ctx, cfg)
 	if err != nil {
@@ -144,11 +199,21 @@ func scanPrefix(ctx context.Context, js jetstream.JetStream, name, prefix string
 	if info.NumPending == 0 {
 		return 0, nil
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(4096))
+	batch := 4096
+	if sp.max > 0 && sp.max < uint64(batch) {
+		batch = int(sp.max)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(batch))
 	if err != nil {
 		return 0, fmt.Errorf("audit: read %s: %w", name, err)
 	}
 	defer it.Stop()
+	return readMessages(ctx, it, sp, fn, progress)
+}
+
+// readMessages is scanStream's loop over what the consumer delivers.
+func readMessages(ctx context.Context, it jetstream.MessagesContext, sp scanSpec, fn func(record) error, progress func(uint64)) (uint64, error) {
+	name := sp.stream
 	var n uint64
 	for {
 		m, err := it.Next(jetstream.NextContext(ctx))
@@ -162,13 +227,13 @@ func scanPrefix(ctx context.Context, js jetstream.JetStream, name, prefix string
 		if err != nil {
 			return n, fmt.Errorf("audit: read %s: %w", name, err)
 		}
-		if meta.Sequence.Stream > last {
+		if meta.Sequence.Stream > sp.last {
 			break
 		}
 		n++
-		if store, ok := strings.CutPrefix(m.Subject(), prefix); ok {
-			r := record{stream: name, streamSeq: meta.Sequence.Stream, store: store, h: m.Headers()}
-			if !headersOnly {
+		if store, ok := strings.CutPrefix(m.Subject(), sp.prefix); ok {
+			r := record{stream: name, streamSeq: meta.Sequence.Stream, store: store, h: m.Headers(), at: meta.Timestamp}
+			if !sp.headersOnly {
 				r.data = m.Data()
 			}
 			r.token, _ = checkpointToken(r.h)
@@ -182,7 +247,7 @@ func scanPrefix(ctx context.Context, js jetstream.JetStream, name, prefix string
 		if progress != nil && n%8192 == 0 {
 			progress(n)
 		}
-		if meta.NumPending == 0 || meta.Sequence.Stream >= last {
+		if meta.NumPending == 0 || meta.Sequence.Stream >= sp.last || sp.max > 0 && n >= sp.max {
 			break
 		}
 	}

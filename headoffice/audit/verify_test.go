@@ -306,3 +306,18 @@ func TestTamperForgedCheckpoint(t *testing.T) {
 		t.Errorf("finding %+v: want size 70", f)
 	}
 }
+
+// (g) a store that signs, late, a checkpoint of a size its tree passed
+// long ago, with another root: compared with the root matched there, it
+// is a fork, though its proof starts nowhere the archive knows.
+func TestTamperLateForkedCheckpoint(t *testing.T) {
+	r := newRig(t)
+	r.a.PublishRoot(r.ctx, t, r.js, 20, ledger.Hash{1}, 0)
+	r.records++
+	r.wait(t)
+	rep := r.verify(t)
+	expect(t, rep, audit.Finding{Kind: audit.KindForked, Store: "S0042", Log: r.a.Log})
+	if f := failing(rep)[0]; fmt.Sprint(f.Sizes) != "[20]" {
+		t.Errorf("finding %+v: want size 20", f)
+	}
+}

@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -354,23 +352,14 @@ var errStateUnreadable = errors.New("does not read as the witness's own signed s
 // The error names the file and what is wrong, never its content.
 func loadWitnessState(path string, signer note.Signer) (st witnessState, missing bool, err error) {
 	st = witnessState{Streams: map[string]uint64{}, Logs: map[string]witnessedSize{}}
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
+	b, missing, err := readStateFile(path, MaxWitnessState)
+	switch {
+	case missing:
 		return st, true, nil
-	}
-	if err != nil {
-		return st, false, fmt.Errorf("audit: witness state: %w", err)
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err == nil && fi.Size() > MaxWitnessState {
+	case errors.Is(err, errStateTooLarge):
 		return st, false, fmt.Errorf("audit: witness state file %s is over %d bytes: it %w", path, MaxWitnessState, errStateUnreadable)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, MaxWitnessState+1))
-	if err != nil {
+	case err != nil:
 		return st, false, fmt.Errorf("audit: witness state: %w", err)
-	}
-	if len(b) > MaxWitnessState {
-		return st, false, fmt.Errorf("audit: witness state file %s is over %d bytes: it %w", path, MaxWitnessState, errStateUnreadable)
 	}
 	var sf stateFile
 	if err := json.Unmarshal(b, &sf); err != nil || len(sf.State) == 0 {
@@ -482,8 +471,7 @@ func (w *Witness) stream(ctx context.Context) (jetstream.Stream, error) {
 	return st, nil
 }
 
-// save writes the state file atomically, signed: a temporary file,
-// synced, renamed over the old one, and the directory synced.
+// save writes the state file, signed, atomically (writeStateFile).
 func (w *Witness) save() error {
 	state, err := json.Marshal(w.state)
 	if err != nil {
@@ -497,28 +485,8 @@ func (w *Witness) save() error {
 	if err != nil {
 		return err
 	}
-	dir := filepath.Dir(w.o.StateFile)
-	f, err := os.CreateTemp(dir, ".witness-state-*")
-	if err != nil {
+	if err := writeStateFile(w.o.StateFile, b); err != nil {
 		return fmt.Errorf("audit: witness state: %w", err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if _, err := f.Write(b); err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, w.o.StateFile)
-	}
-	if err != nil {
-		return fmt.Errorf("audit: witness state: %w", err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync() // not possible on Windows; the rename is durable there
-		d.Close()
 	}
 	return nil
 }

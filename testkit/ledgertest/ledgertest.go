@@ -13,6 +13,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -47,6 +48,10 @@ type Store struct {
 	pub    bool
 	// Clock stamps checkpoints. Default an hour ago, out of verify's grace.
 	Clock func() time.Time
+	// Index is the index of its first movement's payload and key
+	// (Payload(ID, Index)): a store's next data file, with a log of its
+	// own from First on, goes on where the last left off.
+	Index int
 }
 
 // NewStore makes a store with a new key and log, its first sequence 1.
@@ -88,8 +93,8 @@ func (s *Store) Movements(ctx context.Context, tb testing.TB, js jetstream.JetSt
 	for k := 0; k < n; k++ {
 		s.mu.Lock()
 		i := len(s.leaves)
-		p := Payload(s.ID, i)
-		key := Key(s.ID, i)
+		p := Payload(s.ID, s.Index+i)
+		key := Key(s.ID, s.Index+i)
 		digest := sha256.Sum256(p)
 		seq := s.First + uint64(i)
 		var l ledger.Leaf
@@ -137,12 +142,19 @@ func (s *Store) sign(tb testing.TB, c ledger.Checkpoint, prevSize int64, proof [
 
 func (s *Store) publish(ctx context.Context, tb testing.TB, js jetstream.JetStream, c ledger.Checkpoint, m ledger.Message) {
 	tb.Helper()
+	s.publishOn(ctx, tb, js, ledger.CheckpointToken(c.Log, c.Size), c, m)
+}
+
+// publishOn publishes a checkpoint message under its message id on the
+// store's subject token subj.
+func (s *Store) publishOn(ctx context.Context, tb testing.TB, js jetstream.JetStream, subj string, c ledger.Checkpoint, m ledger.Message) {
+	tb.Helper()
 	body, err := m.Marshal()
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tok := ledger.CheckpointToken(c.Log, c.Size)
-	msg := nats.NewMsg(central.Subject(s.ID, tok))
+	msg := nats.NewMsg(central.Subject(s.ID, subj))
 	msg.Header.Set(central.HeaderMsgID, ledger.CheckpointMsgID(tok, body))
 	msg.Header.Set(central.HeaderExpectLast, "0")
 	msg.Header.Set(central.HeaderStore, s.ID)
@@ -226,6 +238,20 @@ func (s *Store) ForkFrom(ctx context.Context, tb testing.TB, js jetstream.JetStr
 	m := s.sign(tb, c, from, proof)
 	s.publish(ctx, tb, js, c, m)
 	return c
+}
+
+// PublishRoot signs with the store's key and publishes a checkpoint of its
+// log at size with root, its proof empty from prevSize: a store signing
+// what its log does not hold, at any size, late (on a subject token of its
+// own, for the checkpoint's may be taken).
+func (s *Store) PublishRoot(ctx context.Context, tb testing.TB, js jetstream.JetStream, size int64, root ledger.Hash, prevSize int64) {
+	tb.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := ledger.Checkpoint{Store: s.ID, Log: s.Log, Size: size, Root: root, First: s.First, Time: s.Clock().UTC()}
+	latest, pub := s.latest, s.pub
+	s.publishOn(ctx, tb, js, Key(s.ID, int(1e9+size)), c, s.sign(tb, c, prevSize, nil))
+	s.latest, s.pub = latest, pub // its answer stays its real latest
 }
 
 // Leaves are the store's leaves.
@@ -321,6 +347,9 @@ type Record struct {
 	Subject string
 	Header  nats.Header
 	Data    []byte
+	// StreamSeq is where the archive held it (set when read; ignored when
+	// published).
+	StreamSeq uint64
 }
 
 // Token is the record's checkpoint token, or "" for a movement.
@@ -362,6 +391,46 @@ func WaitArchived(ctx context.Context, tb testing.TB, js jetstream.JetStream, na
 // the records edit returns, in that order.
 func RewriteArchive(ctx context.Context, tb testing.TB, js jetstream.JetStream, name string, edit func([]Record) []Record) {
 	tb.Helper()
+	RewriteArchiveConfig(ctx, tb, js, name, nil, edit)
+}
+
+// RewriteArchiveConfig is RewriteArchive with the recreated stream's
+// configuration changed by cfg (when not nil): an administrator who
+// recreates an archive that allows deletes, say.
+func RewriteArchiveConfig(ctx context.Context, tb testing.TB, js jetstream.JetStream, name string, cfg func(*jetstream.StreamConfig), edit func([]Record) []Record) {
+	tb.Helper()
+	info, recs := readArchive(ctx, tb, js, name)
+	recs = edit(recs)
+	if err := js.DeleteStream(ctx, name); err != nil {
+		tb.Fatalf("delete %s: %v", name, err)
+	}
+	want := info.Config
+	for _, src := range info.Config.Sources {
+		ms, err := js.Stream(ctx, src.Name)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		c := *src
+		c.OptStartSeq = ms.CachedInfo().State.LastSeq + 1
+		want.Sources = []*jetstream.StreamSource{&c}
+	}
+	if cfg != nil {
+		cfg(&want)
+	}
+	open := want
+	open.Subjects = []string{central.ArchivePrefix + ">"}
+	if _, err := js.CreateStream(ctx, open); err != nil {
+		tb.Fatalf("recreate %s: %v", name, err)
+	}
+	publishRecords(ctx, tb, js, name, recs)
+	if _, err := js.UpdateStream(ctx, want); err != nil {
+		tb.Fatalf("restore %s's configuration: %v", name, err)
+	}
+}
+
+// readArchive reads every record archive name holds.
+func readArchive(ctx context.Context, tb testing.TB, js jetstream.JetStream, name string) (*jetstream.StreamInfo, []Record) {
+	tb.Helper()
 	st, err := js.Stream(ctx, name)
 	if err != nil {
 		tb.Fatal(err)
@@ -373,31 +442,23 @@ func RewriteArchive(ctx context.Context, tb testing.TB, js jetstream.JetStream, 
 	var recs []Record
 	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
 		m, err := st.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue // deleted
+		}
 		if err != nil {
 			tb.Fatalf("read %s:%d: %v", name, seq, err)
 		}
-		recs = append(recs, Record{Subject: m.Subject, Header: m.Header, Data: m.Data})
+		recs = append(recs, Record{Subject: m.Subject, Header: m.Header, Data: m.Data, StreamSeq: seq})
 	}
-	recs = edit(recs)
-	cfg := info.Config
-	if err := js.DeleteStream(ctx, name); err != nil {
-		tb.Fatalf("delete %s: %v", name, err)
-	}
-	want := cfg
-	for _, src := range cfg.Sources {
-		ms, err := js.Stream(ctx, src.Name)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		c := *src
-		c.OptStartSeq = ms.CachedInfo().State.LastSeq + 1
-		want.Sources = []*jetstream.StreamSource{&c}
-	}
-	open := want
-	open.Subjects = []string{central.ArchivePrefix + ">"}
-	if _, err := js.CreateStream(ctx, open); err != nil {
-		tb.Fatalf("recreate %s: %v", name, err)
-	}
+	return info, recs
+}
+
+// publishRecords publishes recs directly into archive name, in order.
+// A record whose message id the archive's duplicate window still holds
+// (one deleted and published again) is published again until the window
+// lets it go, for at most a minute.
+func publishRecords(ctx context.Context, tb testing.TB, js jetstream.JetStream, name string, recs []Record) {
+	tb.Helper()
 	for _, r := range recs {
 		m := nats.NewMsg(r.Subject)
 		for k, v := range r.Header {
@@ -407,11 +468,51 @@ func RewriteArchive(ctx context.Context, tb testing.TB, js jetstream.JetStream, 
 			m.Header[k] = v
 		}
 		m.Data = r.Data
-		if _, err := js.PublishMsg(ctx, m); err != nil {
-			tb.Fatalf("republish into %s: %v", name, err)
+		deadline := time.Now().Add(time.Minute)
+		for {
+			ack, err := js.PublishMsg(ctx, m, jetstream.WithExpectStream(name))
+			if err != nil {
+				tb.Fatalf("republish into %s: %v", name, err)
+			}
+			if !ack.Duplicate {
+				break
+			}
+			if time.Now().After(deadline) {
+				tb.Fatalf("republish into %s: the duplicate window still holds message id %s after a minute", name, m.Header.Get(central.HeaderMsgID))
+			}
+			time.Sleep(50 * time.Millisecond) // polled: awaiting the duplicate window
 		}
 	}
-	if _, err := js.UpdateStream(ctx, want); err != nil {
+}
+
+// EditArchive does what central's administrator can to an archive that
+// allows deletes (one recreated so, RewriteArchiveConfig), without
+// recreating it: it deletes the records edit names by where the archive
+// holds them (Record.StreamSeq), and publishes the records it returns at
+// the archive's end, as a delete and a publish of an altered copy would.
+func EditArchive(ctx context.Context, tb testing.TB, js jetstream.JetStream, name string, edit func([]Record) (remove []uint64, add []Record)) {
+	tb.Helper()
+	info, recs := readArchive(ctx, tb, js, name)
+	remove, add := edit(recs)
+	st, err := js.Stream(ctx, name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, seq := range remove {
+		if err := st.DeleteMsg(ctx, seq); err != nil {
+			tb.Fatalf("delete %s:%d: %v", name, seq, err)
+		}
+	}
+	if len(add) == 0 {
+		return
+	}
+	open := info.Config
+	open.Subjects = []string{central.ArchivePrefix + ">"}
+	if _, err := js.UpdateStream(ctx, open); err != nil {
+		tb.Fatalf("open %s to publishes: %v", name, err)
+	}
+	publishRecords(ctx, tb, js, name, add)
+	if _, err := js.UpdateStream(ctx, info.Config); err != nil {
 		tb.Fatalf("restore %s's configuration: %v", name, err)
 	}
 }
