@@ -38,24 +38,45 @@ func Read(ctx context.Context, nc *nats.Conn) ([]Entry, error) {
 	return ReadWith(ctx, js)
 }
 
+// readBatch is how many summaries one direct get answers with.
+const readBatch = 1000
+
 // ReadWith is Read through js, for an identity whose JetStream
-// API has another prefix.
+// API has another prefix. It walks the fleet stream in batches of direct
+// gets from its first message: the stream keeps one message per store,
+// so the walk is the view, and it is not bounded by the server's limit
+// on one multi-subject request (1,024 subjects). A store that writes
+// again during the walk may be met twice: its newest summary is kept.
 func ReadWith(ctx context.Context, js jetstream.JetStream) ([]Entry, error) {
-	msgs, err := jetstreamext.GetLastMsgsFor(ctx, js, central.FleetStreamName, []string{central.FleetSubjects})
-	if err != nil {
-		return nil, fmt.Errorf("remote: read the fleet view: %w", err)
-	}
 	var out []Entry
-	for m, err := range msgs {
-		if errors.Is(err, jetstreamext.ErrNoMessages) {
-			break
-		}
+	at := map[string]int{}
+	for seq := uint64(1); ; {
+		msgs, err := jetstreamext.GetBatch(ctx, js, central.FleetStreamName, readBatch, jetstreamext.GetBatchSeq(seq), jetstreamext.GetBatchSubject(central.FleetSubjects))
 		if err != nil {
-			return nil, fmt.Errorf("remote: read the fleet view (%s): %w", central.FleetStreamName, err)
+			return nil, fmt.Errorf("remote: read the fleet view: %w", err)
 		}
-		out = append(out, Entry{Store: strings.TrimPrefix(m.Subject, central.FleetPrefix), LastSeen: m.Time, Value: m.Data})
+		n := 0
+		for m, err := range msgs {
+			if errors.Is(err, jetstreamext.ErrNoMessages) {
+				break
+			}
+			if err != nil {
+				return nil, fmt.Errorf("remote: read the fleet view (%s): %w", central.FleetStreamName, err)
+			}
+			n++
+			seq = m.Sequence + 1
+			e := Entry{Store: strings.TrimPrefix(m.Subject, central.FleetPrefix), LastSeen: m.Time, Value: m.Data}
+			if i, ok := at[e.Store]; ok {
+				out[i] = e
+				continue
+			}
+			at[e.Store] = len(out)
+			out = append(out, e)
+		}
+		if n == 0 {
+			return out, nil
+		}
 	}
-	return out, nil
 }
 
 // Fleet states of a store, from the best to the worst.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -152,5 +153,37 @@ func TestIndexReadyOnAnEmptyFleet(t *testing.T) {
 	}
 	if r, _ := ix.Get("S0001"); r.State != fleet.Missing {
 		t.Errorf("S0001 is %s, want missing", r.State)
+	}
+}
+
+// TestReadMoreStoresThanOneAnswer: the fleet view of a chain larger than
+// what the server answers one multi-subject request with (1,024
+// subjects) is read whole.
+func TestReadMoreStoresThanOneAnswer(t *testing.T) {
+	srv := natstest.StartHub(t)
+	nc := natstest.Connect(t, srv.URL())
+	js := natstest.JetStream(t, nc)
+	const n = 1500
+	for i := range n {
+		b, _ := json.Marshal(command.Summary{StoreID: fmt.Sprintf("S%05d", i), State: status.Online, GeneratedAt: time.Now()})
+		if _, err := js.PublishAsync(central.FleetSubject(fmt.Sprintf("S%05d", i)), b); err != nil {
+			t.Fatal(err)
+		}
+		if i%500 == 499 {
+			<-js.PublishAsyncComplete()
+		}
+	}
+	// A store that writes again is read once, with its newest summary.
+	publishSummary(t, js, command.Summary{StoreID: "S00007", State: status.Paused, GeneratedAt: time.Now()})
+	entries, err := fleet.Read(t.Context(), nc)
+	if err != nil {
+		t.Fatalf("read %d stores: %v", n, err)
+	}
+	if len(entries) != n {
+		t.Fatalf("read %d entries, want %d", len(entries), n)
+	}
+	view := fleet.Judge(entries, nil, time.Now(), fleet.Limits{Stale: time.Minute, Silent: time.Hour, MaxAge: time.Hour})
+	if view[7].Store != "S00007" || view[7].Summary.State != status.Paused {
+		t.Errorf("S00007: %+v, want its newest summary (paused)", view[7])
 	}
 }
