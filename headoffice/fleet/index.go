@@ -9,6 +9,8 @@ import (
 	stdsync "sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/rxedge/agent/central/command"
 	"github.com/rxedge/agent/status"
 )
@@ -49,6 +51,10 @@ type IndexOptions struct {
 	// follows the witness stream and says whether each store's newest
 	// checkpoint is countersigned; "" leaves that unknown.
 	WitnessKey string
+	// WitnessJS reads the witness stream: an identity allowed to (in the
+	// production configuration the auditor's, through
+	// central.AuditAPIPrefix; the operator's is not). Nil: Run's.
+	WitnessJS jetstream.JetStream
 	// Logger reports what the watch cannot read. Default: discarded.
 	Logger *slog.Logger
 }

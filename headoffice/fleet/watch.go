@@ -25,7 +25,8 @@ const (
 // Run keeps the index up to date until ctx ends: an ordered consumer
 // reads the fleet view's last message of every store, then every new one
 // as it is written (and, with a witness key, the witness stream's the
-// same way); a timer judges every store again by time. The consumer
+// same way, through IndexOptions.WitnessJS); a timer judges every store
+// again by time. The consumer
 // recovers by itself from a lost connection; when it cannot be made
 // (central unreachable, the stream missing) Run reports it and tries
 // again with a capped backoff. It returns ctx's error.
@@ -40,8 +41,12 @@ func (ix *Index) Run(ctx context.Context, js jetstream.JetStream) error {
 			return fmt.Errorf("fleet: the witness key is not a note verifier key: %w", err)
 		}
 		apply := func(m jetstream.Msg) { ix.applyWitness(m, v) }
+		wjs := js
+		if ix.o.WitnessJS != nil {
+			wjs = ix.o.WitnessJS
+		}
 		g.Go(func() error {
-			return ix.follow(ctx, js, central.WitnessStreamName, central.WitnessPrefix+">", apply, false)
+			return ix.follow(ctx, wjs, central.WitnessStreamName, central.WitnessPrefix+">", apply, false)
 		})
 	}
 	g.Go(func() error {

@@ -470,7 +470,10 @@ accounts {
       }
 
       # An operator: sends signed control commands to stores, reads the
-      # fleet view and watches heartbeats. Reads no movements. Every
+      # fleet view and watches heartbeats; hq's console and fleet watch
+      # follow the fleet view with ordered consumers (no durable state).
+      # Reads no movements and not the witness stream (the auditor
+      # does). Every
       # command must also be signed with an operator NKey listed in the
       # store's remote.operator_keys: this grant alone cannot change or
       # read a store.
@@ -478,7 +481,18 @@ accounts {
         user: ops
         password: "CHANGE-ME-ops"
         permissions: {
-          publish: { allow: ["rx.ctl.>", "$JS.API.DIRECT.GET.{{.FleetStream}}", "$JS.API.DIRECT.GET.{{.FleetStream}}.>"] }
+          publish: {
+            allow: [
+              "rx.ctl.>"
+              "$JS.API.DIRECT.GET.{{.FleetStream}}"
+              "$JS.API.DIRECT.GET.{{.FleetStream}}.>"
+              "$JS.API.STREAM.INFO.{{.FleetStream}}"
+              "$JS.API.CONSUMER.CREATE.{{.FleetStream}}.>"
+              "$JS.API.CONSUMER.MSG.NEXT.{{.FleetStream}}.*"
+              "$JS.API.CONSUMER.INFO.{{.FleetStream}}.*"
+              "$JS.API.CONSUMER.DELETE.{{.FleetStream}}.*"
+            ]
+          }
           subscribe: { allow: ["_INBOX_ops.>", "rx.status.>"] }
         }
       }
