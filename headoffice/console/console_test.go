@@ -24,8 +24,8 @@ import (
 // above what the agents send but a large movement.
 const centralLimit = 1024
 
-// fixedFindings and fixedProblems stand in for hq's PostgreSQL and its
-// fleet watch, which the console reads through its interfaces.
+// fixedFindings stand in for hq's PostgreSQL, which the console reads
+// through its interface.
 type fixedFindings []console.Finding
 
 func (f fixedFindings) Findings(_ context.Context, q console.FindingQuery) ([]console.Finding, error) {
@@ -42,18 +42,6 @@ func (f fixedFindings) CountByStore(_ context.Context, stores []string) (map[str
 	out := map[string]int{}
 	for _, x := range f {
 		out[x.Store]++
-	}
-	return out, nil
-}
-
-type fixedProblems []console.Problem
-
-func (p fixedProblems) Problems(_ context.Context, q console.ProblemQuery) ([]console.Problem, error) {
-	var out []console.Problem
-	for _, x := range p {
-		if q.Store == "" || x.Store == q.Store {
-			out = append(out, x)
-		}
 	}
 	return out, nil
 }
@@ -94,7 +82,11 @@ func startChain(t *testing.T) *chain {
 	stopped := startAgent(t, c.hub, "S0002", c.op, "")
 	c.h = startConsole(t, c.hub, c.op, roster, func(o *console.Options) {
 		o.Findings = fixedFindings{{Source: "verification", Kind: "rewritten", Store: "S0002", Log: "0190a4b2", From: 12, To: 12, At: time.Now(), Detail: "the archive's record at sequence 12 differs from the leaf the store signed"}}
-		o.Problems = fixedProblems{{Kind: "quarantine", Store: "S0001", Opened: time.Now(), Detail: "1 movement(s) quarantined"}}
+		book := fleet.NewProblemBook()
+		book.Open("quarantine", "S0001", "1 movement(s) quarantined", time.Now())
+		book.Open("offline", "S0002", "not seen for 3s", time.Now())
+		book.Close("offline", "S0002", time.Now())
+		o.Problems = console.BookProblems{Book: book}
 	})
 	waitFor(t, "S0002 in the fleet view", func() bool { r, _ := c.h.index.Get("S0002"); return r.Summary != nil })
 	stopped.kill()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/rxedge/agent/headoffice/fleet"
 )
 
 // The console reads what hq's other jobs keep through these interfaces;
@@ -42,20 +44,9 @@ type Findings interface {
 	CountByStore(ctx context.Context, stores []string) (map[string]int, error)
 }
 
-// Problem is one alert of the fleet watch: it opens once when a problem
-// starts (a store offline longer than a threshold, a quarantine
-// appearing, a finding, sink lag) and closes once when it ends. There is
-// at most one open problem per (Kind, Store); Store is "" for a problem
-// of head office itself (sink lag).
-type Problem struct {
-	Kind   string
-	Store  string
-	Opened time.Time
-	// Closed is nil while the problem is open.
-	Closed *time.Time
-	// Detail says what is wrong, in words, without a payload.
-	Detail string
-}
+// Problem is one alert of the fleet watch (fleet.Problem): at most one
+// open per kind and store.
+type Problem = fleet.Problem
 
 // ProblemQuery selects problems: of one store ("" for all), open only or
 // also the newest Limit closed ones.
@@ -69,6 +60,15 @@ type ProblemQuery struct {
 // closed ones newest first.
 type Problems interface {
 	Problems(ctx context.Context, q ProblemQuery) ([]Problem, error)
+}
+
+// BookProblems are the Problems of a fleet.ProblemBook, the fleet
+// watch's book kept in memory.
+type BookProblems struct{ Book *fleet.ProblemBook }
+
+// Problems lists the book's problems by q.
+func (b BookProblems) Problems(_ context.Context, q ProblemQuery) ([]Problem, error) {
+	return b.Book.List(q.Store, q.OpenOnly, q.Limit), nil
 }
 
 // Movement is one movement as the sink holds it, without its payload,
