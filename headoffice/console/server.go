@@ -153,6 +153,9 @@ func (o *Options) fill() error {
 			}
 		}
 	}
+	if o.BulkSpread > MaxBulkSpread {
+		bad = append(bad, fmt.Sprintf("console.bulk.spread: %s is longer than the agents take, %s", o.BulkSpread, MaxBulkSpread))
+	}
 	if o.Index == nil || o.Client == nil || o.Journal == nil {
 		bad = append(bad, "console: the fleet index, the signing client and the journal are required")
 	}
