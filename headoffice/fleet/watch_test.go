@@ -99,33 +99,7 @@ func TestIndexFollowsTheFleetView(t *testing.T) {
 	publishSummary(t, js, command.Summary{StoreID: "S0003", State: status.Online, Quarantined: 1, GeneratedAt: now})
 	waitIndex(t, "S0003 quarantining", func() bool { return ix.Query(fleet.Query{State: fleet.CondQuarantining}).Matched == 1 })
 
-	// The witness: a forged countersignature is passed over and counted;
-	// the witness's own is kept.
-	witnessed := func(signer note.Signer, size int64) []byte {
-		n := &note.Note{Text: ledger.Checkpoint{Store: "S0002", Log: logID, Size: size, First: 1, Time: now}.Text()}
-		out, err := note.Sign(n, signer)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
-	forger, _, _ := note.GenerateKey(rand.Reader, "rxedge-witness")
-	fs, _ := note.NewSigner(forger)
-	ws, _ := note.NewSigner(wskey)
-	for _, body := range [][]byte{witnessed(fs, 4), witnessed(ws, 4)} {
-		if _, err := js.Publish(ctx, central.WitnessSubject("S0002"), body); err != nil {
-			t.Fatal(err)
-		}
-	}
-	countersigned := func() bool {
-		r, _ := ix.Get("S0002")
-		_, yes := r.Countersigned(ix.Following())
-		return yes
-	}
-	waitIndex(t, "S0002's checkpoint countersigned", countersigned)
-	if ix.Stats().Unreadable != 1 {
-		t.Errorf("unreadable = %d, want 1 (the forged countersignature)", ix.Stats().Unreadable)
-	}
+	checkWitness(t, ix, js, wskey, logID, now)
 
 	// Central restarts: the ordered consumer carries on from where it was.
 	srv.Restart(t)
@@ -186,4 +160,38 @@ func TestReadMoreStoresThanOneAnswer(t *testing.T) {
 	if view[7].Store != "S00007" || view[7].Summary.State != status.Paused {
 		t.Errorf("S00007: %+v, want its newest summary (paused)", view[7])
 	}
+}
+
+// checkWitness publishes a forged countersignature of S0002's checkpoint
+// and then the witness's own: the forged one is passed over and counted,
+// the witness's is kept.
+func checkWitness(t *testing.T, ix *fleet.Index, js jetstream.JetStream, wskey, logID string, now time.Time) {
+	t.Helper()
+	ctx := t.Context()
+	witnessed := func(signer note.Signer, size int64) []byte {
+		n := &note.Note{Text: ledger.Checkpoint{Store: "S0002", Log: logID, Size: size, First: 1, Time: now}.Text()}
+		out, err := note.Sign(n, signer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	forger, _, _ := note.GenerateKey(rand.Reader, "rxedge-witness")
+	fs, _ := note.NewSigner(forger)
+	ws, _ := note.NewSigner(wskey)
+	for _, body := range [][]byte{witnessed(fs, 4), witnessed(ws, 4)} {
+		if _, err := js.Publish(ctx, central.WitnessSubject("S0002"), body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	countersigned := func() bool {
+		r, _ := ix.Get("S0002")
+		_, yes := r.Countersigned(ix.Following())
+		return yes
+	}
+	waitIndex(t, "S0002's checkpoint countersigned", countersigned)
+	if ix.Stats().Unreadable != 1 {
+		t.Errorf("unreadable = %d, want 1 (the forged countersignature)", ix.Stats().Unreadable)
+	}
+
 }
