@@ -115,7 +115,10 @@ type Index struct {
 	ids    []string                       // every store id, sorted: the prefix search
 	facets map[string]map[string]struct{} // facet → store ids; see facetKeys
 	roster map[string]RosterStore
-	stats  IndexStats
+	// witnessed is each store's newest countersigned checkpoint, kept
+	// apart from the records: it may arrive before the store's summary.
+	witnessed map[string]Witnessed
+	stats     IndexStats
 
 	ready     chan struct{}
 	readyOnce stdsync.Once
@@ -145,7 +148,7 @@ func NewIndex(o IndexOptions) *Index {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	ix := &Index{o: o, recs: map[string]*Record{}, facets: map[string]map[string]struct{}{}, ready: make(chan struct{})}
+	ix := &Index{o: o, recs: map[string]*Record{}, facets: map[string]map[string]struct{}{}, witnessed: map[string]Witnessed{}, ready: make(chan struct{})}
 	if o.Roster != nil {
 		ix.roster = make(map[string]RosterStore, len(o.Roster))
 		for _, r := range o.Roster {
@@ -192,27 +195,27 @@ func (ix *Index) Apply(e Entry) {
 		ix.stats.Unreadable++
 	}
 	rec := recordOf(fs, r)
-	if old := ix.recs[e.Store]; old != nil {
-		rec.Witnessed = old.Witnessed
+	if w, ok := ix.witnessed[e.Store]; ok {
+		rec.Witnessed = &w
 	}
 	ix.put(rec)
 }
 
 // Witness takes a verified countersigned checkpoint of store: the newest
-// of a log is kept.
+// of a log is kept, for the store's record now or when its summary
+// comes (a store the fleet view never names is on no page).
 func (ix *Index) Witness(store string, w Witnessed) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	old := ix.recs[store]
-	if old == nil {
-		return // a store the fleet view never named is not on the page
-	}
-	if p := old.Witnessed; p != nil && p.Log == w.Log && p.Size >= w.Size {
+	if p, ok := ix.witnessed[store]; ok && p.Log == w.Log && p.Size >= w.Size {
 		return
 	}
-	rec := *old
-	rec.Witnessed = &w
-	ix.put(&rec)
+	ix.witnessed[store] = w
+	if old := ix.recs[store]; old != nil {
+		rec := *old
+		rec.Witnessed = &w
+		ix.put(&rec)
+	}
 }
 
 // place is the roster's line of store and whether the roster admits it.

@@ -179,9 +179,15 @@ func TestIndexCountersigned(t *testing.T) {
 	if r, _ := ix.Get("S0002"); func() bool { k, _ := r.Countersigned(true); return k }() {
 		t.Error("a store that names no checkpoint is known countersigned")
 	}
-	ix.Witness("S7777", Witnessed{Log: "L", Size: 1})
+	// A countersignature that comes before the store's first summary is
+	// kept for it, and makes no store appear by itself.
+	ix.Witness("S7777", Witnessed{Log: "L7", Size: 5})
 	if _, ok := ix.Get("S7777"); ok {
 		t.Error("a witness record made a store appear")
+	}
+	ix.Apply(Entry{"S7777", c.now, summaryJSON("S7777", c.now, func(s *command.Summary) { s.CheckpointLog, s.CheckpointSize = "L7", 5 })})
+	if r, _ := ix.Get("S7777"); func() bool { _, yes := r.Countersigned(true); return !yes }() {
+		t.Errorf("S7777's countersignature, seen before its summary, was lost: %+v", r.Witnessed)
 	}
 }
 
