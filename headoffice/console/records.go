@@ -29,8 +29,6 @@ type recordsData struct {
 	Note    string
 	By      string
 	Store   string
-	NDC     string
-	Key     string
 	Rows    []Movement
 	Error   string
 	Results bool
@@ -85,9 +83,6 @@ func (s *Server) recordsSearch(w http.ResponseWriter, r *http.Request, rq *reque
 		return
 	}
 	d.Rows, d.Error = s.lookup(ctx, d.By, store, value)
-	if d.By != "rx_ref" {
-		d.NDC, d.Key = value, strings.ToLower(value)
-	}
 	s.render(w, r, rq, http.StatusOK, "records", d)
 }
 
