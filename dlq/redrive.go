@@ -117,6 +117,10 @@ type RedriveRequest struct {
 	// Actor is who asks: "local:<OS user>" from the control socket,
 	// "remote:<operator public key>" from a remote command.
 	Actor string
+	// OnBehalfOf is the person a remote operator key signed for (a
+	// head-office console's user, command.RedriveArgs.Actor); it is
+	// journalled as DetailOnBehalfOf beside Actor.
+	OnBehalfOf string
 	// ReasonText is why; required (except in a dry run), recorded in the
 	// journal.
 	ReasonText string
@@ -142,6 +146,10 @@ type RedriveResult struct {
 	// deliver (a conflict is quarantined again at once).
 	Guidance []string `json:"guidance,omitempty"`
 }
+
+// DetailOnBehalfOf is the journal detail that names the person a remote
+// operator key signed for.
+const DetailOnBehalfOf = "on_behalf_of"
 
 // ReasonConflict is the quarantine reason of a movement central holds
 // another movement under the key of.
@@ -226,6 +234,9 @@ func (s *Service) redrive(ctx context.Context, rq RedriveRequest) (RedriveResult
 	}
 
 	detail := map[string]string{"selection": describeSelection(sel)}
+	if rq.OnBehalfOf != "" {
+		detail[DetailOnBehalfOf] = rq.OnBehalfOf
+	}
 	if rq.Spread > 0 {
 		detail["spread"] = rq.Spread.String()
 	}

@@ -47,13 +47,37 @@ func SummaryOf(st *status.Status) command.Summary {
 		LastSyncAt:            st.Connection.LastSyncAt,
 		Version:               st.Agent.Version,
 		GeneratedAt:           st.GeneratedAt,
+		Features:              features,
 	}
 	if st.OldestPendingAt != nil {
 		age := st.OldestPendingAge
 		s.OldestPendingAge = &age
 	}
+	if p := st.Connection.Problem; p != nil {
+		s.Problem = p.Reason
+	}
+	if st.DataFile.Path != "" {
+		free := st.DataFile.FreeBytes
+		s.FreeDiskBytes = &free
+	}
+	if l := st.DataFile.Lineage; l != nil {
+		s.FileOrigin, s.RestoredAt = l.Origin, l.RestoredAt
+		switch {
+		case l.Foreign != "":
+			s.Lineage = status.LineageHeld
+		case l.Check != nil:
+			s.Lineage = l.Check.State
+		}
+	}
+	if lg := st.Ledger; lg != nil && lg.Published > 0 {
+		s.CheckpointLog, s.CheckpointSize, s.CheckpointAt = lg.Log, lg.Published, lg.LastCheckpointAt
+	}
 	return s
 }
+
+// features are what this agent accepts beyond the first form of the
+// commands (command.Summary.Features).
+var features = []string{command.FeatureRedriveActor}
 
 func fileID(st *status.Status) string {
 	if l := st.DataFile.Lineage; l != nil {

@@ -347,3 +347,49 @@ func TestReflectedMessagesAreDroppedUnread(t *testing.T) {
 		t.Errorf("reflected messages were logged:\n%s", s.logs)
 	}
 }
+
+// TestRedriveJournalsWhomTheKeySignedFor: a redrive whose signed
+// arguments name an actor (a console's user) is journalled with the
+// operator key as the actor and the person beside it, in the remote
+// command's event and in each redrive event; an actor outside
+// command.ValidActor's alphabet is refused before anything is done. The
+// agent's summary says it reads the field, and the field is left out
+// when empty, so an older agent, which refuses unknown arguments, is
+// sent the arguments it knows.
+func TestRedriveJournalsWhomTheKeySignedFor(t *testing.T) {
+	srv := natstest.StartHub(t)
+	op := operator(t)
+	s := startStore(t, srv.URL(), "S0001", []string{op.PublicKey()}, 2)
+	client := fleet.NewClient(natstest.Connect(t, srv.URL()), op)
+	ctx := testContext(t)
+
+	_, err := client.Redrive(ctx, "S0001", command.RedriveArgs{Selection: dlq.Selection{Keys: s.keys[:1]}, ReasonText: "limit raised", Actor: "console:alice@chain.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, action := range []string{remote.ActionRemote, queue.ActionRedrive} {
+		ev := s.events(t, action)
+		if len(ev) != 1 || ev[0].Actor != "remote:"+op.PublicKey() || ev[0].Detail[dlq.DetailOnBehalfOf] != "console:alice@chain.example" {
+			t.Errorf("%s events = %+v, want one by the key on behalf of console:alice@chain.example", action, ev)
+		}
+	}
+	var ce *command.Error
+	_, err = client.Redrive(ctx, "S0001", command.RedriveArgs{Selection: dlq.Selection{Keys: s.keys[1:]}, ReasonText: "x", Actor: "alice <script>"})
+	if !errors.As(err, &ce) || ce.Code != command.CodeBadRequest || s.state(t, s.keys[1]) != "quarantined" {
+		t.Errorf("an actor with markup: %v, key %s; want bad_request and nothing done", err, s.state(t, s.keys[1]))
+	}
+	if n := len(s.events(t, remote.ActionRemote)); n != 1 {
+		t.Errorf("%d remote events after the refused actor, want 1", n)
+	}
+
+	st, err := s.opts.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum := remote.SummaryOf(st); !slices.Contains(sum.Features, command.FeatureRedriveActor) {
+		t.Errorf("summary features = %q, want %s", sum.Features, command.FeatureRedriveActor)
+	}
+	if b := mustJSON(t, command.RedriveArgs{Selection: dlq.Selection{All: true}, ReasonText: "x"}); strings.Contains(string(b), "actor") {
+		t.Errorf("arguments without an actor = %s, want no actor field (older agents refuse it)", b)
+	}
+}

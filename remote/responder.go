@@ -168,6 +168,9 @@ type request struct {
 	env    command.Envelope
 	actor  string
 	signed bool
+	// onBehalfOf is the person the signed arguments name (a console's
+	// user), journalled beside the operator key.
+	onBehalfOf string
 }
 
 // nonce is the command's nonce when it is a UUID, "" otherwise: what
@@ -219,7 +222,7 @@ func (r *Responder) serve(data []byte, subject, cmd string) command.Reply {
 		r.refuse(c, ref)
 		return ref.reply(store)
 	}
-	run, reasonText, rerr := r.prepare(c)
+	run, reasonText, rerr := r.prepare(&c)
 	if rerr == nil {
 		if ref := r.accept(c, reasonText); ref != nil {
 			r.refuse(c, ref)
@@ -349,10 +352,11 @@ func (r *Responder) accept(c request, reasonText string) *refusal {
 	if seen {
 		return &refusal{command.CodeReplayed, "replayed", "the nonce " + c.env.Nonce + " was accepted before: a command is applied once; sign a new one"}
 	}
-	err := r.o.Queue.Journal(queue.Event{
-		Action: ActionRemote, Actor: c.actor, Reason: reasonText,
-		Detail: map[string]string{"cmd": c.cmd, "store": c.env.Store, "nonce": c.env.Nonce, "expires": c.env.Expires},
-	})
+	detail := map[string]string{"cmd": c.cmd, "store": c.env.Store, "nonce": c.env.Nonce, "expires": c.env.Expires}
+	if c.onBehalfOf != "" {
+		detail[dlq.DetailOnBehalfOf] = c.onBehalfOf
+	}
+	err := r.o.Queue.Journal(queue.Event{Action: ActionRemote, Actor: c.actor, Reason: reasonText, Detail: detail})
 	if err != nil {
 		r.mu.Lock()
 		delete(r.nonces, c.env.Nonce)
@@ -391,7 +395,7 @@ func (r *Responder) journalRefusals(evs []queue.Event) {
 func (r *Responder) Close() { r.refusals.Close() }
 
 // args decodes a command's arguments strictly into v.
-func args(c request, v any) error {
+func args(c *request, v any) error {
 	if len(c.env.Args) == 0 || string(c.env.Args) == "null" {
 		return nil
 	}
@@ -427,7 +431,7 @@ func (r *Responder) status() (*status.Status, error) {
 // prepare checks a command's arguments and returns what runs it once it is
 // accepted, and the reason text to journal with it. Nothing is done, and
 // no nonce taken, for arguments refused here.
-func (r *Responder) prepare(c request) (run func() (any, error), reasonText string, err error) {
+func (r *Responder) prepare(c *request) (run func() (any, error), reasonText string, err error) {
 	switch c.cmd {
 	case command.CmdStatus:
 		return func() (any, error) { return r.status() }, "", args(c, &struct{}{})
@@ -460,11 +464,16 @@ func (r *Responder) prepare(c request) (run func() (any, error), reasonText stri
 			}
 			spread = d
 		}
+		if a.Actor != "" && !command.ValidActor(a.Actor) {
+			return nil, "", &badRequest{fmt.Sprintf("actor must be at most %d letters, digits and . _ @ : + = -", command.MaxActorBytes)}
+		}
 		reasonText := strings.TrimSpace(a.ReasonText)
 		if reasonText == "" && !a.DryRun {
 			return nil, "", &badRequest{"reason_text (--reason-text) is required: say why the movements are sent again (it is recorded in the store's audit journal)"}
 		}
-		return func() (any, error) { return r.redrive(c, a, reasonText, spread) }, reasonText, nil
+		c.onBehalfOf = a.Actor
+		rq := *c
+		return func() (any, error) { return r.redrive(rq, a, reasonText, spread) }, reasonText, nil
 	case command.CmdReconcile:
 		var a command.ReconcileArgs
 		if err := args(c, &a); err != nil {
@@ -490,7 +499,7 @@ func (r *Responder) prepare(c request) (run func() (any, error), reasonText stri
 
 func (r *Responder) redrive(c request, a command.RedriveArgs, reasonText string, spread time.Duration) (command.RedriveResult, error) {
 	res, err := r.o.DLQ.Redrive(context.Background(), dlq.RedriveRequest{
-		Selection: a.Selection, Actor: c.actor, ReasonText: reasonText, Spread: spread, DryRun: a.DryRun,
+		Selection: a.Selection, Actor: c.actor, OnBehalfOf: a.Actor, ReasonText: reasonText, Spread: spread, DryRun: a.DryRun,
 	})
 	out := command.RedriveResult{DryRun: res.DryRun, Redriven: len(res.Redriven), Keys: []string{}, NotFound: res.NotFound, Actor: c.actor, Nonce: c.env.Nonce}
 	for i, rd := range res.Redriven {

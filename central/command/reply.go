@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -87,6 +88,32 @@ type RedriveArgs struct {
 	// Spread is a Go duration ("10m"), at most dlq.MaxSpread.
 	Spread string `json:"spread,omitempty"`
 	DryRun bool   `json:"dry_run,omitempty"`
+	// Actor is the person on whose behalf the operator key signs (a
+	// head-office console's user, "console:alice"): the store journals it
+	// beside the key. Sent only to agents whose summary lists
+	// FeatureRedriveActor; see ValidActor.
+	Actor string `json:"actor,omitempty"`
+}
+
+// MaxActorBytes bounds RedriveArgs.Actor.
+const MaxActorBytes = 96
+
+// ValidActor reports whether s may be sent as RedriveArgs.Actor: at most
+// MaxActorBytes of letters, digits and . _ @ : + = - (an e-mail address,
+// a certificate's common name in that alphabet, a prefix with a colon).
+func ValidActor(s string) bool {
+	if s == "" || len(s) > MaxActorBytes {
+		return false
+	}
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+		case strings.ContainsRune("._@:+=-", r):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // MaxReplyKeys bounds the keys a redrive reply lists.
@@ -134,4 +161,37 @@ type Summary struct {
 	LastSyncAt       *time.Time `json:"last_sync_at,omitempty"`
 	Version          string     `json:"version"`
 	GeneratedAt      time.Time  `json:"generated_at"`
+
+	// The fields below are absent from agents older than them; a reader
+	// shows them as unknown.
+
+	// Problem is the reason central cannot be reached or used, one of
+	// status.ConnReasons.
+	Problem string `json:"problem,omitempty"`
+	// FreeDiskBytes is the free space on the data file's disk.
+	FreeDiskBytes *uint64 `json:"free_disk_bytes,omitempty"`
+	// FileOrigin is where the data file comes from (status.FileLineage
+	// Origin: new, migrated, replaced, restored, adopted), and RestoredAt
+	// when the agent found it restored from an older copy (reported for
+	// status.RestoredNotice).
+	FileOrigin string     `json:"file_origin,omitempty"`
+	RestoredAt *time.Time `json:"restored_at,omitempty"`
+	// Lineage is the start-up lineage check (status.LineageWaiting,
+	// LineageDone, LineageHeld); held also when central's record names
+	// a data file this one does not know, and nothing is sent.
+	Lineage string `json:"lineage,omitempty"`
+	// CheckpointLog, CheckpointSize and CheckpointAt are the store's
+	// newest checkpoint central acknowledged: its log, its size and when
+	// it was signed.
+	CheckpointLog  string     `json:"checkpoint_log,omitempty"`
+	CheckpointSize int64      `json:"checkpoint_size,omitempty"`
+	CheckpointAt   *time.Time `json:"checkpoint_at,omitempty"`
+	// Features lists what the agent accepts beyond the first form of the
+	// commands (FeatureRedriveActor), so head office sends it only to
+	// agents that read it: an older agent refuses an argument it does
+	// not know.
+	Features []string `json:"features,omitempty"`
 }
+
+// FeatureRedriveActor says an agent reads RedriveArgs.Actor.
+const FeatureRedriveActor = "redrive.actor"

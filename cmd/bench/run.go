@@ -23,7 +23,7 @@ func (e usageError) Error() string { return e.msg }
 // scenarioNames lists the scenarios in the order they run.
 // The central scenario is heavy: it runs only when -central or -only
 // names it.
-var scenarioNames = []string{"ingest", "sync", "drain", "bulk", "scale", "herd", "compact", "intake", "sink", "verify", "ledger", "central", "archive"}
+var scenarioNames = []string{"ingest", "sync", "drain", "bulk", "scale", "herd", "compact", "intake", "sink", "verify", "ledger", "console", "central", "archive"}
 
 // sizes are the sizes of one run.
 type sizes struct {
@@ -231,6 +231,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		"central": benchCentral,
 		"archive": benchArchive,
 		"ledger":  benchLedger,
+		"console": benchConsole,
 	}
 	var failed []string
 	for _, name := range scenarioNames {

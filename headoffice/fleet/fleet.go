@@ -38,24 +38,45 @@ func Read(ctx context.Context, nc *nats.Conn) ([]Entry, error) {
 	return ReadWith(ctx, js)
 }
 
+// readBatch is how many summaries one direct get answers with.
+const readBatch = 1000
+
 // ReadWith is Read through js, for an identity whose JetStream
-// API has another prefix.
+// API has another prefix. It walks the fleet stream in batches of direct
+// gets from its first message: the stream keeps one message per store,
+// so the walk is the view, and it is not bounded by the server's limit
+// on one multi-subject request (1,024 subjects). A store that writes
+// again during the walk may be met twice: its newest summary is kept.
 func ReadWith(ctx context.Context, js jetstream.JetStream) ([]Entry, error) {
-	msgs, err := jetstreamext.GetLastMsgsFor(ctx, js, central.FleetStreamName, []string{central.FleetSubjects})
-	if err != nil {
-		return nil, fmt.Errorf("remote: read the fleet view: %w", err)
-	}
 	var out []Entry
-	for m, err := range msgs {
-		if errors.Is(err, jetstreamext.ErrNoMessages) {
-			break
-		}
+	at := map[string]int{}
+	for seq := uint64(1); ; {
+		msgs, err := jetstreamext.GetBatch(ctx, js, central.FleetStreamName, readBatch, jetstreamext.GetBatchSeq(seq), jetstreamext.GetBatchSubject(central.FleetSubjects))
 		if err != nil {
-			return nil, fmt.Errorf("remote: read the fleet view (%s): %w", central.FleetStreamName, err)
+			return nil, fmt.Errorf("remote: read the fleet view: %w", err)
 		}
-		out = append(out, Entry{Store: strings.TrimPrefix(m.Subject, central.FleetPrefix), LastSeen: m.Time, Value: m.Data})
+		n := 0
+		for m, err := range msgs {
+			if errors.Is(err, jetstreamext.ErrNoMessages) {
+				break
+			}
+			if err != nil {
+				return nil, fmt.Errorf("remote: read the fleet view (%s): %w", central.FleetStreamName, err)
+			}
+			n++
+			seq = m.Sequence + 1
+			e := Entry{Store: strings.TrimPrefix(m.Subject, central.FleetPrefix), LastSeen: m.Time, Value: m.Data}
+			if i, ok := at[e.Store]; ok {
+				out[i] = e
+				continue
+			}
+			at[e.Store] = len(out)
+			out = append(out, e)
+		}
+		if n == 0 {
+			return out, nil
+		}
 	}
-	return out, nil
 }
 
 // Fleet states of a store, from the best to the worst.
@@ -94,45 +115,71 @@ func Judge(entries []Entry, roster []string, now time.Time, l Limits) []Store {
 	var out []Store
 	for _, e := range entries {
 		seen[e.Store] = true
-		at := e.LastSeen
-		fs := Store{Store: e.Store, LastSeen: &at, State: OK}
-		var s command.Summary
-		switch err := json.Unmarshal(e.Value, &s); {
-		case err != nil:
-			fs.State, fs.Problems = Unverifiable, []string{"its summary does not read"}
-		case s.StoreID != e.Store:
-			fs.State, fs.Problems = Unverifiable, []string{fmt.Sprintf("its summary names store %q", command.Clip(s.StoreID))}
-		default:
-			fs.Summary = &s
-		}
-		quiet := now.Sub(at)
-		switch {
-		case fs.State != OK:
-		case roster != nil && !slices.Contains(roster, e.Store):
-			fs.State, fs.Problems = Unknown, []string{"not on the roster"}
-		case quiet > l.Silent:
-			fs.State, fs.Problems = Silent, []string{"last seen " + quiet.Round(time.Second).String() + " ago"}
-		case quiet > l.Stale:
-			fs.State, fs.Problems = Stale, []string{"last seen " + quiet.Round(time.Second).String() + " ago"}
-		default:
-			if p := summaryProblems(s, l.MaxAge); len(p) > 0 {
-				fs.State, fs.Problems = Attention, p
-			}
-		}
-		out = append(out, fs)
+		out = append(out, judgeEntry(e, roster == nil || slices.Contains(roster, e.Store), now, l))
 	}
 	for _, r := range roster {
 		if !seen[r] {
-			out = append(out, Store{Store: r, State: Missing, Problems: []string{"never seen"}})
+			out = append(out, missingStore(r))
 		}
 	}
 	slices.SortFunc(out, func(a, b Store) int { return cmp.Compare(a.Store, b.Store) })
 	return out
 }
 
+// missingStore is the line of a store on the roster that was never seen.
+func missingStore(store string) Store {
+	return Store{Store: store, State: Missing, Problems: []string{"never seen"}}
+}
+
+// judgeEntry is one entry's line: onRoster says whether the roster (or
+// the absence of one) admits its store.
+func judgeEntry(e Entry, onRoster bool, now time.Time, l Limits) Store {
+	s, fs := decodeEntry(e)
+	judgeSeen(&fs, s, onRoster, now, l)
+	return fs
+}
+
+// decodeEntry reads an entry's summary: an unverifiable line when it
+// does not read or names another store.
+func decodeEntry(e Entry) (command.Summary, Store) {
+	at := e.LastSeen
+	fs := Store{Store: e.Store, LastSeen: &at, State: OK}
+	var s command.Summary
+	switch err := json.Unmarshal(e.Value, &s); {
+	case err != nil:
+		fs.State, fs.Problems = Unverifiable, []string{"its summary does not read"}
+	case s.StoreID != e.Store:
+		fs.State, fs.Problems = Unverifiable, []string{fmt.Sprintf("its summary names store %q", command.Clip(s.StoreID))}
+	default:
+		fs.Summary = &s
+	}
+	return s, fs
+}
+
+// judgeSeen judges a decoded line by the roster and by when it was last
+// seen (now), then by what its summary reports.
+func judgeSeen(fs *Store, s command.Summary, onRoster bool, now time.Time, l Limits) {
+	quiet := now.Sub(*fs.LastSeen)
+	switch {
+	case fs.State == Unverifiable:
+	case !onRoster:
+		fs.State, fs.Problems = Unknown, []string{"not on the roster"}
+	case quiet > l.Silent:
+		fs.State, fs.Problems = Silent, []string{"last seen " + quiet.Round(time.Second).String() + " ago"}
+	case quiet > l.Stale:
+		fs.State, fs.Problems = Stale, []string{"last seen " + quiet.Round(time.Second).String() + " ago"}
+	default:
+		fs.State, fs.Problems = OK, nil
+		if p := summaryProblems(s, l.MaxAge); len(p) > 0 {
+			fs.State, fs.Problems = Attention, p
+		}
+	}
+}
+
 // summaryProblems is what makes the store need attention, by the rule of
 // status.Status.Problems (quarantined movements, a pending movement older
-// than maxAge, a paused sender).
+// than maxAge, a paused sender), and a held lineage or a data file
+// restored within status.RestoredNotice, which newer agents report.
 func summaryProblems(s command.Summary, maxAge time.Duration) []string {
 	st := status.Status{Connection: status.Connection{State: s.State, Reason: s.Reason}}
 	st.Counts.Quarantined.Total = s.Quarantined
@@ -141,5 +188,12 @@ func summaryProblems(s command.Summary, maxAge time.Duration) []string {
 		st.OldestPendingAt = &at
 		st.OldestPendingAge = *s.OldestPendingAge
 	}
-	return st.Problems(maxAge)
+	out := st.Problems(maxAge)
+	if s.Lineage == status.LineageHeld {
+		out = append(out, "its data file is held: another data file gives the store's sequences and nothing is sent until an operator runs `agent data adopt` or `agent data discard` there")
+	}
+	if s.RestoredAt != nil && s.GeneratedAt.Sub(*s.RestoredAt) < status.RestoredNotice {
+		out = append(out, "its data file was restored from an older copy on "+s.RestoredAt.UTC().Format(time.DateOnly)+": it continues after central's record")
+	}
+	return out
 }

@@ -31,6 +31,10 @@ func TestJudgeFleet(t *testing.T) {
 		{"names another store", Entry{"S1", now, summary("S2", 0)}, nil, Unverifiable},
 		{"unreadable", Entry{"S1", now, []byte("{")}, nil, Unverifiable},
 		{"not on the roster", Entry{"S9", now, summary("S9", 0)}, []string{"S1"}, Unknown},
+		{"lineage held", Entry{"S1", now, func() []byte {
+			b, _ := json.Marshal(command.Summary{StoreID: "S1", State: status.Online, Lineage: status.LineageHeld, GeneratedAt: now})
+			return b
+		}()}, nil, Attention},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"text/template"
@@ -73,6 +74,70 @@ type Roster struct {
 	Stores    []string
 	keys      map[string][]string
 	verifiers map[string][]note.Verifier
+	places    map[string]Place
+}
+
+// Place is where a roster puts a store: its region and its tags, for
+// head office's views to filter by. Neither is a secret or a name of a
+// person: the roster says what a chain calls its groups of stores.
+type Place struct {
+	Region string
+	Tags   []string
+}
+
+// Place is the region and the tags the roster gives store (none for a
+// nil roster).
+func (r *Roster) Place(store string) Place {
+	if r == nil {
+		return Place{}
+	}
+	p := r.places[store]
+	p.Tags = slices.Clone(p.Tags)
+	return p
+}
+
+// Limits of a roster's attributes.
+const (
+	// MaxTags bounds the tags of one store.
+	MaxTags = 16
+)
+
+// attrValue is a region's or a tag's value: what a chain names a group
+// of stores with, in an alphabet that needs no escaping anywhere.
+var attrValue = regexp.MustCompile(`^[A-Za-z0-9._-]{1,32}$`)
+
+// parseAttrs takes the attributes (region=…, tag=…) out of a line's
+// fields into p and returns the other fields, or why the line is
+// refused.
+func parseAttrs(f []string, p *Place) ([]string, string) {
+	rest := f[:0:0]
+	for _, field := range f {
+		name, value, ok := strings.Cut(field, "=")
+		if !ok {
+			rest = append(rest, field)
+			continue
+		}
+		if !attrValue.MatchString(value) {
+			return nil, "an attribute's value is letters, digits, '.', '_' and '-', at most 32"
+		}
+		switch name {
+		case "region":
+			if p.Region != "" && p.Region != value {
+				return nil, "the store is given two regions"
+			}
+			p.Region = value
+		case "tag":
+			if !slices.Contains(p.Tags, value) {
+				p.Tags = append(p.Tags, value)
+			}
+			if len(p.Tags) > MaxTags {
+				return nil, fmt.Sprintf("the store has more than %d tags", MaxTags)
+			}
+		default:
+			return nil, "an attribute is region=NAME or tag=NAME"
+		}
+	}
+	return rest, ""
 }
 
 // MaxRosterLine bounds a roster line (a store id and a verifier key take
@@ -106,13 +171,17 @@ func (r *Roster) Verifiers() note.Verifiers {
 // by one of the store's checkpoint verifier keys ("S0042 <vkey>", the
 // key `agent status` shows as ledger.public_key); several lines of one
 // store, each with a key, give it several keys (a key being rotated).
-// Blank lines and everything after a # are ignored. It refuses invalid,
+// A line may also give the store's region and tags (region=NAME,
+// tag=NAME, anywhere after the id, on any of its lines; see Place):
+// rosters without them read as before, and a roster with them is refused
+// by a version that does not know them. Blank lines and everything after
+// a # are ignored. It refuses invalid,
 // reserved and repeated ids, keys that are not note verifier keys named
 // for their store (ledger.KeyName), a key listed twice, and a line over
 // MaxRosterLine bytes. Its errors name the lines, never their content.
 func ParseRoster(rd io.Reader) (*Roster, error) {
 	var (
-		r    = &Roster{keys: map[string][]string{}, verifiers: map[string][]note.Verifier{}}
+		r    = &Roster{keys: map[string][]string{}, verifiers: map[string][]note.Verifier{}, places: map[string]Place{}}
 		bad  []string
 		seen = map[string]bool{} // store ids on lines with no key
 		n    = 0
@@ -126,6 +195,12 @@ func ParseRoster(rd io.Reader) (*Roster, error) {
 			continue
 		}
 		id := f[0]
+		place := r.places[id]
+		f, why := parseAttrs(f, &place)
+		if why != "" {
+			bad = append(bad, fmt.Sprintf("line %d: %s", n, why))
+			continue
+		}
 		listed := slices.Contains(r.Stores, id)
 		switch {
 		case len(f) > 2:
@@ -161,6 +236,9 @@ func ParseRoster(rd io.Reader) (*Roster, error) {
 		}
 		if !listed {
 			r.Stores = append(r.Stores, id)
+		}
+		if place.Region != "" || len(place.Tags) > 0 {
+			r.places[id] = place
 		}
 	}
 	if err := sc.Err(); errors.Is(err, bufio.ErrTooLong) {
@@ -392,7 +470,10 @@ accounts {
       }
 
       # An operator: sends signed control commands to stores, reads the
-      # fleet view and watches heartbeats. Reads no movements. Every
+      # fleet view and watches heartbeats; hq's console and fleet watch
+      # follow the fleet view with ordered consumers (no durable state).
+      # Reads no movements and not the witness stream (the auditor
+      # does). Every
       # command must also be signed with an operator NKey listed in the
       # store's remote.operator_keys: this grant alone cannot change or
       # read a store.
@@ -400,7 +481,18 @@ accounts {
         user: ops
         password: "CHANGE-ME-ops"
         permissions: {
-          publish: { allow: ["rx.ctl.>", "$JS.API.DIRECT.GET.{{.FleetStream}}", "$JS.API.DIRECT.GET.{{.FleetStream}}.>"] }
+          publish: {
+            allow: [
+              "rx.ctl.>"
+              "$JS.API.DIRECT.GET.{{.FleetStream}}"
+              "$JS.API.DIRECT.GET.{{.FleetStream}}.>"
+              "$JS.API.STREAM.INFO.{{.FleetStream}}"
+              "$JS.API.CONSUMER.CREATE.{{.FleetStream}}.>"
+              "$JS.API.CONSUMER.MSG.NEXT.{{.FleetStream}}.*"
+              "$JS.API.CONSUMER.INFO.{{.FleetStream}}.*"
+              "$JS.API.CONSUMER.DELETE.{{.FleetStream}}.*"
+            ]
+          }
           subscribe: { allow: ["_INBOX_ops.>", "rx.status.>"] }
         }
       }

@@ -125,3 +125,51 @@ func TestParseRosterNamesLinesNotContent(t *testing.T) {
 		t.Errorf("a long second line: %v, want it named", err)
 	}
 }
+
+// TestRosterPlaces reads regions and tags beside ids and keys, on any of
+// a store's lines, and refuses two regions, an unknown attribute and a
+// value outside the alphabet, naming the line only. A roster without
+// attributes reads as before.
+func TestRosterPlaces(t *testing.T) {
+	k1, _ := vkey(t, "S0001")
+	k2a, _ := vkey(t, "S0002")
+	k2b, _ := vkey(t, "S0002")
+	in := fmt.Sprintf("S0001 %s region=north tag=24h\nS0002 region=south %s\nS0002 %s tag=drive-thru tag=24h\nS0003\n", k1, k2a, k2b)
+	r, err := provision.ParseRoster(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for store, want := range map[string]provision.Place{
+		"S0001": {Region: "north", Tags: []string{"24h"}},
+		"S0002": {Region: "south", Tags: []string{"drive-thru", "24h"}},
+		"S0003": {},
+	} {
+		if got := r.Place(store); !reflect.DeepEqual(got, want) {
+			t.Errorf("Place(%s) = %+v, want %+v", store, got, want)
+		}
+	}
+	if len(r.Keys("S0002")) != 2 || !reflect.DeepEqual(r.Stores, []string{"S0001", "S0002", "S0003"}) {
+		t.Errorf("keys %v, stores %v: the attributes changed what the roster says of keys", r.Keys("S0002"), r.Stores)
+	}
+	for name, in := range map[string]string{
+		"two regions":       "S0001 region=a\nS0002 region=b region=c\n",
+		"unknown attribute": "S0001 owner=x\n",
+		"markup in a value": "S0001 tag=<b>\n",
+		"empty value":       "S0001 region=\n",
+		"too many tags":     "S0001" + manyTags(provision.MaxTags+1) + "\n",
+	} {
+		_, err := provision.ParseRoster(strings.NewReader(in))
+		if err == nil || !strings.Contains(err.Error(), "line ") || strings.Contains(err.Error(), "<b>") {
+			t.Errorf("%s: error %v, want a refusal naming the line and not the value", name, err)
+		}
+	}
+}
+
+// manyTags is n distinct tag attributes.
+func manyTags(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, " tag=t%d", i)
+	}
+	return b.String()
+}

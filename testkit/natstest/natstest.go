@@ -179,3 +179,17 @@ func JetStream(tb testing.TB, nc *nats.Conn) jetstream.JetStream {
 	}
 	return js
 }
+
+// RestartWith stops the server, changes its options, and starts it
+// again on the same port and store: central reconfigured, e.g. its
+// payload limit raised (WithMaxPayload).
+func (s *Server) RestartWith(tb testing.TB, opts ...Option) {
+	tb.Helper()
+	s.Stop()
+	s.mu.Lock()
+	for _, f := range opts {
+		f(&s.opts)
+	}
+	s.mu.Unlock()
+	s.Start(tb)
+}
