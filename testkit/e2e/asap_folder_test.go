@@ -29,19 +29,6 @@ func asapDispenses(ctl, rx string, n int) []byte {
 	return b.Bytes()
 }
 
-// dropFile writes a file into the folder under a short temporary name and
-// renames it in, as a pharmacy system should.
-func dropFile(t *testing.T, dir, name string, b []byte) {
-	t.Helper()
-	tmp := filepath.Join(dir, "drop.tmp")
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestASAPFolderNeverStalls runs the built agent with a drop folder that
 // holds what used to stall it: a FIFO and a symbolic link to one, a valid
 // file whose name is at the file system's limit dropped twice (the second

@@ -379,3 +379,16 @@ func grepLines(b []byte, s string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// dropFile writes a file into the folder under a short temporary name and
+// renames it in, as a pharmacy system should.
+func dropFile(t *testing.T, dir, name string, b []byte) {
+	t.Helper()
+	tmp := filepath.Join(dir, "drop.tmp")
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		t.Fatal(err)
+	}
+}
