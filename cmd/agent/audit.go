@@ -11,11 +11,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rxedge/agent/dlq"
+	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/remote"
 )
 
-func newAuditCmd(s *streams) *cobra.Command {
+func newAuditCmd(s *cli.Streams) *cobra.Command {
 	var (
 		loc          location
 		since, until string
@@ -34,7 +35,7 @@ default (retention.journal).
 Remote operators appear as remote:<name> (<key>) when the configuration
 names them (remote.operators). The table abbreviates keys; --json prints
 them in full.`,
-		Args: usageArgs(cobra.NoArgs),
+		Args: cli.UsageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var f dlq.AuditFilter
 			now := time.Now()
@@ -64,9 +65,9 @@ them in full.`,
 				res.Events = nameActors(res.Events, names, actor)
 			}
 			if asJSON {
-				return printJSON(s.out, res)
+				return cli.PrintJSON(s.Out, res)
 			}
-			renderAudit(s.out, res.Events)
+			renderAudit(s.Out, res.Events)
 			return nil
 		},
 	}

@@ -10,12 +10,13 @@ import (
 	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/headoffice/fleet"
 	"github.com/rxedge/agent/headoffice/reconcile"
+	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/internal/progress"
 )
 
 // newCentralCmd is the group of head office's commands on central as a
 // whole; each subcommand is one entry of centralCommands.
-func newCentralCmd(s *streams) *cobra.Command {
+func newCentralCmd(s *cli.Streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "central",
 		Short: "Head office's commands on central as a whole (reconcile, migrate, durability, sink, report, verify, prove, witness)",
@@ -34,11 +35,11 @@ func newCentralCmd(s *streams) *cobra.Command {
 	for _, sub := range centralCommands {
 		cmd.AddCommand(sub(s))
 	}
-	return group(cmd)
+	return cli.Group(cmd)
 }
 
 // centralCommands are the subcommands of agent central.
-var centralCommands = []func(*streams) *cobra.Command{
+var centralCommands = []func(*cli.Streams) *cobra.Command{
 	newCentralReconcileCmd,
 	newCentralMigrateCmd,
 	newCentralDurabilityCmd,
@@ -112,13 +113,13 @@ type reconcileFlags struct {
 	o      reconcile.Options
 }
 
-func newCentralReconcileCmd(s *streams) *cobra.Command {
+func newCentralReconcileCmd(s *cli.Streams) *cobra.Command {
 	var f reconcileFlags
 	cmd := &cobra.Command{
 		Use:   "reconcile [--store ID]... [--since T] [--json|--csv] [--no-ask] --nkey OPERATOR_SEED_FILE --server URL [auth flags]",
 		Short: "Check central's archive against what every store acknowledged (exit 3 when something is unexplained)",
 		Long:  centralReconcileLong,
-		Args:  usageArgs(cobra.NoArgs),
+		Args:  cli.UsageArgs(cobra.NoArgs),
 		RunE:  func(cmd *cobra.Command, _ []string) error { return f.run(cmd.Context(), s) },
 	}
 	fs := cmd.Flags()
@@ -143,11 +144,11 @@ func newCentralReconcileCmd(s *streams) *cobra.Command {
 func (f *reconcileFlags) check() error {
 	switch {
 	case f.remote.asJSON && f.asCSV:
-		return usageError("give --json or --csv, not both")
+		return cli.UsageError("give --json or --csv, not both")
 	case f.remote.nkey == "" && !f.noAsk:
-		return usageError("central reconcile: --nkey OPERATOR_SEED_FILE is required to ask the stores (or --no-ask to read only)")
+		return cli.UsageError("central reconcile: --nkey OPERATOR_SEED_FILE is required to ask the stores (or --no-ask to read only)")
 	case f.parts < 0 || f.parts > central.MaxPartitions:
-		return usageError("--partitions must be between 1 and %d (0: list the streams)", central.MaxPartitions)
+		return cli.UsageError("--partitions must be between 1 and %d (0: list the streams)", central.MaxPartitions)
 	}
 	for _, st := range f.stores {
 		if err := storeFlag(st); err != nil {
@@ -157,7 +158,7 @@ func (f *reconcileFlags) check() error {
 	if f.since != "" {
 		t, err := dlq.ParseTime(f.since, time.Now())
 		if err != nil {
-			return usageError("--since: %v", err)
+			return cli.UsageError("--since: %v", err)
 		}
 		f.o.Since = t
 	}
@@ -168,7 +169,7 @@ func (f *reconcileFlags) check() error {
 	return nil
 }
 
-func (f *reconcileFlags) run(ctx context.Context, s *streams) error {
+func (f *reconcileFlags) run(ctx context.Context, s *cli.Streams) error {
 	if err := f.check(); err != nil {
 		return err
 	}
@@ -182,7 +183,7 @@ func (f *reconcileFlags) run(ctx context.Context, s *streams) error {
 	if !f.noAsk {
 		o.Asker = c
 	}
-	bars := progress.NewPhases(s.err, "records")
+	bars := progress.NewPhases(s.Err, "records")
 	o.Progress = bars.Update
 	rep, err := reconcile.Run(ctx, o)
 	bars.Done()
@@ -191,17 +192,17 @@ func (f *reconcileFlags) run(ctx context.Context, s *streams) error {
 	}
 	switch {
 	case f.remote.asJSON:
-		err = printJSON(s.out, rep)
+		err = cli.PrintJSON(s.Out, rep)
 	case f.asCSV:
-		err = reconcile.WriteCSV(s.out, rep)
+		err = reconcile.WriteCSV(s.Out, rep)
 	default:
-		err = reconcile.WriteTable(s.out, rep)
+		err = reconcile.WriteTable(s.Out, rep)
 	}
 	if err != nil {
 		return err
 	}
 	if !rep.OK() {
-		return &exitErr{code: exitAttention}
+		return &cli.Error{Code: cli.ExitAttention}
 	}
 	return nil
 }

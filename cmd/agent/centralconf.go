@@ -9,9 +9,10 @@ import (
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/headoffice/provision"
+	"github.com/rxedge/agent/internal/cli"
 )
 
-func newCentralConfigCmd(s *streams) *cobra.Command {
+func newCentralConfigCmd(s *cli.Streams) *cobra.Command {
 	var (
 		roster, out string
 		partitions  int
@@ -33,13 +34,13 @@ gives its id; the store's account maps the subjects its agent uses, which
 do not change, onto its partition's. Provision the same number
 (agent provision --partitions N). Changing N later moves stores to other
 partitions, whose movement streams do not hold their earlier keys.`,
-		Args: noArgs,
+		Args: cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if partitions < 1 || partitions > central.MaxPartitions {
-				return usageError("--partitions must be between 1 and %d", central.MaxPartitions)
+				return cli.UsageError("--partitions must be between 1 and %d", central.MaxPartitions)
 			}
 			if roster == "" {
-				return usageError("central-config: --roster FILE is required")
+				return cli.UsageError("central-config: --roster FILE is required")
 			}
 			stores, err := provision.ReadRosterFile(roster)
 			if err != nil {
@@ -50,13 +51,13 @@ partitions, whose movement streams do not hold their earlier keys.`,
 				return err
 			}
 			if out == "" || out == "-" {
-				_, err := s.out.Write(b.Bytes())
+				_, err := s.Out.Write(b.Bytes())
 				return err
 			}
 			if err := os.WriteFile(out, b.Bytes(), 0o600); err != nil {
 				return err
 			}
-			fmt.Fprintf(s.err, "wrote %s: %d store account(s)\n", out, len(stores))
+			fmt.Fprintf(s.Err, "wrote %s: %d store account(s)\n", out, len(stores))
 			return nil
 		},
 	}

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rxedge/agent/internal/cli"
 )
 
 func TestCentralConfig(t *testing.T) {
@@ -27,11 +29,11 @@ func TestCentralConfig(t *testing.T) {
 				`{ service: "rx.mvp.0.S0002.>", accounts: [S0002] }`,
 				`"$JS.API.STREAM.UPDATE.RX_ARCHIVE_3"`,
 			}},
-		{name: "no partitions", args: []string{"--roster", roster, "--partitions", "0"}, code: exitUsage},
-		{name: "too many partitions", args: []string{"--roster", roster, "--partitions", "65"}, code: exitUsage},
+		{name: "no partitions", args: []string{"--roster", roster, "--partitions", "0"}, code: cli.ExitUsage},
+		{name: "too many partitions", args: []string{"--roster", roster, "--partitions", "65"}, code: cli.ExitUsage},
 	}
 	for _, tc := range tests {
-		stdout, stderr, code := cli(t, append([]string{"central-config"}, tc.args...)...)
+		stdout, stderr, code := runCLI(t, append([]string{"central-config"}, tc.args...)...)
 		if code != tc.code {
 			t.Errorf("%s: exit %d, want %d\nstderr: %s", tc.name, code, tc.code, stderr)
 		}

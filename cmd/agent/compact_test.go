@@ -113,7 +113,7 @@ func TestCompactCLIRefusesWhileTheAgentRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, errs, code := cli(t, "compact", "--data-dir", dir, "--force")
+	_, errs, code := runCLI(t, "compact", "--data-dir", dir, "--force")
 	q.Close()
 	if code != 1 || !strings.Contains(errs, "the agent is running") || !strings.Contains(errs, "stop the service first") {
 		t.Errorf("compact of a locked file: exit %d, stderr %q", code, errs)
@@ -121,7 +121,7 @@ func TestCompactCLIRefusesWhileTheAgentRuns(t *testing.T) {
 
 	// The agent runs and answers on its socket.
 	runDaemon(t, localOptions(t, dir), nil)
-	_, errs, code = cli(t, "compact", "--data-dir", dir, "--force")
+	_, errs, code = runCLI(t, "compact", "--data-dir", dir, "--force")
 	if code != 1 || !strings.Contains(errs, "stop the service first") {
 		t.Errorf("compact while the agent runs: exit %d, stderr %q", code, errs)
 	}

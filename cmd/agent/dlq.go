@@ -20,11 +20,12 @@ import (
 
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/dlq"
+	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/internal/disk"
 	"github.com/rxedge/agent/internal/progress"
 )
 
-func newDLQCmd(s *streams) *cobra.Command {
+func newDLQCmd(s *cli.Streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dlq",
 		Short: "Inspect and act on quarantined movements",
@@ -43,7 +44,7 @@ data file directly when the agent is stopped. Redrive, export and purge are
 recorded in the audit journal with your user name (see ` + "`agent audit`" + `).`,
 	}
 	cmd.AddCommand(newDLQListCmd(s), newDLQShowCmd(s), newDLQRedriveCmd(s), newDLQExportCmd(s), newDLQPurgeCmd(s))
-	return group(cmd)
+	return cli.Group(cmd)
 }
 
 // filterFlags select quarantined movements by reason and time.
@@ -70,7 +71,7 @@ func (f *filterFlags) filter(now time.Time) (dlq.Filter, error) {
 		return out, err
 	}
 	if f.limit < 0 {
-		return out, usageError("--limit must not be negative")
+		return out, cli.UsageError("--limit must not be negative")
 	}
 	return out, nil
 }
@@ -82,7 +83,7 @@ func timeFlag(name, v string, now time.Time) (time.Time, error) {
 	}
 	t, err := dlq.ParseTime(v, now)
 	if err != nil {
-		return t, usageError("--%s: %v", name, err)
+		return t, cli.UsageError("--%s: %v", name, err)
 	}
 	return t, nil
 }
@@ -101,18 +102,12 @@ func dial(ctx context.Context, loc *location, mode openMode) (*agentConn, error)
 func apiError(err error) error {
 	var ae *control.APIError
 	if errors.As(err, &ae) && ae.Code == http.StatusBadRequest {
-		return &exitErr{code: exitUsage, msg: ae.Body.Error}
+		return &cli.Error{Code: cli.ExitUsage, Msg: ae.Body.Error}
 	}
 	return err
 }
 
-func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
-func newDLQListCmd(s *streams) *cobra.Command {
+func newDLQListCmd(s *cli.Streams) *cobra.Command {
 	var (
 		loc     location
 		ff      filterFlags
@@ -122,7 +117,7 @@ func newDLQListCmd(s *streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List quarantined movements, oldest first (no payloads); --summary counts them by reason and class",
-		Args:  usageArgs(cobra.NoArgs),
+		Args:  cli.UsageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			now := time.Now()
 			f, err := ff.filter(now)
@@ -130,7 +125,7 @@ func newDLQListCmd(s *streams) *cobra.Command {
 				return err
 			}
 			if summary && f.Limit != 0 {
-				return usageError("list: --summary counts every match: leave out --limit")
+				return cli.UsageError("list: --summary counts every match: leave out --limit")
 			}
 			conn, err := dial(cmd.Context(), &loc, readOnly)
 			if err != nil {
@@ -143,9 +138,9 @@ func newDLQListCmd(s *streams) *cobra.Command {
 					return apiError(err)
 				}
 				if asJSON {
-					return printJSON(s.out, sum)
+					return cli.PrintJSON(s.Out, sum)
 				}
-				renderSummary(s.out, sum)
+				renderSummary(s.Out, sum)
 				return nil
 			}
 			res, err := conn.DLQList(cmd.Context(), f)
@@ -153,9 +148,9 @@ func newDLQListCmd(s *streams) *cobra.Command {
 				return apiError(err)
 			}
 			if asJSON {
-				return printJSON(s.out, res)
+				return cli.PrintJSON(s.Out, res)
 			}
-			renderList(s.out, *res, now)
+			renderList(s.Out, *res, now)
 			return nil
 		},
 	}
@@ -220,7 +215,7 @@ func age(d time.Duration) string {
 	return fmt.Sprintf("%dd%02dh", int(d.Hours())/24, int(d.Hours())%24)
 }
 
-func newDLQShowCmd(s *streams) *cobra.Command {
+func newDLQShowCmd(s *cli.Streams) *cobra.Command {
 	var (
 		loc         location
 		withPayload bool
@@ -239,7 +234,7 @@ characters, matching no other quarantined movement), or by its movement_id.
 The movement itself (its payload, which may hold prescription references) is
 shown only with --payload, and each such viewing is recorded in the audit
 journal with your user name.`,
-		Args: usageArgs(cobra.ExactArgs(1)),
+		Args: cli.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// Showing a payload is journalled: the file must be writable.
 			mode := readOnly
@@ -256,9 +251,9 @@ journal with your user name.`,
 				return apiError(err)
 			}
 			if asJSON {
-				return printJSON(s.out, d)
+				return cli.PrintJSON(s.Out, d)
 			}
-			renderDetail(s.out, d, withPayload, time.Now())
+			renderDetail(s.Out, d, withPayload, time.Now())
 			return nil
 		},
 	}
@@ -329,7 +324,7 @@ func or(s, def string) string {
 	return s
 }
 
-func newDLQRedriveCmd(s *streams) *cobra.Command {
+func newDLQRedriveCmd(s *cli.Streams) *cobra.Command {
 	var (
 		loc        location
 		sel        dlq.Selection
@@ -356,7 +351,7 @@ quarantined (the others are redriven).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			sel.Keys = args
 			if reasonText == "" && !dryRun {
-				return usageError("redrive: --reason-text WHY is required (it is recorded in the audit journal)")
+				return cli.UsageError("redrive: --reason-text WHY is required (it is recorded in the audit journal)")
 			}
 			mode := readWrite
 			if dryRun {
@@ -373,18 +368,18 @@ quarantined (the others are redriven).`,
 				return err
 			}
 			if asJSON {
-				if err := printJSON(s.out, res); err != nil {
+				if err := cli.PrintJSON(s.Out, res); err != nil {
 					return err
 				}
 			} else {
-				renderRedrive(s.out, res, spread)
+				renderRedrive(s.Out, res, spread)
 			}
 			if n := len(res.NotFound); n > 0 {
 				verb := "redriven"
 				if dryRun {
 					verb = "would be redriven"
 				}
-				return &exitErr{code: exitError, msg: notQuarantined(n, len(res.Redriven), verb)}
+				return &cli.Error{Code: cli.ExitError, Msg: notQuarantined(n, len(res.Redriven), verb)}
 			}
 			return nil
 		},
@@ -402,14 +397,14 @@ quarantined (the others are redriven).`,
 }
 
 // redrive runs a redrive, drawing a bar of its progress on a terminal.
-func redrive(ctx context.Context, c *control.Client, rq dlq.RedriveRequest, quiet bool, s *streams) (*dlq.RedriveResult, error) {
+func redrive(ctx context.Context, c *control.Client, rq dlq.RedriveRequest, quiet bool, s *cli.Streams) (*dlq.RedriveResult, error) {
 	var bar *progress.Bar // nil until the first progress line, and off a terminal
 	defer func() { bar.Done() }()
 	if !quiet {
 		prev := 0
 		rq.Progress = func(done, total int) {
 			if bar == nil {
-				bar = progress.New(s.err, "redrive", "movements", total)
+				bar = progress.New(s.Err, "redrive", "movements", total)
 			}
 			bar.Add(done - prev)
 			prev = done
@@ -470,7 +465,7 @@ func renderMissing(w io.Writer, missing []dlq.Missing, purged string) {
 	}
 }
 
-func newDLQExportCmd(s *streams) *cobra.Command {
+func newDLQExportCmd(s *cli.Streams) *cobra.Command {
 	var (
 		loc        location
 		ff         filterFlags
@@ -487,13 +482,13 @@ administrators can read it (-o creates it readable by its owner only).
 
 The export is recorded in the audit journal, with its keys, before anything
 is written.`,
-		Args: usageArgs(cobra.NoArgs),
+		Args: cli.UsageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f, err := ff.filter(time.Now())
 			if err != nil {
 				return err
 			}
-			dest, w := "stdout", s.out
+			dest, w := "stdout", s.Out
 			var file *os.File
 			if out != "" && out != "-" {
 				abs, err := filepath.Abs(out)
@@ -505,7 +500,7 @@ is written.`,
 				// fails before the export is journalled.
 				file, err = os.OpenFile(abs, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 				if errors.Is(err, os.ErrExist) {
-					return usageError("export: %s exists: choose another file name", out)
+					return cli.UsageError("export: %s exists: choose another file name", out)
 				}
 				if err != nil {
 					return fmt.Errorf("export: %w", err)
@@ -533,9 +528,9 @@ is written.`,
 			}
 			msg := fmt.Sprintf("exported %d movement(s)", n)
 			if file != nil {
-				fmt.Fprintf(s.out, "%s to %s\n", msg, dest)
+				fmt.Fprintf(s.Out, "%s to %s\n", msg, dest)
 			} else {
-				fmt.Fprintln(s.err, msg)
+				fmt.Fprintln(s.Err, msg)
 			}
 			return nil
 		},
@@ -548,7 +543,7 @@ is written.`,
 	return cmd
 }
 
-func exportTo(ctx context.Context, loc *location, f dlq.Filter, reasonText, dest string, w io.Writer, showBar bool, s *streams) (int, error) {
+func exportTo(ctx context.Context, loc *location, f dlq.Filter, reasonText, dest string, w io.Writer, showBar bool, s *cli.Streams) (int, error) {
 	conn, err := dial(ctx, loc, readWrite)
 	if err != nil {
 		return 0, err
@@ -561,7 +556,7 @@ func exportTo(ctx context.Context, loc *location, f dlq.Filter, reasonText, dest
 	defer ex.Close()
 	var bar *progress.Bar
 	if showBar {
-		bar = progress.New(s.err, "export", "movements", ex.Count)
+		bar = progress.New(s.Err, "export", "movements", ex.Count)
 	}
 	cw := &lineCounter{w: w, bar: bar}
 	_, err = io.Copy(cw, ex)
@@ -591,7 +586,7 @@ func (c *lineCounter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-func newDLQPurgeCmd(s *streams) *cobra.Command {
+func newDLQPurgeCmd(s *cli.Streams) *cobra.Command {
 	var (
 		loc        location
 		sel        dlq.Selection
@@ -615,13 +610,13 @@ quarantined (the others are purged).`,
 			sel.Keys = args
 			switch {
 			case len(args) == 0 && !sel.All && sel.Reason == "" && sel.Oldest == 0:
-				return usageError("purge: give the keys of the movements to purge, or --all, --reason KIND or --oldest N (see `agent dlq list`)")
+				return cli.UsageError("purge: give the keys of the movements to purge, or --all, --reason KIND or --oldest N (see `agent dlq list`)")
 			case reasonText == "":
-				return usageError("purge: --reason-text WHY is required (it is recorded in the audit journal)")
+				return cli.UsageError("purge: --reason-text WHY is required (it is recorded in the audit journal)")
 			case !yes && len(args) > 0:
-				return usageError("purge: removes %d movement(s) for good (they are exported to the data directory first): add --yes to confirm", len(args))
+				return cli.UsageError("purge: removes %d movement(s) for good (they are exported to the data directory first): add --yes to confirm", len(args))
 			case !yes:
-				return usageError("purge: removes the selected movements for good (they are exported to the data directory first): see them with `agent dlq list`, then add --yes to confirm")
+				return cli.UsageError("purge: removes the selected movements for good (they are exported to the data directory first): see them with `agent dlq list`, then add --yes to confirm")
 			}
 			conn, err := dial(cmd.Context(), &loc, readWrite)
 			if err != nil {
@@ -633,18 +628,18 @@ quarantined (the others are purged).`,
 				return apiError(err)
 			}
 			if asJSON {
-				if err := printJSON(s.out, res); err != nil {
+				if err := cli.PrintJSON(s.Out, res); err != nil {
 					return err
 				}
 			} else {
 				if res.ExportFile != "" {
-					fmt.Fprintf(s.out, "exported %d movement(s) to %s\n", len(res.Purged), res.ExportFile)
+					fmt.Fprintf(s.Out, "exported %d movement(s) to %s\n", len(res.Purged), res.ExportFile)
 				}
-				fmt.Fprintf(s.out, "purged %d movement(s)\n", len(res.Purged))
-				renderMissing(s.out, res.NotFound, "already purged")
+				fmt.Fprintf(s.Out, "purged %d movement(s)\n", len(res.Purged))
+				renderMissing(s.Out, res.NotFound, "already purged")
 			}
 			if n := len(res.NotFound); n > 0 {
-				return &exitErr{code: exitError, msg: notQuarantined(n, len(res.Purged), "purged")}
+				return &cli.Error{Code: cli.ExitError, Msg: notQuarantined(n, len(res.Purged), "purged")}
 			}
 			return nil
 		},

@@ -76,7 +76,7 @@ func quarantinedDataDir(t *testing.T, mvs ...mv) (string, []string) {
 }
 
 // cli runs the agent command line and returns its output and exit code.
-func cli(t *testing.T, args ...string) (stdout, stderr string, code int) {
+func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	err := run(context.Background(), args, strings.NewReader(""), &out, &errb)
@@ -86,7 +86,7 @@ func cli(t *testing.T, args ...string) (stdout, stderr string, code int) {
 
 func mustCLI(t *testing.T, args ...string) string {
 	t.Helper()
-	out, errs, code := cli(t, args...)
+	out, errs, code := runCLI(t, args...)
 	if code != 0 {
 		t.Fatalf("agent %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, out, errs)
 	}
@@ -172,7 +172,7 @@ func TestDLQListAndShow(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, errs, code := cli(t, append(tt.args, "--data-dir", dir)...)
+			_, errs, code := runCLI(t, append(tt.args, "--data-dir", dir)...)
 			if code != tt.code || !strings.Contains(errs, tt.msg) {
 				t.Fatalf("exit %d, stderr %q; want %d containing %q", code, errs, tt.code, tt.msg)
 			}
@@ -238,7 +238,7 @@ func TestDLQRedriveSelectionsAndRefusals(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, errs, code := cli(t, append([]string{"dlq", "redrive", "--data-dir", dir}, tt.args...)...)
+			_, errs, code := runCLI(t, append([]string{"dlq", "redrive", "--data-dir", dir}, tt.args...)...)
 			if code != tt.code || !strings.Contains(errs, tt.msg) {
 				t.Fatalf("exit %d, stderr %q; want %d containing %q", code, errs, tt.code, tt.msg)
 			}
@@ -258,7 +258,7 @@ func TestDLQRedriveSelectionsAndRefusals(t *testing.T) {
 
 	// Keys: the quarantined one is redriven, the unknown one reported, exit 1.
 	unknown := strings.Repeat("f", 32)
-	out, errs, code := cli(t, "dlq", "redrive", keys[0], unknown, "--reason-text", "fixed", "--data-dir", dir)
+	out, errs, code := runCLI(t, "dlq", "redrive", keys[0], unknown, "--reason-text", "fixed", "--data-dir", dir)
 	if code != 1 || !strings.Contains(out, "redriven 1 movement(s), due now") || !strings.Contains(out, "not found: "+unknown) ||
 		!strings.Contains(errs, "1 key(s) were not quarantined (see above); the other 1 redriven") {
 		t.Errorf("exit %d\nstdout: %s\nstderr: %s", code, out, errs)
@@ -282,7 +282,7 @@ func TestDLQPurgeRefusesThenExportsFirstAndTheKeyNeverComesBack(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, errs, code := cli(t, append([]string{"dlq", "purge", "--data-dir", dir}, tt.args...)...)
+			_, errs, code := runCLI(t, append([]string{"dlq", "purge", "--data-dir", dir}, tt.args...)...)
 			if code != 2 || !strings.Contains(errs, tt.msg) {
 				t.Fatalf("exit %d, stderr %q; want 2 containing %q", code, errs, tt.msg)
 			}
@@ -313,7 +313,7 @@ func TestDLQPurgeRefusesThenExportsFirstAndTheKeyNeverComesBack(t *testing.T) {
 	}
 
 	// The key cannot come back by redrive.
-	out, errs, code := cli(t, "dlq", "redrive", keys[0], "--reason-text", "undo", "--data-dir", dir)
+	out, errs, code := runCLI(t, "dlq", "redrive", keys[0], "--reason-text", "undo", "--data-dir", dir)
 	if code != 1 || !strings.Contains(out, "redriven 0 movement(s)") || !strings.Contains(out, "purged: it can never be redriven") {
 		t.Errorf("redrive of a purged key: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
 	}
@@ -363,11 +363,11 @@ func TestDLQExport(t *testing.T) {
 	if fi, _ := os.Stat(file); runtime.GOOS != "windows" && fi.Mode().Perm() != 0o600 {
 		t.Errorf("export file mode %v", fi.Mode().Perm())
 	}
-	if _, errs, code := cli(t, "dlq", "export", "-o", file, "--data-dir", dir); code != 2 || !strings.Contains(errs, "exists") {
+	if _, errs, code := runCLI(t, "dlq", "export", "-o", file, "--data-dir", dir); code != 2 || !strings.Contains(errs, "exists") {
 		t.Errorf("export over an existing file: exit %d, %s", code, errs)
 	}
 
-	stdout, stderr, code := cli(t, "dlq", "export", "--reason", "exhausted", "--data-dir", dir)
+	stdout, stderr, code := runCLI(t, "dlq", "export", "--reason", "exhausted", "--data-dir", dir)
 	if code != 0 || strings.Count(stdout, "\n") != 1 || !strings.Contains(stdout, keys[1]) || !strings.Contains(stderr, "exported 1 movement(s)") {
 		t.Errorf("export to stdout: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}
@@ -401,7 +401,7 @@ func TestAuditCLI(t *testing.T) {
 	if out := mustCLI(t, "audit", "--data-dir", dir, "--since", "2000-01-01", "--until", "2000-01-02"); !strings.Contains(out, "no audit events") {
 		t.Errorf("audit of an empty window:\n%s", out)
 	}
-	if _, errs, code := cli(t, "audit", "--data-dir", dir, "--since", "last week"); code != 2 || !strings.Contains(errs, "--since") {
+	if _, errs, code := runCLI(t, "audit", "--data-dir", dir, "--since", "last week"); code != 2 || !strings.Contains(errs, "--since") {
 		t.Errorf("audit --since 'last week': exit %d, %s", code, errs)
 	}
 
@@ -415,7 +415,7 @@ func TestAuditCLI(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Events) != 1 || res.Events[0].Action != "redrive" {
 		t.Errorf("audit --actor: %v\n%s", err, out)
 	}
-	if _, errs, code := cli(t, "audit", "--data-dir", dir, "--key", "POS-1"); code != 2 || !strings.Contains(errs, "--key") {
+	if _, errs, code := runCLI(t, "audit", "--data-dir", dir, "--key", "POS-1"); code != 2 || !strings.Contains(errs, "--key") {
 		t.Errorf("audit --key POS-1: exit %d, %s", code, errs)
 	}
 }
@@ -427,10 +427,10 @@ func TestDLQPurgeBySelection(t *testing.T) {
 		mv{id: "B", reason: "exhausted:timeout"},
 		mv{id: "C", reason: "exhausted:timeout"},
 	)
-	if _, errs, code := cli(t, "dlq", "purge", "--reason", "exhausted", "--reason-text", "x", "--data-dir", dir); code != 2 || !strings.Contains(errs, "--yes") {
+	if _, errs, code := runCLI(t, "dlq", "purge", "--reason", "exhausted", "--reason-text", "x", "--data-dir", dir); code != 2 || !strings.Contains(errs, "--yes") {
 		t.Fatalf("purge --reason without --yes: exit %d %s", code, errs)
 	}
-	if _, errs, code := cli(t, "dlq", "purge", keys[0], "--all", "--reason-text", "x", "--yes", "--data-dir", dir); code != 2 || !strings.Contains(errs, "ambiguous") {
+	if _, errs, code := runCLI(t, "dlq", "purge", keys[0], "--all", "--reason-text", "x", "--yes", "--data-dir", dir); code != 2 || !strings.Contains(errs, "ambiguous") {
 		t.Fatalf("purge KEY --all: exit %d %s", code, errs)
 	}
 	var res dlq.PurgeResult
@@ -472,7 +472,7 @@ func TestCLIKeepsPatientDataInThePayload(t *testing.T) {
 		{"audit", "--json"},
 	}
 	for _, args := range runs {
-		stdout, stderr, _ := cli(t, append(args, "--data-dir", dir)...)
+		stdout, stderr, _ := runCLI(t, append(args, "--data-dir", dir)...)
 		outputs = append(outputs, strings.Join(args, " ")+": "+stdout+stderr)
 	}
 	for _, o := range outputs {
@@ -495,14 +495,14 @@ func TestDLQOnAFileLockedByAnotherProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	_, errs, code := cli(t, "dlq", "list", "--data-dir", dir)
+	_, errs, code := runCLI(t, "dlq", "list", "--data-dir", dir)
 	if code != 1 || !strings.Contains(errs, "locked by another process") {
 		t.Errorf("exit %d, stderr %q; want 1 and a locked-file message", code, errs)
 	}
 }
 
 func TestDLQWithoutADataFile(t *testing.T) {
-	_, errs, code := cli(t, "dlq", "list", "--data-dir", t.TempDir())
+	_, errs, code := runCLI(t, "dlq", "list", "--data-dir", t.TempDir())
 	if code != 1 || !strings.Contains(errs, "no agent data file") {
 		t.Errorf("exit %d, stderr %q", code, errs)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/rxedge/agent/headoffice/durability"
 	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/installer"
+	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/status"
 )
@@ -37,7 +38,7 @@ design and store nothing. Run it as an administrator (it reads the config).
 Exit status 0 when the store is ready, 3 when any check fails (a warning
 or a skipped check does not).`
 
-func newDoctorCmd(s *streams) *cobra.Command {
+func newDoctorCmd(s *cli.Streams) *cobra.Command {
 	var (
 		dev       bool
 		devHub    string
@@ -58,7 +59,7 @@ func newDoctorCmd(s *streams) *cobra.Command {
 		Example: `  sudo rxedge-agent doctor
   sudo rxedge-agent doctor --json --admin-user admin --admin-password-file /root/admin.pw
   sudo rxedge-agent doctor --system-user sys --system-password-file /root/sys.pw`,
-		Args: noArgs,
+		Args: cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, path, err := loc.loadConfig()
 			if dev {
@@ -78,7 +79,7 @@ func newDoctorCmd(s *streams) *cobra.Command {
 			if adminUser != "" {
 				pw, err := os.ReadFile(adminPass)
 				if err != nil {
-					return usageError("--admin-user needs --admin-password-file: %v", err)
+					return cli.UsageError("--admin-user needs --admin-password-file: %v", err)
 				}
 				o.Admin = &doctor.Admin{User: adminUser, Password: strings.TrimRight(string(pw), "\r\n")}
 			}
@@ -87,7 +88,7 @@ func newDoctorCmd(s *streams) *cobra.Command {
 				if sysUser != "" {
 					pw, err := os.ReadFile(sysPass)
 					if err != nil {
-						return usageError("--system-user needs --system-password-file: %v", err)
+						return cli.UsageError("--system-user needs --system-password-file: %v", err)
 					}
 					a.SystemPassword = strings.TrimRight(string(pw), "\r\n")
 				}
@@ -124,9 +125,9 @@ func newDoctorCmd(s *streams) *cobra.Command {
 }
 
 // printDoctor writes the report and returns exit status 3 unless ready.
-func printDoctor(s *streams, r doctor.Report, asJSON bool) error {
+func printDoctor(s *cli.Streams, r doctor.Report, asJSON bool) error {
 	if asJSON {
-		if err := printJSON(s.out, r); err != nil {
+		if err := cli.PrintJSON(s.Out, r); err != nil {
 			return err
 		}
 	} else {
@@ -141,19 +142,19 @@ func printDoctor(s *streams, r doctor.Report, asJSON bool) error {
 			default:
 				mark = "FAIL"
 			}
-			fmt.Fprintf(s.out, "%s %-33s %s\n", mark, ch.Name, ch.Detail)
+			fmt.Fprintf(s.Out, "%s %-33s %s\n", mark, ch.Name, ch.Detail)
 			if !ch.OK && ch.Fix != "" {
-				fmt.Fprintf(s.out, "     %-33s fix: %s\n", "", ch.Fix)
+				fmt.Fprintf(s.Out, "     %-33s fix: %s\n", "", ch.Fix)
 			}
 		}
 		if r.Ready {
-			fmt.Fprintln(s.out, "ready")
+			fmt.Fprintln(s.Out, "ready")
 		} else {
-			fmt.Fprintln(s.out, "not ready")
+			fmt.Fprintln(s.Out, "not ready")
 		}
 	}
 	if !r.Ready {
-		return &exitErr{code: exitAttention}
+		return &cli.Error{Code: cli.ExitAttention}
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/rxedge/agent/headoffice/provision"
 	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/installer"
+	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/testkit/natstest"
@@ -114,7 +115,7 @@ func TestDoctor(t *testing.T) {
 				os.WriteFile(sysPW, []byte("CHANGE-ME-sys\n"), 0o600)
 				args = append(args, "--system-user", "sys", "--system-password-file", sysPW)
 			}
-			stdout, stderr, code := cli(t, args...)
+			stdout, stderr, code := runCLI(t, args...)
 			var r doctor.Report
 			if err := json.Unmarshal([]byte(stdout), &r); err != nil {
 				t.Fatalf("doctor --json: %v\n%s%s", err, stdout, stderr)
@@ -140,9 +141,9 @@ func TestDoctor(t *testing.T) {
 					}
 				}
 			}
-			wantCode := exitOK
+			wantCode := cli.ExitOK
 			if len(tc.failed) > 0 {
-				wantCode = exitAttention
+				wantCode = cli.ExitAttention
 			}
 			if code != wantCode || strings.Join(failed, ",") != strings.Join(tc.failed, ",") || !strings.Contains(fix, tc.fix) || r.Ready != (len(tc.failed) == 0) {
 				t.Errorf("exit %d, failed %v, first fix %q; want exit %d, failed %v, fix naming %q\n%s%s", code, failed, fix, wantCode, tc.failed, tc.fix, stdout, stderr)
@@ -154,9 +155,9 @@ func TestDoctor(t *testing.T) {
 // TestDoctorWithoutAConfig: a config doctor cannot read is a failed check,
 // exit 3 like every other "not ready".
 func TestDoctorWithoutAConfig(t *testing.T) {
-	stdout, stderr, code := cli(t, "doctor", "--config", filepath.Join(t.TempDir(), "agent.yaml"))
-	if code != exitAttention || !strings.Contains(stdout, "FAIL config") || !strings.Contains(stdout, "fix: ") {
-		t.Errorf("exit %d, want %d with a failed config check and its fix:\n%s%s", code, exitAttention, stdout, stderr)
+	stdout, stderr, code := runCLI(t, "doctor", "--config", filepath.Join(t.TempDir(), "agent.yaml"))
+	if code != cli.ExitAttention || !strings.Contains(stdout, "FAIL config") || !strings.Contains(stdout, "fix: ") {
+		t.Errorf("exit %d, want %d with a failed config check and its fix:\n%s%s", code, cli.ExitAttention, stdout, stderr)
 	}
 }
 
@@ -196,7 +197,7 @@ func TestDoctorPartitionWithoutMapping(t *testing.T) {
 		if admin {
 			args = append(args, "--admin-user", "admin", "--admin-password-file", adminPW)
 		}
-		stdout, stderr, code := cli(t, args...)
+		stdout, stderr, code := runCLI(t, args...)
 		var r doctor.Report
 		if err := json.Unmarshal([]byte(stdout), &r); err != nil {
 			t.Fatalf("doctor --json: %v\n%s%s", err, stdout, stderr)
@@ -207,7 +208,7 @@ func TestDoctorPartitionWithoutMapping(t *testing.T) {
 				c = x
 			}
 		}
-		if code != exitAttention || c.OK {
+		if code != cli.ExitAttention || c.OK {
 			t.Fatalf("admin %v: exit %d, stream check %+v", admin, code, c)
 		}
 		text := c.Detail + " " + c.Fix
@@ -245,16 +246,16 @@ func TestDoctorDev(t *testing.T) {
 		t.Fatal(err)
 	}
 	q.Close()
-	stdout, stderr, code := cli(t, "doctor", "--dev", "--dev-hub", h.Addr(), "--json", "--timeout", "2s")
+	stdout, stderr, code := runCLI(t, "doctor", "--dev", "--dev-hub", h.Addr(), "--json", "--timeout", "2s")
 	var r doctor.Report
 	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
 		t.Fatalf("doctor --dev --json: %v\n%s%s", err, stdout, stderr)
 	}
-	if code != exitOK || !r.Ready {
+	if code != cli.ExitOK || !r.Ready {
 		t.Errorf("doctor --dev: exit %d, ready %v:\n%s%s", code, r.Ready, stdout, stderr)
 	}
 	// The plain report: a skipped check with nothing to fix has no fix line.
-	stdout, _, _ = cli(t, "doctor", "--dev", "--dev-hub", h.Addr(), "--timeout", "2s")
+	stdout, _, _ = runCLI(t, "doctor", "--dev", "--dev-hub", h.Addr(), "--timeout", "2s")
 	for _, line := range strings.Split(stdout, "\n") {
 		if strings.TrimSpace(line) == "fix:" {
 			t.Errorf("doctor --dev prints an empty fix line:\n%s", stdout)

@@ -7,11 +7,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rxedge/agent/headoffice/durability"
+	"github.com/rxedge/agent/internal/cli"
 )
 
 // newCentralDurabilityCmd is `agent central durability`: does central
 // fsync every write and replicate its movement streams and archives?
-func newCentralDurabilityCmd(s *streams) *cobra.Command {
+func newCentralDurabilityCmd(s *cli.Streams) *cobra.Command {
 	var (
 		nf      natsFlags
 		monitor []string
@@ -32,7 +33,7 @@ Exit status 0 when nothing needs fixing (warnings are printed), 3 when a
 server or a stream can lose acknowledged movements.`,
 		Example: `  NATS_PASSWORD=... agent central durability --server nats://central-1:4222 --user sys
   agent central durability --monitor-url http://central-1:8222,http://central-2:8222,http://central-3:8222`,
-		Args: noArgs,
+		Args: cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			r, err := checkDurability(cmd.Context(), &nf, monitor)
 			if err != nil {
@@ -64,13 +65,13 @@ func checkDurability(ctx context.Context, nf *natsFlags, monitor []string) (dura
 
 // printDurability writes the report and returns exit status 3 when a
 // finding is an error.
-func printDurability(s *streams, r durability.Report, asJSON bool) error {
+func printDurability(s *cli.Streams, r durability.Report, asJSON bool) error {
 	if asJSON {
-		if err := printJSON(s.out, r); err != nil {
+		if err := cli.PrintJSON(s.Out, r); err != nil {
 			return err
 		}
 	} else {
-		fmt.Fprintf(s.out, "central durability (from %s): %d server(s), cluster of %d\n", r.Source, len(r.Servers), r.ClusterSize)
+		fmt.Fprintf(s.Out, "central durability (from %s): %d server(s), cluster of %d\n", r.Source, len(r.Servers), r.ClusterSize)
 		for _, f := range r.Findings {
 			mark := map[durability.Severity]string{durability.OK: "ok  ", durability.Warning: "warn", durability.Error: "FAIL"}[f.Severity]
 			what := "server " + f.Server
@@ -80,14 +81,14 @@ func printDurability(s *streams, r durability.Report, asJSON bool) error {
 			case f.Server == "":
 				what = "cluster"
 			}
-			fmt.Fprintf(s.out, "%s %-24s %s\n", mark, what, f.Detail)
+			fmt.Fprintf(s.Out, "%s %-24s %s\n", mark, what, f.Detail)
 			if f.Fix != "" {
-				fmt.Fprintf(s.out, "     %-24s fix: %s\n", "", f.Fix)
+				fmt.Fprintf(s.Out, "     %-24s fix: %s\n", "", f.Fix)
 			}
 		}
 	}
 	if r.Worst() == durability.Error {
-		return &exitErr{code: exitAttention}
+		return &cli.Error{Code: cli.ExitAttention}
 	}
 	return nil
 }

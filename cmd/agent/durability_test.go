@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/rxedge/agent/hub"
+	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/testkit/natstest"
 )
 
@@ -19,12 +20,12 @@ func TestCentralDurabilityCLI(t *testing.T) {
 		code   int
 		want   []string
 	}{
-		{name: "sync always", code: exitOK, want: []string{"ok   server", "sync_interval: always", "warn stream RX_MOVEMENTS", "R1 on a single server", "fix: run central as a three-node cluster"}},
-		{name: "no sync", noSync: true, code: exitAttention, want: []string{"FAIL server", "fsyncs only every 2m0s", "fix: set `sync_interval: always`"}},
+		{name: "sync always", code: cli.ExitOK, want: []string{"ok   server", "sync_interval: always", "warn stream RX_MOVEMENTS", "R1 on a single server", "fix: run central as a three-node cluster"}},
+		{name: "no sync", noSync: true, code: cli.ExitAttention, want: []string{"FAIL server", "fsyncs only every 2m0s", "fix: set `sync_interval: always`"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := natstest.StartHub(t, natstest.WithConfigFile(productionTemplate, adminConnect...), func(o *hub.Options) { o.NoSync = tc.noSync })
-			stdout, stderr, code := cli(t, "central", "durability", "--server", srv.URL(), "--user", "sys", "--password", "CHANGE-ME-sys")
+			stdout, stderr, code := runCLI(t, "central", "durability", "--server", srv.URL(), "--user", "sys", "--password", "CHANGE-ME-sys")
 			if code != tc.code {
 				t.Errorf("exit %d, want %d\n%s%s", code, tc.code, stdout, stderr)
 			}
@@ -37,8 +38,8 @@ func TestCentralDurabilityCLI(t *testing.T) {
 	}
 	// A user outside the system account gets an error, not a report.
 	srv := natstest.StartHub(t, natstest.WithConfigFile(productionTemplate, adminConnect...))
-	_, stderr, code := cli(t, "central", "durability", "--server", srv.URL(), "--user", "admin", "--password", "CHANGE-ME-admin", "--timeout", "1s")
-	if code != exitError || !strings.Contains(stderr, "system account") {
+	_, stderr, code := runCLI(t, "central", "durability", "--server", srv.URL(), "--user", "admin", "--password", "CHANGE-ME-admin", "--timeout", "1s")
+	if code != cli.ExitError || !strings.Contains(stderr, "system account") {
 		t.Errorf("as admin: exit %d, stderr %q", code, stderr)
 	}
 }

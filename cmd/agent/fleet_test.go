@@ -19,6 +19,7 @@ import (
 	"github.com/rxedge/agent/daemon"
 	"github.com/rxedge/agent/headoffice/fleet"
 	"github.com/rxedge/agent/headoffice/provision"
+	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/remote"
 	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/status"
@@ -89,9 +90,9 @@ func TestRemoteFleetView(t *testing.T) {
 	var out string
 	pollUntil(t, "S0002 silent", func() bool {
 		var code int
-		out, _, code = cli(t, append(args, "--json")...)
+		out, _, code = runCLI(t, append(args, "--json")...)
 		var view []fleet.Store
-		if err := json.Unmarshal([]byte(out), &view); err != nil || code != exitAttention || len(view) != 3 {
+		if err := json.Unmarshal([]byte(out), &view); err != nil || code != cli.ExitAttention || len(view) != 3 {
 			t.Fatalf("fleet --json: exit %d, %v\n%s", code, err, out)
 		}
 		return view[1].State == fleet.Silent
@@ -104,9 +105,9 @@ func TestRemoteFleetView(t *testing.T) {
 			t.Errorf("store %d: %s, want %s (%q)", i, got, want[i], v.Problems)
 		}
 	}
-	stdout, stderr, code := cli(t, args...)
-	if code != exitAttention || !strings.Contains(stdout, "S0003 (unverifiable): its summary names store \"S0001\"") || !strings.Contains(stdout, "S0002 (silent)") {
-		t.Errorf("fleet: exit %d, want %d\n%s%s", code, exitAttention, stdout, stderr)
+	stdout, stderr, code := runCLI(t, args...)
+	if code != cli.ExitAttention || !strings.Contains(stdout, "S0003 (unverifiable): its summary names store \"S0001\"") || !strings.Contains(stdout, "S0002 (silent)") {
+		t.Errorf("fleet: exit %d, want %d\n%s%s", code, cli.ExitAttention, stdout, stderr)
 	}
 }
 

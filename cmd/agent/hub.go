@@ -13,9 +13,10 @@ import (
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/headoffice/provision"
 	"github.com/rxedge/agent/hub"
+	"github.com/rxedge/agent/internal/cli"
 )
 
-func newHubCmd(s *streams) *cobra.Command {
+func newHubCmd(s *cli.Streams) *cobra.Command {
 	var (
 		listen     string
 		storeDir   string
@@ -31,19 +32,19 @@ central's streams provisioned: one partition, the movement stream
 RX_MOVEMENTS with its archive RX_ARCHIVE, and the fleet view KV_RX_FLEET.
 Prints its URL, then runs until interrupted. For production, run nats-server with configs/nats/ and
 ` + "`agent provision`" + `.`,
-		Args: noArgs,
+		Args: cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if storeDir == "" {
-				return usageError("hub: --store-dir DIR is required (where JetStream keeps the stream)")
+				return cli.UsageError("hub: --store-dir DIR is required (where JetStream keeps the stream)")
 			}
 			h, err := hub.Start(hub.Options{Listen: listen, StoreDir: storeDir, ConfigFile: confFile, MaxPayload: maxPayload, Provision: provision.Provision})
 			if err != nil {
 				return err
 			}
 			defer h.Shutdown()
-			fmt.Fprintf(s.out, "hub listening on %s (store %s)\n", h.URL(), storeDir)
+			fmt.Fprintf(s.Out, "hub listening on %s (store %s)\n", h.URL(), storeDir)
 			for _, c := range h.Provisioned() {
-				fmt.Fprintln(s.out, "  "+c)
+				fmt.Fprintln(s.Out, "  "+c)
 			}
 			<-cmd.Context().Done()
 			return nil
@@ -86,13 +87,13 @@ type provisionFlags struct {
 	monitor          []string
 }
 
-func newProvisionCmd(s *streams) *cobra.Command {
+func newProvisionCmd(s *cli.Streams) *cobra.Command {
 	var f provisionFlags
 	cmd := &cobra.Command{
 		Use:   "provision --server URL",
 		Short: "Create or update central's streams on a central server or cluster",
 		Long:  provisionLong,
-		Args:  noArgs,
+		Args:  cli.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return f.run(cmd.Context(), s) },
 	}
 	fs := cmd.Flags()
@@ -110,15 +111,15 @@ func newProvisionCmd(s *streams) *cobra.Command {
 	return cmd
 }
 
-func (f *provisionFlags) run(ctx context.Context, s *streams) error {
+func (f *provisionFlags) run(ctx context.Context, s *cli.Streams) error {
 	if err := provision.CheckOptions(f.stream, f.shortOK); err != nil {
-		return usageError("%v", err)
+		return cli.UsageError("%v", err)
 	}
 	dnf := &f.nf // who checks durability: the system user when given
 	if f.sysUser != "" {
 		pw, err := os.ReadFile(f.sysPass)
 		if err != nil {
-			return usageError("--system-user needs --system-password-file: %v", err)
+			return cli.UsageError("--system-user needs --system-password-file: %v", err)
 		}
 		dnf = f.nf.asUser(f.sysUser, strings.TrimRight(string(pw), "\r\n"))
 	}
@@ -135,16 +136,16 @@ func (f *provisionFlags) run(ctx context.Context, s *streams) error {
 	defer cancel()
 	changes, err := provision.Provision(pctx, js, f.stream)
 	for _, c := range changes {
-		fmt.Fprintln(s.out, c)
+		fmt.Fprintln(s.Out, c)
 	}
 	if err != nil {
 		return fmt.Errorf("provision: %w", err)
 	}
 	if len(changes) == 0 {
-		fmt.Fprintln(s.out, "central's streams are up to date")
+		fmt.Fprintln(s.Out, "central's streams are up to date")
 	}
 	if f.sysUser == "" && len(f.monitor) == 0 {
-		fmt.Fprintln(s.out, "durability not checked: give --system-user and --system-password-file, or --monitor-url, to check fsync and replicas")
+		fmt.Fprintln(s.Out, "durability not checked: give --system-user and --system-password-file, or --monitor-url, to check fsync and replicas")
 		return nil
 	}
 	r, err := checkDurability(ctx, dnf, f.monitor)

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/testkit/natstest"
 )
 
@@ -34,11 +35,11 @@ func TestProvision(t *testing.T) {
 		{name: "again: nothing to do", want: "central's streams are up to date\n"},
 		{name: "shorter duplicate window", extra: []string{"--duplicate-window", "2m"},
 			want: "RX_MOVEMENTS: duplicate_window: 10m0s -> 2m0s\nRX_ARCHIVE: duplicate_window: 10m0s -> 2m0s\nRX_WITNESS: duplicate_window: 10m0s -> 2m0s\n"},
-		{name: "bad replicas", extra: []string{"--replicas", "0"}, code: exitUsage},
-		{name: "no partitions", extra: []string{"--partitions", "0"}, code: exitUsage},
-		{name: "too many partitions", extra: []string{"--partitions", "65"}, code: exitUsage},
-		{name: "retention under two years", extra: []string{"--retention", "8760h"}, code: exitUsage},
-		{name: "horizon not under the retention", extra: []string{"--max-age", "20000h"}, code: exitUsage},
+		{name: "bad replicas", extra: []string{"--replicas", "0"}, code: cli.ExitUsage},
+		{name: "no partitions", extra: []string{"--partitions", "0"}, code: cli.ExitUsage},
+		{name: "too many partitions", extra: []string{"--partitions", "65"}, code: cli.ExitUsage},
+		{name: "retention under two years", extra: []string{"--retention", "8760h"}, code: cli.ExitUsage},
+		{name: "horizon not under the retention", extra: []string{"--max-age", "20000h"}, code: cli.ExitUsage},
 		{name: "a test central's short retention, when told", extra: []string{"--duplicate-window", "2m", "--max-age", "24h", "--retention", "48h", "--allow-short-retention"},
 			want: "RX_ARCHIVE: max_age: 18264h0m0s -> 48h0m0s\nRX_MOVEMENTS: max_age: 840h0m0s -> 24h0m0s\nRX_WITNESS: max_age: 18264h0m0s -> 48h0m0s\n"},
 		{name: "back to two years and a month", extra: []string{"--duplicate-window", "2m"},
@@ -46,7 +47,7 @@ func TestProvision(t *testing.T) {
 	}
 	const notChecked = "durability not checked: give --system-user and --system-password-file, or --monitor-url, to check fsync and replicas\n"
 	for _, tc := range tests {
-		stdout, stderr, code := cli(t, append(admin, tc.extra...)...)
+		stdout, stderr, code := runCLI(t, append(admin, tc.extra...)...)
 		if tc.code == 0 {
 			tc.want += notChecked
 		}
@@ -62,13 +63,13 @@ func TestProvision(t *testing.T) {
 	if err := os.WriteFile(pw, []byte("CHANGE-ME-sys\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	stdout, stderr, code := cli(t, append(admin, "--duplicate-window", "2m", "--system-user", "sys", "--system-password-file", pw)...)
+	stdout, stderr, code := runCLI(t, append(admin, "--duplicate-window", "2m", "--system-user", "sys", "--system-password-file", pw)...)
 	if code != 0 || !strings.Contains(stdout, "central's streams are up to date\ncentral durability") ||
 		!strings.Contains(stdout, "sync_interval") || !strings.Contains(stdout, "warn") {
 		t.Errorf("with the system user: exit %d, stdout %q, stderr %q; want the durability report, exit 0", code, stdout, stderr)
 	}
-	if _, _, code := cli(t, append(admin, "--system-user", "sys", "--system-password-file", filepath.Join(t.TempDir(), "none"))...); code != exitUsage {
-		t.Errorf("system user without its password file: exit %d, want %d", code, exitUsage)
+	if _, _, code := runCLI(t, append(admin, "--system-user", "sys", "--system-password-file", filepath.Join(t.TempDir(), "none"))...); code != cli.ExitUsage {
+		t.Errorf("system user without its password file: exit %d, want %d", code, cli.ExitUsage)
 	}
 
 	nc := natstest.Connect(t, srv.URL(), nats.UserInfo("admin", "CHANGE-ME-admin"), nats.CustomInboxPrefix(central.InboxPrefix("admin")))

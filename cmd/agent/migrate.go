@@ -8,12 +8,13 @@ import (
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/headoffice/migrate"
+	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/internal/progress"
 )
 
 // newCentralMigrateCmd is `agent central migrate`: move a one-partition
 // central's movements into its partitions.
-func newCentralMigrateCmd(s *streams) *cobra.Command {
+func newCentralMigrateCmd(s *cli.Streams) *cobra.Command {
 	var (
 		nf         natsFlags
 		partitions int
@@ -39,10 +40,10 @@ needs someone, 1 when some movements could not be copied this time (run it
 again).`,
 		Example: `  agent central migrate --server nats://central:4222 --user admin --partitions 4
   agent central migrate --server nats://central:4222 --user admin --partitions 4 --json`,
-		Args: noArgs,
+		Args: cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if partitions < 2 || partitions > central.MaxPartitions {
-				return usageError("--partitions must be between 2 and %d", central.MaxPartitions)
+				return cli.UsageError("--partitions must be between 2 and %d", central.MaxPartitions)
 			}
 			nc, err := nf.connect("rxedge-migrate")
 			if err != nil {
@@ -54,7 +55,7 @@ again).`,
 			if !asJSON {
 				o.Progress = func(done, total uint64) {
 					if bar == nil {
-						bar = progress.New(s.err, "migrate", "movements", int(total))
+						bar = progress.New(s.Err, "migrate", "movements", int(total))
 					}
 					bar.Add(1)
 				}
@@ -65,7 +66,7 @@ again).`,
 				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(s.out)
+				enc := json.NewEncoder(s.Out)
 				enc.SetIndent("", "  ")
 				if err := enc.Encode(sum); err != nil {
 					return err
@@ -75,9 +76,9 @@ again).`,
 			}
 			switch {
 			case len(sum.Failures) > 0:
-				return &exitErr{code: exitError, msg: fmt.Sprintf("%d movement(s) not copied this time: run the migration again", len(sum.Failures))}
+				return &cli.Error{Code: cli.ExitError, Msg: fmt.Sprintf("%d movement(s) not copied this time: run the migration again", len(sum.Failures))}
 			case len(sum.Conflicts) > 0:
-				return &exitErr{code: exitAttention, msg: fmt.Sprintf("%d conflict(s): the partition holds another movement under the key; nothing was overwritten", len(sum.Conflicts))}
+				return &cli.Error{Code: cli.ExitAttention, Msg: fmt.Sprintf("%d conflict(s): the partition holds another movement under the key; nothing was overwritten", len(sum.Conflicts))}
 			}
 			return nil
 		},
@@ -91,18 +92,18 @@ again).`,
 	return cmd
 }
 
-func printMigration(s *streams, sum *migrate.Summary) {
-	fmt.Fprintf(s.out, "%s -> %d partitions: read %d of %d, migrated %d, already migrated %d, skipped %d (not movements), %d conflict(s), %d failure(s)\n",
+func printMigration(s *cli.Streams, sum *migrate.Summary) {
+	fmt.Fprintf(s.Out, "%s -> %d partitions: read %d of %d, migrated %d, already migrated %d, skipped %d (not movements), %d conflict(s), %d failure(s)\n",
 		sum.From, sum.Partitions, sum.Read, sum.Total, sum.Migrated, sum.Already, sum.Skipped, len(sum.Conflicts), len(sum.Failures))
 	for p, n := range sum.PerPartition {
-		fmt.Fprintf(s.out, "  %s: %d\n", central.MovementStream(p, sum.Partitions), n)
+		fmt.Fprintf(s.Out, "  %s: %d\n", central.MovementStream(p, sum.Partitions), n)
 	}
-	fmt.Fprintf(s.out, "%.1fs, %.0f records/s\n", sum.Seconds, sum.RecordsPerSecond)
+	fmt.Fprintf(s.Out, "%.1fs, %.0f records/s\n", sum.Seconds, sum.RecordsPerSecond)
 	for _, c := range sum.Conflicts {
-		fmt.Fprintf(s.out, "conflict: store %s key %s: %s sequence %d has another digest than %s sequence %d\n",
+		fmt.Fprintf(s.Out, "conflict: store %s key %s: %s sequence %d has another digest than %s sequence %d\n",
 			c.Store, c.Key, c.Stream, c.PartitionSeq, sum.From, c.OldSeq)
 	}
 	for _, f := range sum.Failures {
-		fmt.Fprintf(s.out, "not copied: store %s key %s (%s sequence %d): %s\n", f.Store, f.Key, sum.From, f.OldSeq, f.Reason)
+		fmt.Fprintf(s.Out, "not copied: store %s key %s (%s sequence %d): %s\n", f.Store, f.Key, sum.From, f.OldSeq, f.Reason)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/headoffice/migrate"
+	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/testkit/natstest"
 )
 
@@ -41,8 +42,8 @@ func TestCentralMigrateCLI(t *testing.T) {
 	}
 	args := []string{"central", "migrate", "--server", srv.URL(), "--partitions", "2"}
 
-	_, stderr, code := cli(t, args...)
-	if code != exitError || !strings.Contains(stderr, "RX_MOVEMENTS_0") || !strings.Contains(stderr, "provision --partitions 2") {
+	_, stderr, code := runCLI(t, args...)
+	if code != cli.ExitError || !strings.Contains(stderr, "RX_MOVEMENTS_0") || !strings.Contains(stderr, "provision --partitions 2") {
 		t.Fatalf("without partitions: exit %d, stderr %q", code, stderr)
 	}
 
@@ -58,17 +59,17 @@ func TestCentralMigrateCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	stdout, stderr, code := cli(t, append(args, "--json")...)
+	stdout, stderr, code := runCLI(t, append(args, "--json")...)
 	var sum migrate.Summary
 	if err := json.Unmarshal([]byte(stdout), &sum); err != nil {
 		t.Fatalf("--json: %v\n%s", err, stdout)
 	}
-	if code != exitAttention || sum.Migrated != 1 || len(sum.Conflicts) != 1 || sum.Conflicts[0].Key != clash.Key || !strings.Contains(stderr, "conflict") {
+	if code != cli.ExitAttention || sum.Migrated != 1 || len(sum.Conflicts) != 1 || sum.Conflicts[0].Key != clash.Key || !strings.Contains(stderr, "conflict") {
 		t.Fatalf("exit %d, summary %+v, stderr %q", code, sum, stderr)
 	}
 
-	stdout, _, code = cli(t, args...)
-	if code != exitAttention || !strings.Contains(stdout, "migrated 0, already migrated 1") || !strings.Contains(stdout, "conflict: store S0002 key "+clash.Key) {
+	stdout, _, code = runCLI(t, args...)
+	if code != cli.ExitAttention || !strings.Contains(stdout, "migrated 0, already migrated 1") || !strings.Contains(stdout, "conflict: store S0002 key "+clash.Key) {
 		t.Fatalf("again: exit %d, stdout %q", code, stdout)
 	}
 }

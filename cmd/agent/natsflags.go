@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rxedge/agent/headoffice/natsconn"
+	"github.com/rxedge/agent/internal/cli"
 )
 
 // natsFlags are how a CLI command (provision, remote) reaches a NATS
@@ -102,7 +103,7 @@ func (f *natsFlags) settings() (natsconn.Settings, error) {
 // settingError makes a natsconn.ErrSetting a usage error (exit 2).
 func settingError(err error) error {
 	if errors.Is(err, natsconn.ErrSetting) {
-		return usageError("%v", err)
+		return cli.UsageError("%v", err)
 	}
 	return err
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/testkit/natstest"
 )
 
@@ -112,11 +113,11 @@ func TestRemoteWithANATSContext(t *testing.T) {
 	writeContext(t, xdg, "central", `{"url":"`+h.URL()+`","user":"ops","password":"CHANGE-ME-ops"}`, true)
 	wrong := writeContext(t, xdg, "wrong", `{"url":"`+h.URL()+`","user":"ops","password":"Secret-Not-This-1"}`, false)
 
-	if stdout, stderr, code := cli(t, "remote", "status", "--store", "S0001", "--nkey", seed, "--wait", "2s"); code != exitOK || !strings.Contains(stdout, "Store       S0001") {
+	if stdout, stderr, code := runCLI(t, "remote", "status", "--store", "S0001", "--nkey", seed, "--wait", "2s"); code != cli.ExitOK || !strings.Contains(stdout, "Store       S0001") {
 		t.Errorf("status with the selected context: exit %d\n%s%s", code, stdout, stderr)
 	}
-	_, stderr, code := cli(t, "remote", "status", "--store", "S0001", "--nkey", seed, "--wait", "2s", "--context", "wrong")
-	if code != exitError || !strings.Contains(stderr, `user "ops" from context "wrong" (`+wrong+`)`) || !strings.Contains(stderr, "password from context") ||
+	_, stderr, code := runCLI(t, "remote", "status", "--store", "S0001", "--nkey", seed, "--wait", "2s", "--context", "wrong")
+	if code != cli.ExitError || !strings.Contains(stderr, `user "ops" from context "wrong" (`+wrong+`)`) || !strings.Contains(stderr, "password from context") ||
 		!strings.Contains(strings.ToLower(stderr), "authorization") {
 		t.Errorf("wrong password: exit %d\n%s", code, stderr)
 	}
@@ -127,17 +128,17 @@ func TestRemoteWithANATSContext(t *testing.T) {
 	// the URL without them, and the user's inbox prefix follows); a wrong
 	// one is refused without being shown.
 	withCreds := strings.Replace(h.URL(), "nats://", "nats://ops:CHANGE-ME-ops@", 1)
-	if stdout, stderr, code := cli(t, "remote", "status", "--store", "S0001", "--nkey", seed, "--wait", "2s", "--server", withCreds); code != exitOK {
+	if stdout, stderr, code := runCLI(t, "remote", "status", "--store", "S0001", "--nkey", seed, "--wait", "2s", "--server", withCreds); code != cli.ExitOK {
 		t.Errorf("credentials in the URL: exit %d\n%s%s", code, stdout, stderr)
 	}
 	wrongURL := strings.Replace(h.URL(), "nats://", "nats://ops:Secret-Not-This-2@", 1)
-	_, stderr, code = cli(t, "remote", "status", "--store", "S0001", "--nkey", seed, "--wait", "2s", "--server", wrongURL)
-	if code != exitError || strings.Contains(stderr, "Secret-Not-This-2") || !strings.Contains(stderr, `user "ops" from the server URL (--server)`) {
+	_, stderr, code = runCLI(t, "remote", "status", "--store", "S0001", "--nkey", seed, "--wait", "2s", "--server", wrongURL)
+	if code != cli.ExitError || strings.Contains(stderr, "Secret-Not-This-2") || !strings.Contains(stderr, `user "ops" from the server URL (--server)`) {
 		t.Errorf("a wrong password in the URL: exit %d\n%s", code, stderr)
 	}
 	// A flag wins over the context.
 	t.Setenv("NATS_PASSWORD", "CHANGE-ME-ops")
-	if stdout, stderr, code := cli(t, "remote", "status", "--store", "S0001", "--nkey", seed, "--wait", "2s", "--context", "wrong"); code != exitOK {
+	if stdout, stderr, code := runCLI(t, "remote", "status", "--store", "S0001", "--nkey", seed, "--wait", "2s", "--context", "wrong"); code != cli.ExitOK {
 		t.Errorf("NATS_PASSWORD over the context's: exit %d\n%s%s", code, stdout, stderr)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rxedge/agent/internal/cli"
 )
 
 // hiddenPassword is the password the tests below put where a user could,
@@ -87,11 +89,11 @@ func TestHeadOfficeCommandsHideThePassword(t *testing.T) {
 		name := strings.Join(cmd[:min(2, len(cmd))], " ")
 		for _, server := range servers {
 			t.Run(name+" --server "+server.name, func(t *testing.T) {
-				runHidesPassword(t, append(append([]string{}, cmd...), "--server", server.url), exitUsage)
+				runHidesPassword(t, append(append([]string{}, cmd...), "--server", server.url), cli.ExitUsage)
 			})
 			t.Run(name+" NATS_URL "+server.name, func(t *testing.T) {
 				t.Setenv("NATS_URL", server.url)
-				runHidesPassword(t, cmd, exitUsage)
+				runHidesPassword(t, cmd, cli.ExitUsage)
 			})
 		}
 	}
@@ -99,7 +101,7 @@ func TestHeadOfficeCommandsHideThePassword(t *testing.T) {
 	// that does not parse is an error, and shows no password either.
 	for _, u := range []string{"http://mon:" + hiddenPassword + "@[bad", "http://mon:" + hiddenPassword + "%zz@127.0.0.1:1", "http://mon:" + hiddenPassword + "@127.0.0.1:1"} {
 		t.Run("central durability --monitor-url "+strings.TrimPrefix(u, "http://mon:"+hiddenPassword), func(t *testing.T) {
-			runHidesPassword(t, []string{"central", "durability", "--monitor-url", u, "--timeout", "5s"}, exitError)
+			runHidesPassword(t, []string{"central", "durability", "--monitor-url", u, "--timeout", "5s"}, cli.ExitError)
 		})
 	}
 }
@@ -132,11 +134,11 @@ func TestSinkHidesThePostgresPassword(t *testing.T) {
 		} {
 			name := strings.Join(cmd[:3], " ")
 			t.Run(name+" --postgres "+dsn.name, func(t *testing.T) {
-				runHidesPassword(t, append(append([]string{}, cmd...), "--postgres", dsn.url), exitUsage)
+				runHidesPassword(t, append(append([]string{}, cmd...), "--postgres", dsn.url), cli.ExitUsage)
 			})
 			t.Run(name+" RXEDGE_SINK_POSTGRES "+dsn.name, func(t *testing.T) {
 				t.Setenv("RXEDGE_SINK_POSTGRES", dsn.url)
-				runHidesPassword(t, cmd, exitUsage)
+				runHidesPassword(t, cmd, cli.ExitUsage)
 			})
 		}
 	}

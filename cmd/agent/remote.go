@@ -17,10 +17,11 @@ import (
 	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/headoffice/fleet"
 	"github.com/rxedge/agent/headoffice/provision"
+	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/status"
 )
 
-func newRemoteCmd(s *streams) *cobra.Command {
+func newRemoteCmd(s *cli.Streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "remote",
 		Short: "Operate stores over NATS: status, quarantine list and redrive",
@@ -47,7 +48,7 @@ in its audit journal with that key as the actor. A signed command is valid for
 must agree with yours within 30s.`,
 	}
 	cmd.AddCommand(newRemoteStatusCmd(s), newRemoteListCmd(s), newRemoteRedriveCmd(s))
-	return group(cmd)
+	return cli.Group(cmd)
 }
 
 // remoteFlags are the flags every remote command has.
@@ -71,10 +72,10 @@ func (f *remoteFlags) register(fs *pflag.FlagSet, waitDefault time.Duration, wai
 // connection.
 func (f *remoteFlags) client(name string) (*fleet.Client, *nats.Conn, error) {
 	if f.validFor <= 0 || f.validFor > command.MaxLifetime {
-		return nil, nil, usageError("--valid-for must be more than 0 and at most %s", command.MaxLifetime)
+		return nil, nil, cli.UsageError("--valid-for must be more than 0 and at most %s", command.MaxLifetime)
 	}
 	if f.wait <= 0 {
-		return nil, nil, usageError("--wait must be positive")
+		return nil, nil, cli.UsageError("--wait must be positive")
 	}
 	var signer *command.Signer
 	if f.nkey != "" {
@@ -95,10 +96,10 @@ func (f *remoteFlags) client(name string) (*fleet.Client, *nats.Conn, error) {
 // storeFlag checks --store.
 func storeFlag(store string) error {
 	if store == "" {
-		return usageError("--store ID is required")
+		return cli.UsageError("--store ID is required")
 	}
 	if !central.ValidStoreID(store) {
-		return usageError("--store %q is not a store id (letters, digits, _ and -, at most 32)", store)
+		return cli.UsageError("--store %q is not a store id (letters, digits, _ and -, at most 32)", store)
 	}
 	return nil
 }
@@ -108,7 +109,7 @@ func storeFlag(store string) error {
 func remoteError(err error) error {
 	var re *command.Error
 	if errors.As(err, &re) && re.Code == command.CodeBadRequest {
-		return &exitErr{code: exitUsage, msg: err.Error()}
+		return &cli.Error{Code: cli.ExitUsage, Msg: err.Error()}
 	}
 	return err
 }
@@ -141,13 +142,13 @@ type remoteStatusFlags struct {
 	limits fleet.Limits
 }
 
-func newRemoteStatusCmd(s *streams) *cobra.Command {
+func newRemoteStatusCmd(s *cli.Streams) *cobra.Command {
 	var f remoteStatusFlags
 	cmd := &cobra.Command{
 		Use:   "status (--store ID | --fleet [--roster FILE]) --server URL [auth flags]",
 		Short: "Show a store's status, or the whole fleet (exit 3 when any store needs attention)",
 		Long:  remoteStatusLong,
-		Args:  usageArgs(cobra.NoArgs),
+		Args:  cli.UsageArgs(cobra.NoArgs),
 		RunE:  func(cmd *cobra.Command, _ []string) error { return f.run(cmd.Context(), s) },
 	}
 	fs := cmd.Flags()
@@ -165,18 +166,18 @@ func newRemoteStatusCmd(s *streams) *cobra.Command {
 func (f *remoteStatusFlags) check() error {
 	switch {
 	case f.store == "" && !f.whole:
-		return usageError("remote status: give --store ID or --fleet")
+		return cli.UsageError("remote status: give --store ID or --fleet")
 	case f.store != "" && f.whole:
-		return usageError("remote status: give --store ID or --fleet, not both")
+		return cli.UsageError("remote status: give --store ID or --fleet, not both")
 	case f.store != "":
 		return storeFlag(f.store)
 	case f.limits.Stale <= 0 || f.limits.Silent < f.limits.Stale:
-		return usageError("--stale must be positive and --silent at least --stale")
+		return cli.UsageError("--stale must be positive and --silent at least --stale")
 	}
 	return nil
 }
 
-func (f *remoteStatusFlags) run(ctx context.Context, s *streams) error {
+func (f *remoteStatusFlags) run(ctx context.Context, s *cli.Streams) error {
 	if err := f.check(); err != nil {
 		return err
 	}
@@ -203,34 +204,34 @@ func (f *remoteStatusFlags) run(ctx context.Context, s *streams) error {
 		return remoteError(err)
 	}
 	if f.remote.asJSON {
-		if err := printJSON(s.out, st); err != nil {
+		if err := cli.PrintJSON(s.Out, st); err != nil {
 			return err
 		}
 	} else {
-		status.Render(s.out, st, f.maxAge)
+		status.Render(s.Out, st, f.maxAge)
 	}
 	if len(st.Problems(f.maxAge)) > 0 {
-		return &exitErr{code: exitAttention}
+		return &cli.Error{Code: cli.ExitAttention}
 	}
 	return nil
 }
 
-func remoteFleet(ctx context.Context, s *streams, nc *nats.Conn, roster []string, limits fleet.Limits, asJSON bool) error {
+func remoteFleet(ctx context.Context, s *cli.Streams, nc *nats.Conn, roster []string, limits fleet.Limits, asJSON bool) error {
 	entries, err := fleet.Read(ctx, nc)
 	if err != nil {
 		return fmt.Errorf("%w: may this identity read the fleet view ($JS.API.DIRECT.GET.%s), and was it provisioned (agent provision)?", err, central.FleetStreamName)
 	}
 	view := fleet.Judge(entries, roster, time.Now(), limits)
 	if asJSON {
-		if err := printJSON(s.out, view); err != nil {
+		if err := cli.PrintJSON(s.Out, view); err != nil {
 			return err
 		}
 	} else {
-		renderFleet(s.out, view, time.Now())
+		renderFleet(s.Out, view, time.Now())
 	}
 	for _, v := range view {
 		if v.State != fleet.OK {
-			return &exitErr{code: exitAttention}
+			return &cli.Error{Code: cli.ExitAttention}
 		}
 	}
 	if len(view) == 0 {
@@ -270,7 +271,7 @@ func renderFleet(w io.Writer, view []fleet.Store, now time.Time) {
 	}
 }
 
-func newRemoteListCmd(s *streams) *cobra.Command {
+func newRemoteListCmd(s *cli.Streams) *cobra.Command {
 	var (
 		f     remoteFlags
 		store string
@@ -279,7 +280,7 @@ func newRemoteListCmd(s *streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list --store ID --server URL [auth flags]",
 		Short: "List a store's quarantined movements, oldest first (no payloads)",
-		Args:  usageArgs(cobra.NoArgs),
+		Args:  cli.UsageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := storeFlag(store); err != nil {
 				return err
@@ -290,7 +291,7 @@ func newRemoteListCmd(s *streams) *cobra.Command {
 				return err
 			}
 			if filter.Limit > command.MaxListLimit {
-				return usageError("--limit must be at most %d over NATS", command.MaxListLimit)
+				return cli.UsageError("--limit must be at most %d over NATS", command.MaxListLimit)
 			}
 			c, nc, err := f.client("rxedge-remote")
 			if err != nil {
@@ -304,9 +305,9 @@ func newRemoteListCmd(s *streams) *cobra.Command {
 				return remoteError(err)
 			}
 			if f.asJSON {
-				return printJSON(s.out, res)
+				return cli.PrintJSON(s.Out, res)
 			}
-			renderList(s.out, res, now)
+			renderList(s.Out, res, now)
 			return nil
 		},
 	}
@@ -329,7 +330,7 @@ what would be redriven and changes nothing (it is signed all the same).
 Exit status 1 when some keys were not quarantined (the others are
 redriven), or when the store refused the command.`
 
-func newRemoteRedriveCmd(s *streams) *cobra.Command {
+func newRemoteRedriveCmd(s *cli.Streams) *cobra.Command {
 	var (
 		f          remoteFlags
 		store      string
@@ -348,15 +349,15 @@ func newRemoteRedriveCmd(s *streams) *cobra.Command {
 			}
 			switch {
 			case len(keys) == 0 && !all:
-				return usageError("remote redrive: give the keys to redrive, or --all (see `agent remote list`)")
+				return cli.UsageError("remote redrive: give the keys to redrive, or --all (see `agent remote list`)")
 			case len(keys) > 0 && all:
-				return usageError("remote redrive: give keys or --all, not both")
+				return cli.UsageError("remote redrive: give keys or --all, not both")
 			case reasonText == "" && !dryRun:
-				return usageError("remote redrive: --reason-text WHY is required (it is recorded in the store's audit journal)")
+				return cli.UsageError("remote redrive: --reason-text WHY is required (it is recorded in the store's audit journal)")
 			case f.nkey == "":
-				return usageError("remote redrive: --nkey OPERATOR_SEED_FILE is required: the command must be signed by an operator key the store knows")
+				return cli.UsageError("remote redrive: --nkey OPERATOR_SEED_FILE is required: the command must be signed by an operator key the store knows")
 			case spread < 0 || spread > dlq.MaxSpread:
-				return usageError("--spread must be between 0 and %s", dlq.MaxSpread)
+				return cli.UsageError("--spread must be between 0 and %s", dlq.MaxSpread)
 			}
 			c, nc, err := f.client("rxedge-remote")
 			if err != nil {
@@ -373,23 +374,23 @@ func newRemoteRedriveCmd(s *streams) *cobra.Command {
 			if err != nil {
 				var re *command.Error
 				if errors.As(err, &re) && res.Redriven > 0 {
-					fmt.Fprintf(s.out, "store %s: %d movement(s) were redriven before it failed\n", store, res.Redriven)
+					fmt.Fprintf(s.Out, "store %s: %d movement(s) were redriven before it failed\n", store, res.Redriven)
 				}
 				return remoteError(err)
 			}
 			if f.asJSON {
-				if err := printJSON(s.out, res); err != nil {
+				if err := cli.PrintJSON(s.Out, res); err != nil {
 					return err
 				}
 			} else {
-				renderRemoteRedrive(s.out, store, res, spread)
+				renderRemoteRedrive(s.Out, store, res, spread)
 			}
 			if n := len(res.NotFound); n > 0 {
 				verb := "redriven"
 				if dryRun {
 					verb = "would be redriven"
 				}
-				return &exitErr{code: exitError, msg: notQuarantined(n, res.Redriven, verb)}
+				return &cli.Error{Code: cli.ExitError, Msg: notQuarantined(n, res.Redriven, verb)}
 			}
 			return nil
 		},

@@ -287,15 +287,15 @@ func TestRemoteRedriveEndToEnd(t *testing.T) {
 	})
 
 	// Again, locally and remotely: nothing to do.
-	if stdout, stderr, code := cli(t, "dlq", "redrive", keyA, "--reason-text", "again", "--data-dir", a.dir); code != 1 || !strings.Contains(stdout, "it is synced") {
+	if stdout, stderr, code := runCLI(t, "dlq", "redrive", keyA, "--reason-text", "again", "--data-dir", a.dir); code != 1 || !strings.Contains(stdout, "it is synced") {
 		t.Errorf("local redrive of a synced key: exit %d\n%s%s", code, stdout, stderr)
 	}
-	if stdout, stderr, code := cli(t, "remote", "redrive", "--store", liveStore, keyB, "--reason-text", "again", "--nkey", seedFile, "--server", h.URL()); code != 1 || !strings.Contains(stdout, "it is synced") {
+	if stdout, stderr, code := runCLI(t, "remote", "redrive", "--store", liveStore, keyB, "--reason-text", "again", "--nkey", seedFile, "--server", h.URL()); code != 1 || !strings.Contains(stdout, "it is synced") {
 		t.Errorf("remote redrive of a synced key: exit %d\n%s%s", code, stdout, stderr)
 	}
 	// A key the store does not trust is refused.
 	otherSeed, otherPub := operatorSeed(t)
-	if stdout, stderr, code := cli(t, "remote", "redrive", "--store", liveStore, "--all", "--reason-text", "x", "--nkey", otherSeed, "--server", h.URL()); code != 1 || !strings.Contains(stderr, "unknown key") {
+	if stdout, stderr, code := runCLI(t, "remote", "redrive", "--store", liveStore, "--all", "--reason-text", "x", "--nkey", otherSeed, "--server", h.URL()); code != 1 || !strings.Contains(stderr, "unknown key") {
 		t.Errorf("remote redrive with an unknown key: exit %d\n%s%s", code, stdout, stderr)
 	}
 
@@ -365,7 +365,7 @@ func TestRemoteRedriveEndToEnd(t *testing.T) {
 	}
 	// The agent writes its summary with its next heartbeat.
 	pollUntil(t, "the store in the fleet view", func() bool {
-		out, _, _ = cli(t, "remote", "status", "--fleet", "--server", h.URL())
+		out, _, _ = runCLI(t, "remote", "status", "--fleet", "--server", h.URL())
 		return strings.Contains(out, liveStore+"  ok") && strings.Contains(out, "1 store(s)")
 	})
 }
@@ -393,7 +393,7 @@ func TestNoPatientDataAnywhere(t *testing.T) {
 	add := func(what, s string) { seen = append(seen, what+": "+s) }
 	run := func(args ...string) string {
 		t.Helper()
-		stdout, stderr, _ := cli(t, args...)
+		stdout, stderr, _ := runCLI(t, args...)
 		add("agent "+strings.Join(args, " "), stdout+stderr)
 		return stdout
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/dlq"
+	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/remote"
 	"github.com/rxedge/agent/settings"
@@ -67,7 +68,7 @@ func TestRemoteUsageErrors(t *testing.T) {
 		{"redrive with a bad seed file", []string{"remote", "redrive", "--store", "S1", "--all", "--reason-text", "x", "--nkey", garbage, "--server", srv}, 1, "not an NKey user seed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			stdout, stderr, code := cli(t, tc.args...)
+			stdout, stderr, code := runCLI(t, tc.args...)
 			if code != tc.code || !strings.Contains(stderr, tc.want) {
 				t.Errorf("exit %d, stderr %q; want %d and %q (stdout %q)", code, stderr, tc.code, tc.want, stdout)
 			}
@@ -86,13 +87,13 @@ func TestRemoteStatusExitCodes(t *testing.T) {
 	clean := t.TempDir()
 	serveRemote(t, h.URL(), clean, "S0043", pub)
 
-	if stdout, stderr, code := cli(t, "remote", "status", "--store", cliStore, "--nkey", seed, "--server", h.URL()); code != exitAttention || !strings.Contains(stdout, "Needs attention") {
+	if stdout, stderr, code := runCLI(t, "remote", "status", "--store", cliStore, "--nkey", seed, "--server", h.URL()); code != cli.ExitAttention || !strings.Contains(stdout, "Needs attention") {
 		t.Errorf("status of a store with a quarantine: exit %d, want 3\n%s%s", code, stdout, stderr)
 	}
-	if stdout, stderr, code := cli(t, "remote", "status", "--store", "S0043", "--nkey", seed, "--server", h.URL()); code != exitOK || !strings.Contains(stdout, "Store       S0043") {
+	if stdout, stderr, code := runCLI(t, "remote", "status", "--store", "S0043", "--nkey", seed, "--server", h.URL()); code != cli.ExitOK || !strings.Contains(stdout, "Store       S0043") {
 		t.Errorf("status of a clean store: exit %d, want 0\n%s%s", code, stdout, stderr)
 	}
-	if _, stderr, code := cli(t, "remote", "status", "--store", "S0099", "--nkey", seed, "--server", h.URL()); code != exitError || !strings.Contains(stderr, "no agent answers") {
+	if _, stderr, code := runCLI(t, "remote", "status", "--store", "S0099", "--nkey", seed, "--server", h.URL()); code != cli.ExitError || !strings.Contains(stderr, "no agent answers") {
 		t.Errorf("status of an absent store: exit %d, want 1\n%s", code, stderr)
 	}
 }
@@ -107,13 +108,13 @@ func TestRemoteAsTheOperatorUser(t *testing.T) {
 	serveRemote(t, h.URL(), t.TempDir(), "S0001", pub, nats.UserInfo("S0001", "CHANGE-ME-S0001"), nats.CustomInboxPrefix("_INBOX_S0001"))
 
 	ops := []string{"--nkey", seed, "--server", h.URL(), "--user", "ops", "--password", "CHANGE-ME-ops", "--wait", "2s"}
-	if stdout, stderr, code := cli(t, append([]string{"remote", "status", "--store", "S0001"}, ops...)...); code != exitOK || !strings.Contains(stdout, "Store       S0001") {
+	if stdout, stderr, code := runCLI(t, append([]string{"remote", "status", "--store", "S0001"}, ops...)...); code != cli.ExitOK || !strings.Contains(stdout, "Store       S0001") {
 		t.Errorf("status as ops: exit %d\n%s%s", code, stdout, stderr)
 	}
 	// With the default inbox the answer has nowhere to go.
 	args := append([]string{"remote", "status", "--store", "S0001", "--inbox-prefix", "_INBOX"}, ops...)
 	args[len(args)-1] = "500ms"
-	if _, stderr, code := cli(t, args...); code != exitError || !strings.Contains(stderr, "did not answer") {
+	if _, stderr, code := runCLI(t, args...); code != cli.ExitError || !strings.Contains(stderr, "did not answer") {
 		t.Errorf("status as ops with the default inbox: exit %d, want 1 and a timeout\n%s", code, stderr)
 	}
 }

@@ -64,7 +64,7 @@ func TestRunDevHubPortInUseNamesTheFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	_, stderr, code := cli(t, "run", "--dev", "--dev-hub", ln.Addr().String(), "--data-dir", t.TempDir(), "--ingest", "127.0.0.1:0")
+	_, stderr, code := runCLI(t, "run", "--dev", "--dev-hub", ln.Addr().String(), "--data-dir", t.TempDir(), "--ingest", "127.0.0.1:0")
 	if code == 0 || !strings.Contains(stderr, "--dev-hub 127.0.0.1:4223") {
 		t.Errorf("exit %d, stderr %q; want a refusal naming --dev-hub", code, stderr)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/headoffice/sink"
+	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/internal/progress"
 )
 
@@ -69,7 +70,7 @@ func (f *sinkFlags) resolve(cmd *cobra.Command) error {
 		f.set = s
 	}
 	if err := f.set.ApplyEnv(getenv); err != nil {
-		return usageError("%v", err)
+		return cli.UsageError("%v", err)
 	}
 	fl := cmd.Flags()
 	over := func(name string, dst *string, v string) {
@@ -89,14 +90,14 @@ func (f *sinkFlags) resolve(cmd *cobra.Command) error {
 		f.set.Batch = f.batch
 	}
 	if f.set.NATS.Partitions < 0 || f.set.NATS.Partitions > central.MaxPartitions {
-		return usageError("--partitions must be between 1 and %d (0: list the streams)", central.MaxPartitions)
+		return cli.UsageError("--partitions must be between 1 and %d (0: list the streams)", central.MaxPartitions)
 	}
 	if f.set.Postgres.URL == "" {
-		return usageError("--postgres URL is required (or %s, or postgres.url in --config)", sink.EnvPostgres)
+		return cli.UsageError("--postgres URL is required (or %s, or postgres.url in --config)", sink.EnvPostgres)
 	}
 	var err error
 	if f.pg, err = f.set.PostgresConfig(); errors.Is(err, sink.ErrSetting) {
-		return usageError("--postgres: %v", err)
+		return cli.UsageError("--postgres: %v", err)
 	} else if err != nil {
 		return err
 	}
@@ -183,13 +184,13 @@ type sinkCmd struct {
 	log                                                *slog.Logger
 }
 
-func newCentralSinkCmd(s *streams) *cobra.Command {
+func newCentralSinkCmd(s *cli.Streams) *cobra.Command {
 	var c sinkCmd
 	cmd := &cobra.Command{
 		Use:   "sink --postgres URL [--postgres-password-file F] [--config F] [--until-caught-up | --verify | --migrate-only] --server URL [auth flags]",
 		Short: "Copy central's archives into PostgreSQL exactly once, and keep following them",
 		Long:  centralSinkLong,
-		Args:  usageArgs(cobra.NoArgs),
+		Args:  cli.UsageArgs(cobra.NoArgs),
 		RunE:  func(cmd *cobra.Command, _ []string) error { return c.run(cmd, s) },
 	}
 	c.f.register(cmd, true)
@@ -204,15 +205,15 @@ func newCentralSinkCmd(s *streams) *cobra.Command {
 	return cmd
 }
 
-func (c *sinkCmd) run(cmd *cobra.Command, s *streams) error {
+func (c *sinkCmd) run(cmd *cobra.Command, s *cli.Streams) error {
 	if n := btoi(c.untilCaught) + btoi(c.verify) + btoi(c.migrateOnly); n > 1 {
-		return usageError("give one of --until-caught-up, --verify and --migrate-only")
+		return cli.UsageError("give one of --until-caught-up, --verify and --migrate-only")
 	}
 	if err := c.f.resolve(cmd); err != nil {
 		return err
 	}
 	ctx := cmd.Context()
-	c.log = slog.New(slog.NewTextHandler(s.err, nil))
+	c.log = slog.New(slog.NewTextHandler(s.Err, nil))
 	conn, err := c.connectPG(ctx)
 	if err != nil {
 		return err
@@ -228,9 +229,9 @@ func (c *sinkCmd) run(cmd *cobra.Command, s *streams) error {
 		}
 		if c.migrateOnly {
 			if c.asJSON {
-				return printJSON(s.out, map[string]any{"version": sink.SchemaVersion(), "applied": applied})
+				return cli.PrintJSON(s.Out, map[string]any{"version": sink.SchemaVersion(), "applied": applied})
 			}
-			fmt.Fprintf(s.out, "schema at version %d (applied %d migration(s))\n", sink.SchemaVersion(), len(applied))
+			fmt.Fprintf(s.Out, "schema at version %d (applied %d migration(s))\n", sink.SchemaVersion(), len(applied))
 			return nil
 		}
 	}
@@ -265,7 +266,7 @@ func (c *sinkCmd) connectPG(ctx context.Context) (*pgx.Conn, error) {
 }
 
 // follow runs the sink, serving /metrics and /readyz when --listen is set.
-func (c *sinkCmd) follow(ctx context.Context, s *streams, nc *nats.Conn) error {
+func (c *sinkCmd) follow(ctx context.Context, s *cli.Streams, nc *nats.Conn) error {
 	m := sink.NewMetrics()
 	if c.f.set.Listen != "" {
 		l, err := net.Listen("tcp", c.f.set.Listen)
@@ -286,13 +287,13 @@ func (c *sinkCmd) follow(ctx context.Context, s *streams, nc *nats.Conn) error {
 		return err
 	}
 	if c.asJSON {
-		return printJSON(s.out, res)
+		return cli.PrintJSON(s.Out, res)
 	}
-	return res.WriteText(s.out)
+	return res.WriteText(s.Out)
 }
 
-func runVerify(ctx context.Context, s *streams, conn *pgx.Conn, nc *nats.Conn, f *sinkFlags, allowLag, asJSON bool) error {
-	bars := progress.NewPhases(s.err, "messages")
+func runVerify(ctx context.Context, s *cli.Streams, conn *pgx.Conn, nc *nats.Conn, f *sinkFlags, allowLag, asJSON bool) error {
+	bars := progress.NewPhases(s.Err, "messages")
 	v, err := sink.Verify(ctx, conn, sink.VerifyOptions{
 		Conn: nc, APIPrefix: f.set.NATS.APIPrefix, Archives: f.archives(), AllowLag: allowLag,
 		Progress: func(stream string, done, total uint64) { bars.Update("verify "+stream, done, total) },
@@ -302,14 +303,14 @@ func runVerify(ctx context.Context, s *streams, conn *pgx.Conn, nc *nats.Conn, f
 		return err
 	}
 	if asJSON {
-		if err := printJSON(s.out, v); err != nil {
+		if err := cli.PrintJSON(s.Out, v); err != nil {
 			return err
 		}
-	} else if err := v.WriteText(s.out); err != nil {
+	} else if err := v.WriteText(s.Out); err != nil {
 		return err
 	}
 	if !v.OK() {
-		return &exitErr{code: exitAttention}
+		return &cli.Error{Code: cli.ExitAttention}
 	}
 	return nil
 }
@@ -336,7 +337,7 @@ records in PostgreSQL"):
 
 Connect as a user with SELECT on the views (see the grants in README).`
 
-func newCentralReportCmd(s *streams) *cobra.Command {
+func newCentralReportCmd(s *cli.Streams) *cobra.Command {
 	var (
 		f        sinkFlags
 		q        sink.ReportQuery
@@ -348,22 +349,22 @@ func newCentralReportCmd(s *streams) *cobra.Command {
 		Use:   "report (balances | inventory | schedule-ii | rx) [--store ID] [--ndc NDC] [--rx-ref REF] [--from T] [--to T] [--json|--csv] --postgres URL",
 		Short: "Print the inspection views the sink keeps in PostgreSQL",
 		Long:  centralReportLong,
-		Args:  usageArgs(cobra.ExactArgs(1)),
+		Args:  cli.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if asJSON && asCSV {
-				return usageError("give --json or --csv, not both")
+				return cli.UsageError("give --json or --csv, not both")
 			}
 			q.Kind = args[0]
 			switch q.Kind {
 			case sink.ReportBalances, sink.ReportInventory, sink.ReportScheduleII, sink.ReportRx:
 			default:
-				return usageError("report %q: give balances, inventory, schedule-ii or rx", q.Kind)
+				return cli.UsageError("report %q: give balances, inventory, schedule-ii or rx", q.Kind)
 			}
 			if (q.Kind == sink.ReportInventory || q.Kind == sink.ReportScheduleII) && q.Store == "" {
-				return usageError("report %s: --store ID is required", q.Kind)
+				return cli.UsageError("report %s: --store ID is required", q.Kind)
 			}
 			if q.Kind == sink.ReportRx && q.RxRef == "" {
-				return usageError("report rx: --rx-ref REF is required")
+				return cli.UsageError("report rx: --rx-ref REF is required")
 			}
 			now := time.Now()
 			for _, t := range []struct {
@@ -375,7 +376,7 @@ func newCentralReportCmd(s *streams) *cobra.Command {
 				}
 				v, err := dlq.ParseTime(t.v, now)
 				if err != nil {
-					return usageError("%s: %v", t.name, err)
+					return cli.UsageError("%s: %v", t.name, err)
 				}
 				*t.dst = v
 			}
@@ -393,11 +394,11 @@ func newCentralReportCmd(s *streams) *cobra.Command {
 			}
 			switch {
 			case asJSON:
-				return t.WriteJSON(s.out)
+				return t.WriteJSON(s.Out)
 			case asCSV:
-				return t.WriteCSV(s.out)
+				return t.WriteCSV(s.Out)
 			default:
-				return t.WriteTable(s.out)
+				return t.WriteTable(s.Out)
 			}
 		},
 	}

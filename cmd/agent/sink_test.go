@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/testkit/natstest"
 	"github.com/rxedge/agent/testkit/pgtest"
@@ -111,14 +112,14 @@ func TestCentralSinkCLI(t *testing.T) {
 	// A row changed behind the sink's back: --verify says so, exit 3.
 	pg.Exec(t, "sinkcli", `UPDATE movements SET quantity = 31 WHERE movement_id = 'd1'`)
 	pg.Exec(t, "sinkcli", `UPDATE movements SET seq = 9 WHERE movement_id = 'r1'`)
-	stdout, stderr, code := cli(t, "central", "sink", "--config", conf, "--verify", "--json")
+	stdout, stderr, code := runCLI(t, "central", "sink", "--config", conf, "--verify", "--json")
 	var v struct {
 		Streams []struct {
 			Different int `json:"different"`
 		} `json:"streams"`
 	}
-	if json.Unmarshal([]byte(stdout), &v); code != exitAttention || len(v.Streams) != 1 || v.Streams[0].Different != 1 {
-		t.Errorf("--verify after tampering: exit %d, want %d with one difference\n%s%s", code, exitAttention, stdout, stderr)
+	if json.Unmarshal([]byte(stdout), &v); code != cli.ExitAttention || len(v.Streams) != 1 || v.Streams[0].Different != 1 {
+		t.Errorf("--verify after tampering: exit %d, want %d with one difference\n%s%s", code, cli.ExitAttention, stdout, stderr)
 	}
 	t.Setenv("RXEDGE_SINK_POSTGRES", "")
 
@@ -132,7 +133,7 @@ func TestCentralSinkCLI(t *testing.T) {
 		{"central", "report", "balances", "--postgres", "postgres://sinkowner:wrong-Pa55word@127.0.0.1:1/x?connect_timeout=2"},
 		{"central", "report", "balances", "--postgres", "postgres://sinkowner:wrong-Pa55word@[bad"},
 	} {
-		stdout, stderr, code := cli(t, args...)
+		stdout, stderr, code := runCLI(t, args...)
 		if code == 0 || strings.Contains(stdout+stderr, "Pa55word") || strings.Contains(stdout+stderr, pw) {
 			t.Errorf("agent %s: exit %d, output %q %q: want a failure that names no password", strings.Join(args[:3], " "), code, stdout, stderr)
 		}
@@ -148,8 +149,8 @@ func TestCentralSinkCLI(t *testing.T) {
 		{"central", "sink", "--verify", "--migrate-only", "--postgres", url},
 		{"central", "sink", "--partitions", "65", "--postgres", url},
 	} {
-		if _, stderr, code := cli(t, args...); code != exitUsage {
-			t.Errorf("agent %s: exit %d, want %d\n%s", strings.Join(args, " "), code, exitUsage, stderr)
+		if _, stderr, code := runCLI(t, args...); code != cli.ExitUsage {
+			t.Errorf("agent %s: exit %d, want %d\n%s", strings.Join(args, " "), code, cli.ExitUsage, stderr)
 		}
 	}
 }

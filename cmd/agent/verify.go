@@ -24,6 +24,7 @@ import (
 	"github.com/rxedge/agent/headoffice/audit"
 	"github.com/rxedge/agent/headoffice/fleet"
 	"github.com/rxedge/agent/headoffice/provision"
+	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/internal/progress"
 )
 
@@ -52,7 +53,7 @@ func (c *ledgerConn) register(cmd *cobra.Command, ask bool) {
 
 func (c *ledgerConn) archives() ([]string, error) {
 	if c.parts < 0 || c.parts > central.MaxPartitions {
-		return nil, usageError("--partitions must be between 1 and %d (0: list the streams)", central.MaxPartitions)
+		return nil, cli.UsageError("--partitions must be between 1 and %d (0: list the streams)", central.MaxPartitions)
 	}
 	if c.parts > 0 {
 		return central.ArchiveStreams(c.parts), nil
@@ -64,7 +65,7 @@ func (c *ledgerConn) archives() ([]string, error) {
 // generated from (provision.ParseRoster).
 func readRoster(path string) (*provision.Roster, error) {
 	if path == "" {
-		return nil, usageError("--roster FILE is required (the store ids and their ledger keys, \"S0042 <key>\" a line)")
+		return nil, cli.UsageError("--roster FILE is required (the store ids and their ledger keys, \"S0042 <key>\" a line)")
 	}
 	return provision.ParseRosterFile(path)
 }
@@ -78,7 +79,7 @@ func readVerifierKey(flag, v string) (note.Verifier, string, error) {
 	}
 	nv, err := note.NewVerifier(key)
 	if err != nil {
-		return nil, "", usageError("%s: not a verifier key, nor a file holding one", flag)
+		return nil, "", cli.UsageError("%s: not a verifier key, nor a file holding one", flag)
 	}
 	return nv, key, nil
 }
@@ -142,13 +143,13 @@ type verifyFlags struct {
 	o       audit.Options
 }
 
-func newCentralVerifyCmd(s *streams) *cobra.Command {
+func newCentralVerifyCmd(s *cli.Streams) *cobra.Command {
 	var f verifyFlags
 	cmd := &cobra.Command{
 		Use:   "verify --roster FILE [--store ID]... [--witness-key KEY] [--json] --nkey OPERATOR_SEED_FILE --server URL [auth flags]",
 		Short: "Check the stores' signed logs against central's archive (exit 3 on a finding)",
 		Long:  centralVerifyLong,
-		Args:  usageArgs(cobra.NoArgs),
+		Args:  cli.UsageArgs(cobra.NoArgs),
 		RunE:  func(cmd *cobra.Command, _ []string) error { return f.run(cmd.Context(), s) },
 	}
 	fs := cmd.Flags()
@@ -161,7 +162,7 @@ func newCentralVerifyCmd(s *streams) *cobra.Command {
 	return cmd
 }
 
-func (f *verifyFlags) run(ctx context.Context, s *streams) error {
+func (f *verifyFlags) run(ctx context.Context, s *cli.Streams) error {
 	roster, err := readRoster(f.roster)
 	if err != nil {
 		return err
@@ -172,7 +173,7 @@ func (f *verifyFlags) run(ctx context.Context, s *streams) error {
 		}
 	}
 	if f.conn.remote.nkey == "" && !f.noAsk {
-		return usageError("central verify: --nkey OPERATOR_SEED_FILE is required to ask the stores (or --no-ask)")
+		return cli.UsageError("central verify: --nkey OPERATOR_SEED_FILE is required to ask the stores (or --no-ask)")
 	}
 	o := f.o
 	if o.Archives, err = f.conn.archives(); err != nil {
@@ -192,7 +193,7 @@ func (f *verifyFlags) run(ctx context.Context, s *streams) error {
 	if !f.noAsk {
 		o.Asker = c
 	}
-	bars := progress.NewPhases(s.err, "records")
+	bars := progress.NewPhases(s.Err, "records")
 	o.Progress = bars.Update
 	rep, err := audit.Verify(ctx, o)
 	bars.Done()
@@ -200,15 +201,15 @@ func (f *verifyFlags) run(ctx context.Context, s *streams) error {
 		return err
 	}
 	if f.conn.remote.asJSON {
-		err = printJSON(s.out, rep)
+		err = cli.PrintJSON(s.Out, rep)
 	} else {
-		err = writeVerify(s.out, rep)
+		err = writeVerify(s.Out, rep)
 	}
 	if err != nil {
 		return err
 	}
 	if !rep.OK() {
-		return &exitErr{code: exitAttention}
+		return &cli.Error{Code: cli.ExitAttention}
 	}
 	return nil
 }
@@ -277,7 +278,7 @@ Exit status: 0 written; 1 when the movement is not archived, no
 checkpoint covers it yet, or the archive does not match the checkpoint
 (run agent central verify); 2 for a usage error (--roster missing).`
 
-func newCentralProveCmd(s *streams) *cobra.Command {
+func newCentralProveCmd(s *cli.Streams) *cobra.Command {
 	var (
 		conn   ledgerConn
 		store  string
@@ -290,7 +291,7 @@ func newCentralProveCmd(s *streams) *cobra.Command {
 		Use:   "prove KEY --roster FILE [--store ID] [--witness-key KEY] [--out FILE] --server URL [auth flags]",
 		Short: "Write an inspector's proof of one movement (check it with agent verify-proof)",
 		Long:  centralProveLong,
-		Args:  usageArgs(cobra.ExactArgs(1)),
+		Args:  cli.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o := audit.ProveOptions{Key: args[0], Store: store, NoWitness: noWit}
 			if store != "" {
@@ -316,14 +317,14 @@ func newCentralProveCmd(s *streams) *cobra.Command {
 			}
 			defer nc.Close()
 			o.Conn, o.APIPrefix = nc, conn.apiPrefix
-			bars := progress.NewPhases(s.err, "records")
+			bars := progress.NewPhases(s.Err, "records")
 			o.Progress = bars.Update
 			var notes []string
 			o.Note = func(n string) { notes = append(notes, n) }
 			p, err := audit.Prove(cmd.Context(), o)
 			bars.Done()
 			for _, n := range notes {
-				fmt.Fprintf(s.err, "note: %s\n", n)
+				fmt.Fprintf(s.Err, "note: %s\n", n)
 			}
 			if err != nil {
 				return err
@@ -333,7 +334,7 @@ func newCentralProveCmd(s *streams) *cobra.Command {
 				return err
 			}
 			if out == "" || out == "-" {
-				_, err = s.out.Write(b)
+				_, err = s.Out.Write(b)
 				return err
 			}
 			return os.WriteFile(out, b, 0o644)
@@ -364,17 +365,17 @@ Exit status: 0 the proof holds; 3 it does not (the failed check is
 named); 1 the file cannot be read; 2 for a usage error.`
 
 // newVerifyProofCmd is agent verify-proof.
-func newVerifyProofCmd(s *streams) *cobra.Command {
+func newVerifyProofCmd(s *cli.Streams) *cobra.Command {
 	var storeKey, witnessKey string
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "verify-proof FILE --store-key KEY [--witness-key KEY] [--json]",
 		Short: "Check an inspector's proof of one movement, offline (exit 3 when it does not hold)",
 		Long:  verifyProofLong,
-		Args:  usageArgs(cobra.ExactArgs(1)),
+		Args:  cli.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if storeKey == "" {
-				return usageError("--store-key KEY is required (the store's verifier key, or a file holding it)")
+				return cli.UsageError("--store-key KEY is required (the store's verifier key, or a file holding it)")
 			}
 			_, sk, err := readVerifierKey("--store-key", storeKey)
 			if err != nil {
@@ -414,7 +415,7 @@ func newVerifyProofCmd(s *streams) *cobra.Command {
 				r.Error = err.Error()
 			}
 			if asJSON {
-				if err := printJSON(s.out, r); err != nil {
+				if err := cli.PrintJSON(s.Out, r); err != nil {
 					return err
 				}
 			} else if r.OK {
@@ -422,13 +423,13 @@ func newVerifyProofCmd(s *streams) *cobra.Command {
 				if r.Witnessed {
 					w = ", countersigned by the witness"
 				}
-				fmt.Fprintf(s.out, "OK: movement %s is sequence %d of store %s's log %s, in its checkpoint of %d leaves signed %s%s\n",
+				fmt.Fprintf(s.Out, "OK: movement %s is sequence %d of store %s's log %s, in its checkpoint of %d leaves signed %s%s\n",
 					r.Key, r.Seq, r.Store, r.Log, r.Size, r.SignedAt, w)
 			} else {
-				fmt.Fprintf(s.out, "FAILED: %s\n", r.Error)
+				fmt.Fprintf(s.Out, "FAILED: %s\n", r.Error)
 			}
 			if !r.OK {
-				return &exitErr{code: exitAttention}
+				return &cli.Error{Code: cli.ExitAttention}
 			}
 			return nil
 		},
@@ -500,7 +501,7 @@ it from its backup, or move it away to take the state from RX_WITNESS
 stopped, reading again every --interval. Generate its key with agent
 central witness-key.`
 
-func newCentralWitnessCmd(s *streams) *cobra.Command {
+func newCentralWitnessCmd(s *cli.Streams) *cobra.Command {
 	var (
 		conn     ledgerConn
 		key      string
@@ -514,13 +515,13 @@ func newCentralWitnessCmd(s *streams) *cobra.Command {
 		Use:   "witness --signing-key FILE --roster FILE --state FILE [--once] [--interval D] [--listen ADDR] --server URL [auth flags]",
 		Short: "Countersign the stores' checkpoints that extend the last ones countersigned",
 		Long:  centralWitnessLong,
-		Args:  usageArgs(cobra.NoArgs),
+		Args:  cli.UsageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if key == "" || state == "" {
-				return usageError("central witness: --signing-key FILE and --state FILE are required")
+				return cli.UsageError("central witness: --signing-key FILE and --state FILE are required")
 			}
 			if interval <= 0 {
-				return usageError("--interval must be positive")
+				return cli.UsageError("--interval must be positive")
 			}
 			b, err := os.ReadFile(key)
 			if err != nil {
@@ -528,7 +529,7 @@ func newCentralWitnessCmd(s *streams) *cobra.Command {
 			}
 			signer, err := note.NewSigner(strings.TrimSpace(string(b)))
 			if err != nil {
-				return usageError("--signing-key: not a note signer key")
+				return cli.UsageError("--signing-key: not a note signer key")
 			}
 			r, err := readRoster(roster)
 			if err != nil {
@@ -544,7 +545,7 @@ func newCentralWitnessCmd(s *streams) *cobra.Command {
 			}
 			defer nc.Close()
 			reg := prometheus.NewRegistry()
-			log := slog.New(slog.NewTextHandler(s.err, nil))
+			log := slog.New(slog.NewTextHandler(s.Err, nil))
 			ctx := cmd.Context()
 			w, err := audit.NewWitness(ctx, audit.WitnessOptions{Conn: nc, APIPrefix: conn.apiPrefix, Archives: archives, Roster: r,
 				Signer: signer, StateFile: state, Log: log, Registerer: reg})
@@ -557,9 +558,9 @@ func newCentralWitnessCmd(s *streams) *cobra.Command {
 					return err
 				}
 				if conn.remote.asJSON {
-					return printJSON(s.out, run)
+					return cli.PrintJSON(s.Out, run)
 				}
-				fmt.Fprintf(s.out, "%d checkpoints read: %d countersigned, %d skipped, refused %v\n", run.Read, run.Countersigned, run.Skipped, run.Refused)
+				fmt.Fprintf(s.Out, "%d checkpoints read: %d countersigned, %d skipped, refused %v\n", run.Read, run.Countersigned, run.Skipped, run.Refused)
 				return nil
 			}
 			if listen != "" {
@@ -592,19 +593,19 @@ func newCentralWitnessCmd(s *streams) *cobra.Command {
 	return cmd
 }
 
-func newCentralWitnessKeyCmd(s *streams) *cobra.Command {
+func newCentralWitnessKeyCmd(s *cli.Streams) *cobra.Command {
 	var out, name string
 	cmd := &cobra.Command{
 		Use:   "witness-key --out FILE [--name NAME]",
 		Short: "Generate head office's witness key: the private key to FILE, the verifier key printed",
-		Args:  usageArgs(cobra.NoArgs),
+		Args:  cli.UsageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if out == "" {
-				return usageError("--out FILE is required")
+				return cli.UsageError("--out FILE is required")
 			}
 			skey, vkey, err := audit.GenerateWitnessKey(rand.Reader, name)
 			if err != nil {
-				return usageError("--name: %v", err)
+				return cli.UsageError("--name: %v", err)
 			}
 			f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 			if errors.Is(err, os.ErrExist) {
@@ -620,7 +621,7 @@ func newCentralWitnessKeyCmd(s *streams) *cobra.Command {
 			if err := f.Close(); err != nil {
 				return err
 			}
-			_, err = fmt.Fprintln(s.out, vkey)
+			_, err = fmt.Fprintln(s.Out, vkey)
 			return err
 		},
 	}

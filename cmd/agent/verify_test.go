@@ -14,6 +14,7 @@ import (
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/headoffice/audit"
+	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/testkit/agentbin"
 	"github.com/rxedge/agent/testkit/ledgertest"
 	"github.com/rxedge/agent/testkit/natstest"
@@ -76,7 +77,7 @@ func TestLedgerCommandsThroughTheBinary(t *testing.T) {
 		t.Helper()
 		code, out, errs := agentRun(t, bin, append(append([]string{"central", "verify", "--json", "--nkey", seedFile}, conn...), extra...)...)
 		var rep audit.Report
-		if code == 0 || code == exitAttention {
+		if code == 0 || code == cli.ExitAttention {
 			if err := json.Unmarshal([]byte(out), &rep); err != nil {
 				t.Fatalf("verify --json printed %q: %v", out, err)
 			}
@@ -95,10 +96,10 @@ func TestLedgerCommandsThroughTheBinary(t *testing.T) {
 	}
 
 	// Usage errors: no roster, no operator key.
-	if code, _, _ := agentRun(t, bin, "central", "verify", "--server", srv.URL(), "--nkey", seedFile); code != exitUsage {
+	if code, _, _ := agentRun(t, bin, "central", "verify", "--server", srv.URL(), "--nkey", seedFile); code != cli.ExitUsage {
 		t.Errorf("verify without --roster: exit %d", code)
 	}
-	if code, _, _ := agentRun(t, bin, append([]string{"central", "verify"}, conn...)...); code != exitUsage {
+	if code, _, _ := agentRun(t, bin, append([]string{"central", "verify"}, conn...)...); code != cli.ExitUsage {
 		t.Errorf("verify without --nkey: exit %d", code)
 	}
 	// Another operator's key: the stores refuse, verify says so and still
@@ -121,7 +122,7 @@ func TestLedgerCommandsThroughTheBinary(t *testing.T) {
 	// written.
 	noRoster := filepath.Join(dir, "no-roster.json")
 	code, _, errs = agentRun(t, bin, "central", "prove", key, "--store", "S0042", "--server", srv.URL(), "--out", noRoster)
-	if _, err := os.Stat(noRoster); code != exitUsage || !strings.Contains(errs, "--roster") || err == nil {
+	if _, err := os.Stat(noRoster); code != cli.ExitUsage || !strings.Contains(errs, "--roster") || err == nil {
 		t.Errorf("prove without --roster: exit %d, %s", code, errs)
 	}
 	vkeyFile := filepath.Join(dir, "S0042.pub")
@@ -130,7 +131,7 @@ func TestLedgerCommandsThroughTheBinary(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "is sequence 33 of store S0042") {
 		t.Fatalf("verify-proof: exit %d: %s", code, out)
 	}
-	if code, _, _ := agentRun(t, bin, "verify-proof", proof, "--store-key", b.VKey); code != exitAttention {
+	if code, _, _ := agentRun(t, bin, "verify-proof", proof, "--store-key", b.VKey); code != cli.ExitAttention {
 		t.Errorf("verify-proof with S0043's key: exit %d", code)
 	}
 	pb, _ := os.ReadFile(proof)
@@ -141,10 +142,10 @@ func TestLedgerCommandsThroughTheBinary(t *testing.T) {
 		OK    bool   `json:"ok"`
 		Error string `json:"error"`
 	}
-	if code != exitAttention || json.Unmarshal([]byte(out), &res) != nil || res.OK || !strings.Contains(res.Error, "payload was changed") {
+	if code != cli.ExitAttention || json.Unmarshal([]byte(out), &res) != nil || res.OK || !strings.Contains(res.Error, "payload was changed") {
 		t.Errorf("edited proof: exit %d: %s", code, out)
 	}
-	if code, _, _ := agentRun(t, bin, "verify-proof", proof); code != exitUsage {
+	if code, _, _ := agentRun(t, bin, "verify-proof", proof); code != cli.ExitUsage {
 		t.Errorf("verify-proof without --store-key: exit %d", code)
 	}
 
@@ -154,7 +155,7 @@ func TestLedgerCommandsThroughTheBinary(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(wpub, "rxedge-witness+") {
 		t.Fatalf("witness-key: exit %d: %q", code, wpub)
 	}
-	if code, _, _ := agentRun(t, bin, "central", "witness-key", "--out", wkey); code != exitError {
+	if code, _, _ := agentRun(t, bin, "central", "witness-key", "--out", wkey); code != cli.ExitError {
 		t.Errorf("witness-key over an existing key: exit %d", code)
 	}
 	state := filepath.Join(dir, "witness.json")
@@ -188,19 +189,19 @@ func TestLedgerCommandsThroughTheBinary(t *testing.T) {
 		return out
 	})
 	code, rep, _ = verify()
-	if code != exitAttention || rep.OK() || rep.Counts[audit.KindMissing] != 1 || len(rep.Findings) != 1 {
+	if code != cli.ExitAttention || rep.OK() || rep.Counts[audit.KindMissing] != 1 || len(rep.Findings) != 1 {
 		t.Fatalf("one movement removed: exit %d: %+v", code, rep.Findings)
 	}
 	if f := rep.Findings[0]; f.Store != "S0042" || f.From != 33 || f.To != 33 || f.Log != a.Log {
 		t.Errorf("finding %+v, want S0042 sequence 33", f)
 	}
 	code, out, _ = agentRun(t, bin, append([]string{"central", "verify", "--nkey", seedFile}, conn...)...)
-	if code != exitAttention || !strings.Contains(out, "missing: store S0042 log "+a.Log+" sequences 33-33") || !strings.Contains(out, "FAILED") {
+	if code != cli.ExitAttention || !strings.Contains(out, "missing: store S0042 log "+a.Log+" sequences 33-33") || !strings.Contains(out, "FAILED") {
 		t.Errorf("table: exit %d\n%s", code, out)
 	}
 	// The proof made before still checks offline: it does not depend on
 	// the archive.
-	if code, _, _ := agentRun(t, bin, "verify-proof", proof, "--store-key", a.VKey, "--witness-key", strings.TrimSpace(wpub)); code != exitAttention {
+	if code, _, _ := agentRun(t, bin, "verify-proof", proof, "--store-key", a.VKey, "--witness-key", strings.TrimSpace(wpub)); code != cli.ExitAttention {
 		t.Errorf("the proof written before the witness ran has no countersignature: exit %d", code)
 	}
 	// Records under S0043's checkpoint tokens that no key signed, sizes
@@ -209,7 +210,7 @@ func TestLedgerCommandsThroughTheBinary(t *testing.T) {
 	ledgertest.PublishUnsigned(ctx, t, js, "S0043", 20, func(i int) (string, int64) { return b.Log, int64(1000 + i) })
 	ledgertest.WaitArchived(ctx, t, js, central.ArchiveStreamName, 50+3+5+1-1+20)
 	code, out, _ = agentRun(t, bin, append([]string{"central", "verify", "--nkey", seedFile}, conn...)...)
-	if code != exitAttention || !strings.Contains(out, "unverified_checkpoint: store S0043 log "+b.Log+" sizes [1000]: archive record") ||
+	if code != cli.ExitAttention || !strings.Contains(out, "unverified_checkpoint: store S0043 log "+b.Log+" sizes [1000]: archive record") ||
 		!strings.Contains(out, "(12 records): 12 more such records, 20 in all") || !strings.Contains(out, "4 signed checkpoints, 20 under checkpoint tokens not signed by their store") {
 		t.Errorf("verify with unsigned checkpoint records: exit %d\n%s", code, out)
 	}
@@ -219,7 +220,7 @@ func TestLedgerCommandsThroughTheBinary(t *testing.T) {
 	}
 	// The central is unreachable: an error, not a finding.
 	srv.Stop()
-	if code, _, _ := agentRun(t, bin, append([]string{"central", "verify", "--no-ask", "--timeout", "1s"}, conn...)...); code != exitError {
+	if code, _, _ := agentRun(t, bin, append([]string{"central", "verify", "--no-ask", "--timeout", "1s"}, conn...)...); code != cli.ExitError {
 		t.Errorf("central down: exit %d", code)
 	}
 }

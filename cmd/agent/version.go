@@ -6,21 +6,22 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/internal/version"
 )
 
-func newVersionCmd(s *streams) *cobra.Command {
+func newVersionCmd(s *cli.Streams) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print the agent's version, commit, build date and Go version",
-		Args:  noArgs,
+		Args:  cli.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			v := version.Get()
 			if asJSON {
-				return json.NewEncoder(s.out).Encode(v)
+				return json.NewEncoder(s.Out).Encode(v)
 			}
-			_, err := fmt.Fprintln(s.out, v.String())
+			_, err := fmt.Fprintln(s.Out, v.String())
 			return err
 		},
 	}
