@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rxedge/agent/central"
-	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/headoffice/fleet"
 	"github.com/rxedge/agent/headoffice/reconcile"
 	"github.com/rxedge/agent/internal/cli"
@@ -156,7 +155,7 @@ func (f *reconcileFlags) check() error {
 		}
 	}
 	if f.since != "" {
-		t, err := dlq.ParseTime(f.since, time.Now())
+		t, err := cli.ParseTime(f.since, time.Now())
 		if err != nil {
 			return cli.UsageError("--since: %v", err)
 		}

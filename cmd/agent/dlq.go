@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,7 +17,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/dlq"
@@ -47,47 +47,6 @@ recorded in the audit journal with your user name (see ` + "`agent audit`" + `).
 	return cli.Group(cmd)
 }
 
-// filterFlags select quarantined movements by reason and time.
-type filterFlags struct {
-	reason       string
-	since, until string
-	limit        int
-}
-
-func (f *filterFlags) register(fs *pflag.FlagSet, limitHelp string) {
-	fs.StringVar(&f.reason, "reason", "", "only this reason: a class (permanent, exhausted), a kind (too_large) or both (permanent:too_large)")
-	fs.StringVar(&f.since, "since", "", "only quarantined at or after T: RFC 3339 time, date (2026-03-01) or duration ago (24h, 7d)")
-	fs.StringVar(&f.until, "until", "", "only quarantined before T (same forms as --since)")
-	fs.IntVar(&f.limit, "limit", 0, limitHelp)
-}
-
-func (f *filterFlags) filter(now time.Time) (dlq.Filter, error) {
-	out := dlq.Filter{Reason: f.reason, Limit: f.limit}
-	var err error
-	if out.Since, err = timeFlag("since", f.since, now); err != nil {
-		return out, err
-	}
-	if out.Until, err = timeFlag("until", f.until, now); err != nil {
-		return out, err
-	}
-	if f.limit < 0 {
-		return out, cli.UsageError("--limit must not be negative")
-	}
-	return out, nil
-}
-
-// timeFlag parses a --since/--until value; "" is no bound.
-func timeFlag(name, v string, now time.Time) (time.Time, error) {
-	if v == "" {
-		return time.Time{}, nil
-	}
-	t, err := dlq.ParseTime(v, now)
-	if err != nil {
-		return t, cli.UsageError("--%s: %v", name, err)
-	}
-	return t, nil
-}
-
 // dial reaches the agent the location flags name.
 func dial(ctx context.Context, loc *location, mode openMode) (*agentConn, error) {
 	dataDir, err := loc.resolveDataDir()
@@ -110,7 +69,7 @@ func apiError(err error) error {
 func newDLQListCmd(s *cli.Streams) *cobra.Command {
 	var (
 		loc     location
-		ff      filterFlags
+		ff      cli.FilterFlags
 		asJSON  bool
 		summary bool
 	)
@@ -120,7 +79,7 @@ func newDLQListCmd(s *cli.Streams) *cobra.Command {
 		Args:  cli.UsageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			now := time.Now()
-			f, err := ff.filter(now)
+			f, err := ff.Filter(now)
 			if err != nil {
 				return err
 			}
@@ -150,13 +109,13 @@ func newDLQListCmd(s *cli.Streams) *cobra.Command {
 			if asJSON {
 				return cli.PrintJSON(s.Out, res)
 			}
-			renderList(s.Out, *res, now)
+			cli.WriteQuarantined(s.Out, *res, now)
 			return nil
 		},
 	}
 	fs := cmd.Flags()
 	loc.register(fs)
-	ff.register(fs, "show at most N, the oldest (0: all)")
+	ff.Register(fs, "show at most N, the oldest (0: all)")
 	fs.BoolVar(&asJSON, "json", false, "print the list as JSON")
 	fs.BoolVar(&summary, "summary", false, "count the movements by reason and class instead of listing them")
 	return cmd
@@ -174,45 +133,6 @@ func renderSummary(w io.Writer, sum *dlq.Summary) {
 	}
 	fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t\n", "all", sum.Total.Total, sum.Total.Controlled, sum.Total.Ordinary)
 	tw.Flush()
-}
-
-func renderList(w io.Writer, res dlq.ListResult, now time.Time) {
-	if len(res.Items) == 0 {
-		fmt.Fprintln(w, "no quarantined movements")
-		return
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tCLASS\tREASON\tATTEMPTS\tQUARANTINED\tMOVEMENT_ID")
-	for _, it := range res.Items {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s ago\t%s\n", it.Key, classOf(it), it.Reason, it.Attempts, age(now.Sub(it.QuarantinedAt)), it.MovementID)
-	}
-	tw.Flush()
-	if res.Matched > len(res.Items) {
-		fmt.Fprintf(w, "showing the %d oldest of %d; raise --limit to see more\n", len(res.Items), res.Matched)
-	} else {
-		fmt.Fprintf(w, "%d quarantined movement(s)\n", len(res.Items))
-	}
-}
-
-func classOf(it dlq.Item) string {
-	if it.Schedule != "" {
-		return it.Class + "/" + it.Schedule
-	}
-	return it.Class
-}
-
-// age is a duration as an operator reads it: 45s, 12m, 3h05m, 4d07h.
-func age(d time.Duration) string {
-	d = max(d, 0)
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm", int(d.Minutes()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
-	}
-	return fmt.Sprintf("%dd%02dh", int(d.Hours())/24, int(d.Hours())%24)
 }
 
 func newDLQShowCmd(s *cli.Streams) *cobra.Command {
@@ -271,12 +191,12 @@ func renderDetail(w io.Writer, d *dlq.Detail, withPayload bool, now time.Time) {
 		if t == nil {
 			return "-"
 		}
-		return fmt.Sprintf("%s (%s ago)", t.Format(time.RFC3339), age(now.Sub(*t)))
+		return fmt.Sprintf("%s (%s ago)", t.Format(time.RFC3339), cli.Age(now.Sub(*t)))
 	}
 	row("Key", d.Key)
 	row("Movement ID", d.MovementID)
 	row("Store", d.StoreID)
-	row("Class", classOf(d.Item))
+	row("Class", cli.Class(d.Item))
 	row("Sequence", strconv.FormatUint(d.Seq, 10))
 	row("Reason", d.Reason)
 	row("Last error", strings.TrimSpace(d.ErrorKind+": "+d.ErrorText))
@@ -286,8 +206,8 @@ func renderDetail(w io.Writer, d *dlq.Detail, withPayload bool, now time.Time) {
 	row("Last failure", at(d.LastFailure))
 	row("Quarantined", at(&d.QuarantinedAt))
 	row("Delays waited", delays(d.DelaysWaitedMS))
-	row("Connection", or(d.ConnState, "-"))
-	row("Agent version", or(d.AgentVersion, "-"))
+	row("Connection", cmp.Or(d.ConnState, "-"))
+	row("Agent version", cmp.Or(d.AgentVersion, "-"))
 	row("Digest", d.Digest)
 	if !withPayload {
 		row("Payload", "not shown (add --payload)")
@@ -315,13 +235,6 @@ func delays(ms []int64) string {
 		parts[i] = d.String()
 	}
 	return fmt.Sprintf("%s (total %s)", strings.Join(parts, ", "), total)
-}
-
-func or(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 func newDLQRedriveCmd(s *cli.Streams) *cobra.Command {
@@ -379,7 +292,7 @@ quarantined (the others are redriven).`,
 				if dryRun {
 					verb = "would be redriven"
 				}
-				return &cli.Error{Code: cli.ExitError, Msg: notQuarantined(n, len(res.Redriven), verb)}
+				return &cli.Error{Code: cli.ExitError, Msg: cli.NotQuarantined(n, len(res.Redriven), verb)}
 			}
 			return nil
 		},
@@ -435,40 +348,16 @@ func renderRedrive(w io.Writer, res *dlq.RedriveResult, spread time.Duration) {
 		}
 		fmt.Fprintf(w, "redriven %d movement(s), %s\n", len(res.Redriven), when)
 	}
-	renderMissing(w, res.NotFound, "purged: it can never be redriven")
+	cli.WriteMissing(w, res.NotFound, "purged: it can never be redriven")
 	for _, g := range res.Guidance {
 		fmt.Fprintf(w, "note: %s\n", g)
-	}
-}
-
-// notQuarantined is the exit message of an operation that found n keys
-// not quarantined and acted on done others.
-func notQuarantined(n, done int, verb string) string {
-	if done == 0 {
-		return fmt.Sprintf("%d key(s) were not quarantined (see above); none %s", n, verb)
-	}
-	return fmt.Sprintf("%d key(s) were not quarantined (see above); the other %d %s", n, done, verb)
-}
-
-// renderMissing lists the keys that were not quarantined; purged says
-// what a purged key means for the operation.
-func renderMissing(w io.Writer, missing []dlq.Missing, purged string) {
-	for _, m := range missing {
-		why := "not quarantined: it is " + m.State
-		switch m.State {
-		case dlq.StateUnknown:
-			why = "this agent holds no such movement"
-		case "purged":
-			why = purged
-		}
-		fmt.Fprintf(w, "not found: %s (%s)\n", m.Key, why)
 	}
 }
 
 func newDLQExportCmd(s *cli.Streams) *cobra.Command {
 	var (
 		loc        location
-		ff         filterFlags
+		ff         cli.FilterFlags
 		out        string
 		reasonText string
 	)
@@ -484,7 +373,7 @@ The export is recorded in the audit journal, with its keys, before anything
 is written.`,
 		Args: cli.UsageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			f, err := ff.filter(time.Now())
+			f, err := ff.Filter(time.Now())
 			if err != nil {
 				return err
 			}
@@ -537,7 +426,7 @@ is written.`,
 	}
 	fs := cmd.Flags()
 	loc.register(fs)
-	ff.register(fs, "export at most N, the oldest (0: all)")
+	ff.Register(fs, "export at most N, the oldest (0: all)")
 	fs.StringVarP(&out, "output", "o", "", "write to FILE, created new with mode 0600 (default: standard output)")
 	fs.StringVar(&reasonText, "reason-text", "", "why (optional; recorded in the audit journal)")
 	return cmd
@@ -636,10 +525,10 @@ quarantined (the others are purged).`,
 					fmt.Fprintf(s.Out, "exported %d movement(s) to %s\n", len(res.Purged), res.ExportFile)
 				}
 				fmt.Fprintf(s.Out, "purged %d movement(s)\n", len(res.Purged))
-				renderMissing(s.Out, res.NotFound, "already purged")
+				cli.WriteMissing(s.Out, res.NotFound, "already purged")
 			}
 			if n := len(res.NotFound); n > 0 {
-				return &cli.Error{Code: cli.ExitError, Msg: notQuarantined(n, len(res.Purged), "purged")}
+				return &cli.Error{Code: cli.ExitError, Msg: cli.NotQuarantined(n, len(res.Purged), "purged")}
 			}
 			return nil
 		},

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -247,18 +248,18 @@ func renderFleet(w io.Writer, view []fleet.Store, now time.Time) {
 	for _, v := range view {
 		seen := "never"
 		if v.LastSeen != nil {
-			seen = age(now.Sub(*v.LastSeen)) + " ago"
+			seen = cli.Age(now.Sub(*v.LastSeen)) + " ago"
 		}
 		state, pending, quarantined, oldest, version := "-", "-", "-", "-", "-"
 		if m := v.Summary; m != nil {
-			state, pending, quarantined, version = m.State, fmt.Sprint(m.Pending), fmt.Sprint(m.Quarantined), or(m.Version, "-")
+			state, pending, quarantined, version = m.State, fmt.Sprint(m.Pending), fmt.Sprint(m.Quarantined), cmp.Or(m.Version, "-")
 			if m.OldestPendingAge != nil {
-				oldest = age(time.Duration(*m.OldestPendingAge * float64(time.Second)))
+				oldest = cli.Age(time.Duration(*m.OldestPendingAge * float64(time.Second)))
 			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Store, v.State, seen, state, pending, quarantined, oldest, version)
 		for _, p := range v.Problems {
-			problems = append(problems, v.Store+" ("+v.State+"): "+oneLine(p))
+			problems = append(problems, v.Store+" ("+v.State+"): "+cli.OneLine(p))
 		}
 	}
 	tw.Flush()
@@ -275,7 +276,7 @@ func newRemoteListCmd(s *cli.Streams) *cobra.Command {
 	var (
 		f     remoteFlags
 		store string
-		ff    filterFlags
+		ff    cli.FilterFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "list --store ID --server URL [auth flags]",
@@ -286,7 +287,7 @@ func newRemoteListCmd(s *cli.Streams) *cobra.Command {
 				return err
 			}
 			now := time.Now()
-			filter, err := ff.filter(now)
+			filter, err := ff.Filter(now)
 			if err != nil {
 				return err
 			}
@@ -307,13 +308,13 @@ func newRemoteListCmd(s *cli.Streams) *cobra.Command {
 			if f.asJSON {
 				return cli.PrintJSON(s.Out, res)
 			}
-			renderList(s.Out, res, now)
+			cli.WriteQuarantined(s.Out, res, now)
 			return nil
 		},
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&store, "store", "", "the store to ask (required)")
-	ff.register(fs, fmt.Sprintf("show at most N, the oldest (default %d, at most %d)", command.DefaultListLimit, command.MaxListLimit))
+	ff.Register(fs, fmt.Sprintf("show at most N, the oldest (default %d, at most %d)", command.DefaultListLimit, command.MaxListLimit))
 	f.register(fs, 10*time.Second, "how long to wait for the answer", "optional: sign the request with this operator seed file")
 	return cmd
 }
@@ -390,7 +391,7 @@ func newRemoteRedriveCmd(s *cli.Streams) *cobra.Command {
 				if dryRun {
 					verb = "would be redriven"
 				}
-				return &cli.Error{Code: cli.ExitError, Msg: notQuarantined(n, res.Redriven, verb)}
+				return &cli.Error{Code: cli.ExitError, Msg: cli.NotQuarantined(n, res.Redriven, verb)}
 			}
 			return nil
 		},
@@ -424,5 +425,5 @@ func renderRemoteRedrive(w io.Writer, store string, res command.RedriveResult, s
 		fmt.Fprintf(w, "store %s: redriven %d movement(s), %s\n", store, res.Redriven, when)
 	}
 	fmt.Fprintf(w, "recorded as %s, nonce %s\n", res.Actor, res.Nonce)
-	renderMissing(w, res.NotFound, "purged: it can never be redriven")
+	cli.WriteMissing(w, res.NotFound, "purged: it can never be redriven")
 }

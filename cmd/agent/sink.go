@@ -16,7 +16,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rxedge/agent/central"
-	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/headoffice/sink"
 	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/internal/progress"
@@ -374,7 +373,7 @@ func newCentralReportCmd(s *cli.Streams) *cobra.Command {
 				if t.v == "" {
 					continue
 				}
-				v, err := dlq.ParseTime(t.v, now)
+				v, err := cli.ParseTime(t.v, now)
 				if err != nil {
 					return cli.UsageError("%s: %v", t.name, err)
 				}

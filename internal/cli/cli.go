@@ -3,7 +3,11 @@
 // holds the exit codes and the error that carries one (Error), usage errors for a
 // wrong flag or argument, command groups that refuse an unknown
 // subcommand, JSON output, and the streams a command reads and writes, so
-// that a whole command line runs against buffers in a test.
+// that a whole command line runs against buffers in a test; and what both
+// print the same way: the times an operator gives (ParseTime), ages, and
+// the quarantine lists a store answers locally and over NATS (the types of
+// central/command, so head office's binary links no store package for
+// them).
 //
 // Its promise is the exit-code contract of both binaries (DESIGN §7): 0
 // done, 1 error, 2 usage (nothing was done), 3 done and something needs

@@ -1,4 +1,4 @@
-package dlq
+package cli
 
 import (
 	"errors"
@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/rxedge/agent/central/command"
 )
 
 // ParseTime reads a time an operator gives (--since, --until): an RFC 3339
@@ -25,11 +27,11 @@ func ParseTime(s string, now time.Time) (time.Time, error) {
 	}
 	if d, ok := parseAgo(s); ok {
 		if d < 0 {
-			return time.Time{}, fmt.Errorf("%q is a negative duration: give how long ago, e.g. 24h", clip(s))
+			return time.Time{}, fmt.Errorf("%q is a negative duration: give how long ago, e.g. 24h", command.Clip(s))
 		}
 		return now.Add(-d), nil
 	}
-	return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time (2026-03-01T09:30:00Z), a date (2026-03-01) nor a duration ago (24h, 7d)", clip(s))
+	return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time (2026-03-01T09:30:00Z), a date (2026-03-01) nor a duration ago (24h, 7d)", command.Clip(s))
 }
 
 // parseAgo reads a Go duration, or a whole number of days ("7d").
