@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rxedge/agent/central"
-	"github.com/rxedge/agent/headoffice/provision"
+	"github.com/rxedge/agent/central/streams"
 	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/internal/cli"
 )
@@ -37,7 +37,7 @@ Prints its URL, then runs until interrupted. For production, run nats-server wit
 			if storeDir == "" {
 				return cli.UsageError("hub: --store-dir DIR is required (where JetStream keeps the stream)")
 			}
-			h, err := hub.Start(hub.Options{Listen: listen, StoreDir: storeDir, ConfigFile: confFile, MaxPayload: maxPayload, Provision: provision.Provision})
+			h, err := hub.Start(hub.Options{Listen: listen, StoreDir: storeDir, ConfigFile: confFile, MaxPayload: maxPayload, Provision: streams.Provision})
 			if err != nil {
 				return err
 			}
@@ -112,7 +112,7 @@ func newProvisionCmd(s *cli.Streams) *cobra.Command {
 }
 
 func (f *provisionFlags) run(ctx context.Context, s *cli.Streams) error {
-	if err := provision.CheckOptions(f.stream, f.shortOK); err != nil {
+	if err := streams.CheckOptions(f.stream, f.shortOK); err != nil {
 		return cli.UsageError("%v", err)
 	}
 	dnf := &f.nf // who checks durability: the system user when given
@@ -134,7 +134,7 @@ func (f *provisionFlags) run(ctx context.Context, s *cli.Streams) error {
 	}
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second+time.Duration(f.stream.Partitions)*5*time.Second)
 	defer cancel()
-	changes, err := provision.Provision(pctx, js, f.stream)
+	changes, err := streams.Provision(pctx, js, f.stream)
 	for _, c := range changes {
 		fmt.Fprintln(s.Out, c)
 	}

@@ -13,9 +13,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rxedge/agent/central/streams"
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/daemon"
-	"github.com/rxedge/agent/headoffice/provision"
 	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/installer"
 	"github.com/rxedge/agent/internal/cli"
@@ -170,7 +170,7 @@ func (f *runFlags) runDev(s *cli.Streams) error {
 	if len(c.NATS.Servers) > 0 {
 		return cli.UsageError("--dev runs its own central: leave out --nats / nats.servers")
 	}
-	h, err := hub.Start(hub.Options{Listen: f.devHub, StoreDir: filepath.Join(base, "hub"), Provision: provision.Provision})
+	h, err := hub.Start(hub.Options{Listen: f.devHub, StoreDir: filepath.Join(base, "hub"), Provision: streams.Provision})
 	if err != nil {
 		return fmt.Errorf("dev hub: %w%s", err, daemon.InUseHint(err, fmt.Sprintf("another hub or nats-server listens on %s: stop it, or give the trial's hub another address with --dev-hub 127.0.0.1:4223", f.devHub)))
 	}

@@ -1,4 +1,4 @@
-package provision_test
+package streams_test
 
 import (
 	"strings"
@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/rxedge/agent/central"
-	"github.com/rxedge/agent/headoffice/provision"
+	"github.com/rxedge/agent/central/streams"
 )
 
 // TestCheckOptions: provision refuses, naming the flag, what would weaken
@@ -15,7 +15,7 @@ import (
 // range.
 func TestCheckOptions(t *testing.T) {
 	ok := central.StreamOptions{Partitions: 1, Replicas: 3, MaxAge: central.DefaultHorizon, Retention: central.DefaultRetention}
-	if err := provision.CheckOptions(ok, false); err != nil {
+	if err := streams.CheckOptions(ok, false); err != nil {
 		t.Fatalf("the defaults: %v", err)
 	}
 	tests := []struct {
@@ -36,7 +36,7 @@ func TestCheckOptions(t *testing.T) {
 	for _, tc := range tests {
 		o := ok
 		tc.edit(&o)
-		err := provision.CheckOptions(o, tc.short)
+		err := streams.CheckOptions(o, tc.short)
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%s: %v", tc.name, err)

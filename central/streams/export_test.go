@@ -1,4 +1,4 @@
-package provision
+package streams
 
 // ArchiveCaughtUp exposes archiveCaughtUp to the table test.
 var ArchiveCaughtUp = archiveCaughtUp

@@ -1,4 +1,4 @@
-package provision_test
+package streams_test
 
 import (
 	"fmt"
@@ -12,12 +12,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxedge/agent/central"
-	"github.com/rxedge/agent/headoffice/provision"
-	"github.com/rxedge/agent/hub"
+	"github.com/rxedge/agent/central/streams"
+	"github.com/rxedge/agent/testkit/natstest"
 )
 
 func TestProvision(t *testing.T) {
-	h := startBareHub(t, hub.Options{})
+	h := natstest.StartHub(t, natstest.WithSkipProvision())
 	_, js := connect(t, h.URL())
 
 	// Each step provisions with opts and expects exactly these changes.
@@ -44,7 +44,7 @@ func TestProvision(t *testing.T) {
 		{name: "four partitions again: nothing to do", opts: central.StreamOptions{Partitions: 4}, want: nil},
 	}
 	for _, st := range steps {
-		got, err := provision.Provision(testContext(t), js, st.opts)
+		got, err := streams.Provision(testContext(t), js, st.opts)
 		if err != nil {
 			t.Fatalf("%s: Provision: %v", st.name, err)
 		}
@@ -63,7 +63,7 @@ func TestProvision(t *testing.T) {
 }
 
 func TestProvisionRepairsSettings(t *testing.T) {
-	h := startBareHub(t, hub.Options{})
+	h := natstest.StartHub(t, natstest.WithSkipProvision())
 	_, js := connect(t, h.URL())
 
 	// A stream made by hand, missing most of the settings the product needs.
@@ -76,7 +76,7 @@ func TestProvisionRepairsSettings(t *testing.T) {
 	if err != nil {
 		t.Fatalf("create stream by hand: %v", err)
 	}
-	got, err := provision.Provision(testContext(t), js, central.StreamOptions{})
+	got, err := streams.Provision(testContext(t), js, central.StreamOptions{})
 	if err != nil {
 		t.Fatalf("Provision: %v", err)
 	}
@@ -106,13 +106,13 @@ func TestProvisionRepairsSettings(t *testing.T) {
 	if got := s.CachedInfo().Config.Metadata["owner"]; got != "ops" {
 		t.Errorf("metadata owner after Provision = %q, want it kept as %q", got, "ops")
 	}
-	if got, err := provision.Provision(testContext(t), js, central.StreamOptions{}); err != nil || len(got) != 0 {
+	if got, err := streams.Provision(testContext(t), js, central.StreamOptions{}); err != nil || len(got) != 0 {
 		t.Errorf("second Provision = %q, %v; want no changes", got, err)
 	}
 }
 
 func TestProvisionRefusedUpdate(t *testing.T) {
-	h := startBareHub(t, hub.Options{})
+	h := natstest.StartHub(t, natstest.WithSkipProvision())
 	_, js := connect(t, h.URL())
 	_, err := js.CreateStream(testContext(t), jetstream.StreamConfig{
 		Name: central.StreamName, Subjects: []string{"rx.mv.>"}, Storage: jetstream.MemoryStorage,
@@ -120,7 +120,7 @@ func TestProvisionRefusedUpdate(t *testing.T) {
 	if err != nil {
 		t.Fatalf("create stream by hand: %v", err)
 	}
-	changes, err := provision.Provision(testContext(t), js, central.StreamOptions{})
+	changes, err := streams.Provision(testContext(t), js, central.StreamOptions{})
 	if err == nil {
 		t.Fatal("Provision of a memory stream succeeded, want the server to refuse changing storage")
 	}
@@ -152,7 +152,7 @@ func TestArchiveCaughtUp(t *testing.T) {
 		{"caught up, archive holds older ones too", 5, 9, heard, true},
 	}
 	for _, tc := range tests {
-		if got := provision.ArchiveCaughtUp(tc.total, tc.copied, tc.src); got != tc.want {
+		if got := streams.ArchiveCaughtUp(tc.total, tc.copied, tc.src); got != tc.want {
 			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
 		}
 	}
@@ -166,7 +166,7 @@ func TestArchiveCaughtUp(t *testing.T) {
 // the archive holds every movement exactly once, though the stream has
 // aged them all out.
 func TestProvisionMigratesInPlace(t *testing.T) {
-	h := startBareHub(t, hub.Options{})
+	h := natstest.StartHub(t, natstest.WithSkipProvision())
 	_, js := connect(t, h.URL())
 	ctx := testContext(t)
 	old := central.StreamConfig(central.StreamOptions{MaxAge: 90 * 24 * time.Hour})
@@ -205,7 +205,7 @@ func TestProvisionMigratesInPlace(t *testing.T) {
 	o := central.StreamOptions{MaxAge: time.Second, DuplicateWindow: time.Second}
 	lowered := "RX_MOVEMENTS: max_age: 2160h0m0s -> 1s"
 	kept := regexp.MustCompile(`^RX_MOVEMENTS: kept max_age 2160h0m0s until RX_ARCHIVE has copied RX_MOVEMENTS \(\d+ of 1000\); run provision again$`)
-	changes, err := provision.Provision(ctx, js, o)
+	changes, err := streams.Provision(ctx, js, o)
 	if err != nil {
 		t.Fatalf("first provision: %v", err)
 	}
@@ -225,7 +225,7 @@ func TestProvisionMigratesInPlace(t *testing.T) {
 			t.Fatalf("max_age still kept after 30 s (awaited: the archive copying the stream): %q", changes)
 		}
 		time.Sleep(50 * time.Millisecond)
-		if changes, err = provision.Provision(testContext(t), js, o); err != nil {
+		if changes, err = streams.Provision(testContext(t), js, o); err != nil {
 			t.Fatal(err)
 		}
 		if !slices.Contains(changes, lowered) && !slices.ContainsFunc(changes, kept.MatchString) {
@@ -262,7 +262,7 @@ func TestProvisionMigratesInPlace(t *testing.T) {
 			t.Errorf("archive holds key %s %d times", k, c)
 		}
 	}
-	if got, err := provision.Provision(testContext(t), js, o); err != nil || len(got) != 0 {
+	if got, err := streams.Provision(testContext(t), js, o); err != nil || len(got) != 0 {
 		t.Errorf("provision after the migration = %q, %v; want nothing to do", got, err)
 	}
 }

@@ -1,4 +1,4 @@
-package provision
+package streams
 
 import (
 	"context"
@@ -13,13 +13,13 @@ import (
 	"github.com/rxedge/agent/central"
 )
 
-// MinRetention is the shortest archive retention `agent provision`
+// MinRetention is the shortest archive retention `hq provision`
 // accepts unless told the central is a test: records of controlled
 // substances must be kept for two years (21 CFR 1304.04).
 const MinRetention = 730 * 24 * time.Hour
 
 // CheckOptions refuses stream options provision must not apply, in the
-// words of agent provision's flags: replicas outside 1 to 5, a number of
+// words of hq provision's flags: replicas outside 1 to 5, a number of
 // partitions central does not support, an archive kept less than
 // MinRetention (unless allowShort, for test centrals), or a dedupe horizon
 // not shorter than the retention.
