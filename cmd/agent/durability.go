@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rxedge/agent/headoffice/durability"
+	"github.com/rxedge/agent/headoffice/natsconn"
 	"github.com/rxedge/agent/internal/cli"
 )
 
@@ -14,7 +15,7 @@ import (
 // fsync every write and replicate its movement streams and archives?
 func newCentralDurabilityCmd(s *cli.Streams) *cobra.Command {
 	var (
-		nf      natsFlags
+		nf      natsconn.Flags
 		monitor []string
 		asJSON  bool
 	)
@@ -43,7 +44,7 @@ server or a stream can lose acknowledged movements.`,
 		},
 	}
 	fs := cmd.Flags()
-	nf.register(fs, "")
+	nf.Register(fs, "")
 	fs.StringSliceVar(&monitor, "monitor-url", nil, "monitoring URL of each server, instead of a system account user")
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return cmd
@@ -51,16 +52,16 @@ server or a stream can lose acknowledged movements.`,
 
 // checkDurability reads central's durability over the monitoring URLs when
 // given, else over a connection with nf (a system account user).
-func checkDurability(ctx context.Context, nf *natsFlags, monitor []string) (durability.Report, error) {
+func checkDurability(ctx context.Context, nf *natsconn.Flags, monitor []string) (durability.Report, error) {
 	if len(monitor) > 0 {
-		return durability.FromMonitor(ctx, nil, monitor, nf.timeout)
+		return durability.FromMonitor(ctx, nil, monitor, nf.Timeout)
 	}
-	nc, err := nf.connect("rxedge-durability")
+	nc, err := nf.Connect("rxedge-durability")
 	if err != nil {
 		return durability.Report{}, err
 	}
 	defer nc.Close()
-	return durability.FromSystem(ctx, nc, nf.timeout)
+	return durability.FromSystem(ctx, nc, nf.Timeout)
 }
 
 // printDurability writes the report and returns exit status 3 when a

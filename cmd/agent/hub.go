@@ -12,6 +12,7 @@ import (
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/central/streams"
+	"github.com/rxedge/agent/headoffice/natsconn"
 	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/internal/cli"
 )
@@ -80,7 +81,7 @@ was not run.`
 
 // provisionFlags are provision's flags.
 type provisionFlags struct {
-	nf               natsFlags
+	nf               natsconn.Flags
 	stream           central.StreamOptions
 	shortOK          bool
 	sysUser, sysPass string
@@ -97,7 +98,7 @@ func newProvisionCmd(s *cli.Streams) *cobra.Command {
 		RunE:  func(cmd *cobra.Command, _ []string) error { return f.run(cmd.Context(), s) },
 	}
 	fs := cmd.Flags()
-	f.nf.register(fs, "")
+	f.nf.Register(fs, "")
 	fs.IntVar(&f.stream.Partitions, "partitions", 1, fmt.Sprintf("partitions of central, 1 to %d, as in the server configuration", central.MaxPartitions))
 	fs.IntVar(&f.stream.Replicas, "replicas", central.DefaultReplicas, "stream replicas (3 on a production cluster)")
 	fs.DurationVar(&f.stream.DuplicateWindow, "duplicate-window", central.DefaultDuplicateWindow, "Nats-Msg-Id duplicate window")
@@ -121,9 +122,9 @@ func (f *provisionFlags) run(ctx context.Context, s *cli.Streams) error {
 		if err != nil {
 			return cli.UsageError("--system-user needs --system-password-file: %v", err)
 		}
-		dnf = f.nf.asUser(f.sysUser, strings.TrimRight(string(pw), "\r\n"))
+		dnf = f.nf.AsUser(f.sysUser, strings.TrimRight(string(pw), "\r\n"))
 	}
-	nc, err := f.nf.connect("rxedge-provision")
+	nc, err := f.nf.Connect("rxedge-provision")
 	if err != nil {
 		return err
 	}

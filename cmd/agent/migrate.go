@@ -8,6 +8,7 @@ import (
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/headoffice/migrate"
+	"github.com/rxedge/agent/headoffice/natsconn"
 	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/internal/progress"
 )
@@ -16,7 +17,7 @@ import (
 // central's movements into its partitions.
 func newCentralMigrateCmd(s *cli.Streams) *cobra.Command {
 	var (
-		nf         natsFlags
+		nf         natsconn.Flags
 		partitions int
 		from       string
 		inFlight   int
@@ -45,13 +46,13 @@ again).`,
 			if partitions < 2 || partitions > central.MaxPartitions {
 				return cli.UsageError("--partitions must be between 2 and %d", central.MaxPartitions)
 			}
-			nc, err := nf.connect("rxedge-migrate")
+			nc, err := nf.Connect("rxedge-migrate")
 			if err != nil {
 				return err
 			}
 			defer nc.Close()
 			var bar *progress.Bar
-			o := migrate.Options{From: from, Partitions: partitions, InFlight: inFlight, Timeout: nf.timeout}
+			o := migrate.Options{From: from, Partitions: partitions, InFlight: inFlight, Timeout: nf.Timeout}
 			if !asJSON {
 				o.Progress = func(done, total uint64) {
 					if bar == nil {
@@ -84,7 +85,7 @@ again).`,
 		},
 	}
 	fs := cmd.Flags()
-	nf.register(fs, "")
+	nf.Register(fs, "")
 	fs.IntVar(&partitions, "partitions", 0, "number of partitions of the new central (required, at least 2)")
 	fs.StringVar(&from, "from", central.StreamName, "the one-partition stream to copy from")
 	fs.IntVar(&inFlight, "in-flight", migrate.DefaultInFlight, "publishes awaiting central's acknowledgement at once")

@@ -17,6 +17,7 @@ import (
 	"github.com/rxedge/agent/central/command"
 	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/headoffice/fleet"
+	"github.com/rxedge/agent/headoffice/natsconn"
 	"github.com/rxedge/agent/headoffice/provision"
 	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/status"
@@ -54,7 +55,7 @@ must agree with yours within 30s.`,
 
 // remoteFlags are the flags every remote command has.
 type remoteFlags struct {
-	nats     natsFlags
+	nats     natsconn.Flags
 	nkey     string
 	validFor time.Duration
 	wait     time.Duration
@@ -62,7 +63,7 @@ type remoteFlags struct {
 }
 
 func (f *remoteFlags) register(fs *pflag.FlagSet, waitDefault time.Duration, waitHelp, nkeyHelp string) {
-	f.nats.register(fs, "")
+	f.nats.Register(fs, "")
 	fs.StringVar(&f.nkey, "nkey", "", nkeyHelp)
 	fs.DurationVar(&f.validFor, "valid-for", command.DefaultValidity, "how long a signed command stays valid (at most 5m)")
 	fs.DurationVar(&f.wait, "wait", waitDefault, waitHelp)
@@ -85,7 +86,7 @@ func (f *remoteFlags) client(name string) (*fleet.Client, *nats.Conn, error) {
 			return nil, nil, fmt.Errorf("--nkey: %w", err)
 		}
 	}
-	nc, err := f.nats.connect(name)
+	nc, err := f.nats.Connect(name)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -118,3 +118,67 @@ func TestRemoteAsTheOperatorUser(t *testing.T) {
 		t.Errorf("status as ops with the default inbox: exit %d, want 1 and a timeout\n%s", code, stderr)
 	}
 }
+
+// writeContext writes a nats CLI context under dir/nats and, when
+// selected, selects it as the nats CLI does.
+func writeContext(t *testing.T, dir, name, body string, selected bool) string {
+	t.Helper()
+	ctxDir := filepath.Join(dir, "nats", "context")
+	if err := os.MkdirAll(ctxDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(ctxDir, name+".json")
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if selected {
+		if err := os.WriteFile(filepath.Join(dir, "nats", "context.txt"), []byte(name+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return path
+}
+
+// TestRemoteWithANATSContext: head office's nats CLI context is enough to
+// run `agent remote`; a wrong password in it says where it came from and
+// never prints it.
+func TestRemoteWithANATSContext(t *testing.T) {
+	h := natstest.StartHub(t, natstest.WithConfigFile(filepath.Join("..", "..", "configs", "nats", "production.conf.template"),
+		nats.UserInfo("admin", "CHANGE-ME-admin"), nats.CustomInboxPrefix("_INBOX_admin")))
+	seed, pub := operatorSeed(t)
+	serveRemote(t, h.URL(), t.TempDir(), "S0001", pub, nats.UserInfo("S0001", "CHANGE-ME-S0001"), nats.CustomInboxPrefix("_INBOX_S0001"))
+
+	xdg := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", xdg)
+	writeContext(t, xdg, "central", `{"url":"`+h.URL()+`","user":"ops","password":"CHANGE-ME-ops"}`, true)
+	wrong := writeContext(t, xdg, "wrong", `{"url":"`+h.URL()+`","user":"ops","password":"Secret-Not-This-1"}`, false)
+
+	if stdout, stderr, code := runCLI(t, "remote", "status", "--store", "S0001", "--nkey", seed, "--wait", "2s"); code != cli.ExitOK || !strings.Contains(stdout, "Store       S0001") {
+		t.Errorf("status with the selected context: exit %d\n%s%s", code, stdout, stderr)
+	}
+	_, stderr, code := runCLI(t, "remote", "status", "--store", "S0001", "--nkey", seed, "--wait", "2s", "--context", "wrong")
+	if code != cli.ExitError || !strings.Contains(stderr, `user "ops" from context "wrong" (`+wrong+`)`) || !strings.Contains(stderr, "password from context") ||
+		!strings.Contains(strings.ToLower(stderr), "authorization") {
+		t.Errorf("wrong password: exit %d\n%s", code, stderr)
+	}
+	if strings.Contains(stderr, "Secret-Not-This-1") {
+		t.Errorf("the error prints the password:\n%s", stderr)
+	}
+	// Credentials in the server URL are the identity (nats.go is given
+	// the URL without them, and the user's inbox prefix follows); a wrong
+	// one is refused without being shown.
+	withCreds := strings.Replace(h.URL(), "nats://", "nats://ops:CHANGE-ME-ops@", 1)
+	if stdout, stderr, code := runCLI(t, "remote", "status", "--store", "S0001", "--nkey", seed, "--wait", "2s", "--server", withCreds); code != cli.ExitOK {
+		t.Errorf("credentials in the URL: exit %d\n%s%s", code, stdout, stderr)
+	}
+	wrongURL := strings.Replace(h.URL(), "nats://", "nats://ops:Secret-Not-This-2@", 1)
+	_, stderr, code = runCLI(t, "remote", "status", "--store", "S0001", "--nkey", seed, "--wait", "2s", "--server", wrongURL)
+	if code != cli.ExitError || strings.Contains(stderr, "Secret-Not-This-2") || !strings.Contains(stderr, `user "ops" from the server URL (--server)`) {
+		t.Errorf("a wrong password in the URL: exit %d\n%s", code, stderr)
+	}
+	// A flag wins over the context.
+	t.Setenv("NATS_PASSWORD", "CHANGE-ME-ops")
+	if stdout, stderr, code := runCLI(t, "remote", "status", "--store", "S0001", "--nkey", seed, "--wait", "2s", "--context", "wrong"); code != cli.ExitOK {
+		t.Errorf("NATS_PASSWORD over the context's: exit %d\n%s%s", code, stdout, stderr)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/headoffice/natsconn"
 	"github.com/rxedge/agent/headoffice/sink"
 	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/internal/progress"
@@ -24,7 +25,7 @@ import (
 // sinkFlags are how the sink and the report reach PostgreSQL and central:
 // flags over RXEDGE_SINK_* over the settings file.
 type sinkFlags struct {
-	nats             natsFlags
+	nats             natsconn.Flags
 	config           string
 	postgres         string
 	postgresPassword string
@@ -49,7 +50,7 @@ func (f *sinkFlags) register(cmd *cobra.Command, withNATS bool) {
 	if !withNATS {
 		return
 	}
-	f.nats.register(fs, "")
+	f.nats.Register(fs, "")
 	fs.StringVar(&f.natsPassword, "nats-password-file", "", "file holding the NATS password (env "+sink.EnvNATSPasswordFile+")")
 	fs.IntVar(&f.partitions, "partitions", 0, "central's partitions: read RX_ARCHIVE and RX_ARCHIVE_<p> without listing the streams (env "+sink.EnvPartitions+"; 0: list them)")
 	fs.StringVar(&f.apiPrefix, "js-api-prefix", "", "JetStream API prefix of this identity's account (rx.audit.api. for the audit user; env "+sink.EnvAPIPrefix+")")
@@ -111,22 +112,22 @@ func (f *sinkFlags) resolve(cmd *cobra.Command) error {
 			*dst = v
 		}
 	}
-	fill(&n.server, s.Servers)
-	fill(&n.user, s.User)
-	fill(&n.creds, s.Creds)
-	fill(&n.nkeySeed, s.NKeySeed)
-	fill(&n.ca, s.CA)
-	fill(&n.cert, s.Cert)
-	fill(&n.key, s.Key)
-	fill(&n.inboxPrefix, s.InboxPrefix)
-	if s.PasswordFile != "" && n.password == "" {
+	fill(&n.Servers, s.Servers)
+	fill(&n.User, s.User)
+	fill(&n.Creds, s.Creds)
+	fill(&n.NKeySeed, s.NKeySeed)
+	fill(&n.CA, s.CA)
+	fill(&n.Cert, s.Cert)
+	fill(&n.Key, s.Key)
+	fill(&n.Inbox, s.InboxPrefix)
+	if s.PasswordFile != "" && n.Password == "" {
 		pw, err := sink.ReadSecret(s.PasswordFile)
 		if err != nil {
 			return err
 		}
-		n.password = pw
+		n.Password = pw
 	}
-	_, err = n.settings() // a server URL that does not parse is a usage error now, not after the database
+	_, err = n.Settings() // a server URL that does not parse is a usage error now, not after the database
 	return err
 }
 
@@ -234,7 +235,7 @@ func (c *sinkCmd) run(cmd *cobra.Command, s *cli.Streams) error {
 			return nil
 		}
 	}
-	nc, err := c.f.nats.connect("rxedge-sink")
+	nc, err := c.f.nats.Connect("rxedge-sink")
 	if err != nil {
 		return err
 	}

@@ -43,7 +43,7 @@ func (c *ledgerConn) register(cmd *cobra.Command, ask bool) {
 	fs.IntVar(&c.parts, "partitions", 0, "central's partitions: read RX_ARCHIVE and RX_ARCHIVE_<p> without listing the streams (0: list them)")
 	fs.StringVar(&c.apiPrefix, "js-api-prefix", "", "JetStream API prefix of this identity's account (rx.audit.api. for the production configuration's audit user, rx.witness-api. for its witness user)")
 	if !ask {
-		c.remote.nats.register(fs, "")
+		c.remote.nats.Register(fs, "")
 		fs.BoolVar(&c.remote.asJSON, "json", false, "print the result as JSON")
 		return
 	}
@@ -311,7 +311,7 @@ func newCentralProveCmd(s *cli.Streams) *cobra.Command {
 			if o.Archives, err = conn.archives(); err != nil {
 				return err
 			}
-			nc, err := conn.remote.nats.connect("rxedge-prove")
+			nc, err := conn.remote.nats.Connect("rxedge-prove")
 			if err != nil {
 				return err
 			}
@@ -539,7 +539,7 @@ func newCentralWitnessCmd(s *cli.Streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			nc, err := conn.remote.nats.connect("rxedge-witness")
+			nc, err := conn.remote.nats.Connect("rxedge-witness")
 			if err != nil {
 				return err
 			}
