@@ -4,13 +4,13 @@
 // settings central.StreamConfig gives it, the HL7 listener accepts
 // connections and the ASAP drop folder is writable on a local disk, the store may publish on its own
 // subjects and not on another's, its clock agrees with central's where
-// central shows its time, central fsyncs every write and replicates its
-// movement streams where its system account or monitoring endpoint shows
-// that, the disk and the queue are healthy, and the store's signing key
+// central shows its time, the disk and the queue are healthy, and the store's signing key
 // is its own, private to the service's account, and the key that signed
 // its newest checkpoint (else the roster needs the new key). Every failed check carries
 // a one-line fix; a check that could not be run says so, and how to run
-// it, and never passes.
+// it, and never passes. Whether central itself fsyncs every write and
+// replicates its streams is head office's check (`hq durability`): it
+// needs central's system account, which a store has no credential of.
 //
 // Its promise: Run changes nothing, locally or centrally (in an ASAP drop
 // folder it creates a probe file whose name the folder never takes, and
@@ -76,10 +76,6 @@ type Options struct {
 	// Status reads the agent's status document (running or stopped).
 	Status func(ctx context.Context) (*status.Status, error)
 	Admin  *Admin
-	// Durability, when set, is the central durability check (head office's
-	// durability.Check, given central's client URLs and CA); nil reports it
-	// skipped.
-	Durability func(ctx context.Context, servers []string, caFile string) Check
 	// Timeout bounds each network step; 0 means 5 s.
 	Timeout time.Duration
 	// MinFree is the least free disk space that passes; 0 means 1 GiB.
@@ -126,7 +122,6 @@ const (
 	CheckPublishOwn = "publish own subjects"
 	CheckPublishOne = "refused another store's subjects"
 	CheckClock      = "clock"
-	CheckDurability = "central durability"
 	CheckDisk       = "disk space"
 	CheckPending    = "oldest pending"
 )
@@ -308,7 +303,6 @@ func centralChecks(ctx context.Context, o Options, opts settings.Options) []Chec
 	other := central.Subject(opts.StoreID+"_doctor_other", probeKey)
 	out = append(out, publishOwn(ctx, o, nc, own, perm), publishOther(ctx, o, nc, other, perm))
 	out = append(out, clock(ctx, o, servers, opts))
-	out = append(out, durable(ctx, o, servers, opts.NATS.CAFile))
 	return out
 }
 

@@ -84,12 +84,10 @@ func TestDoctor(t *testing.T) {
 		provision bool
 		setup     func(t *testing.T, url string)
 		password  string
-		system    bool     // with central's system user
 		failed    []string // checks that fail; none means ready
 		fix       string   // in the first failed check's fix
 	}{
 		{name: "healthy", conf: productionTemplate, provision: true, password: "CHANGE-ME-S0001"},
-		{name: "healthy, durability seen by the system user", conf: productionTemplate, provision: true, password: "CHANGE-ME-S0001", system: true},
 		{name: "wrong password", conf: productionTemplate, provision: true, password: "wrong",
 			failed: []string{doctor.CheckAuth}, fix: "credentials"},
 		{name: "missing stream", conf: productionTemplate, password: "CHANGE-ME-S0001",
@@ -110,11 +108,6 @@ func TestDoctor(t *testing.T) {
 			}
 			config, adminPW := doctorStore(t, h.URL(), tc.password)
 			args := []string{"doctor", "--json", "--config", config, "--admin-user", "admin", "--admin-password-file", adminPW, "--timeout", "2s"}
-			if tc.system {
-				sysPW := filepath.Join(t.TempDir(), "sys.pw")
-				os.WriteFile(sysPW, []byte("CHANGE-ME-sys\n"), 0o600)
-				args = append(args, "--system-user", "sys", "--system-password-file", sysPW)
-			}
 			stdout, stderr, code := runCLI(t, args...)
 			var r doctor.Report
 			if err := json.Unmarshal([]byte(stdout), &r); err != nil {
@@ -123,14 +116,6 @@ func TestDoctor(t *testing.T) {
 			var failed []string
 			fix := ""
 			for _, c := range r.Checks {
-				if c.Name == doctor.CheckDurability {
-					// Skipped without the system user; a warning with it,
-					// for a single server: never passed, never failed.
-					if c.OK || c.Skipped == tc.system || c.Warning != tc.system || c.Fix == "" {
-						t.Errorf("durability check %+v with system user %v: want skipped without, warned with", c, tc.system)
-					}
-					continue
-				}
 				if !c.OK {
 					failed = append(failed, c.Name)
 					if fix == "" {
@@ -149,6 +134,21 @@ func TestDoctor(t *testing.T) {
 				t.Errorf("exit %d, failed %v, first fix %q; want exit %d, failed %v, fix naming %q\n%s%s", code, failed, fix, wantCode, tc.failed, tc.fix, stdout, stderr)
 			}
 		})
+	}
+}
+
+// TestDoctorDurabilityMoved: the durability check's flags are refused
+// (exit 2) with where the check went, and the store's report has no such
+// check: central's fsync and replicas are head office's to check.
+func TestDoctorDurabilityMoved(t *testing.T) {
+	for _, args := range [][]string{
+		{"--system-user", "sys", "--system-password-file", "sys.pw"},
+		{"--monitor-url", "http://central-1:8222"},
+	} {
+		_, stderr, code := runCLI(t, append([]string{"doctor", "--dev"}, args...)...)
+		if code != cli.ExitUsage || !strings.Contains(stderr, "moved") || !strings.Contains(stderr, "rxedge-hq durability") {
+			t.Errorf("doctor %v: exit %d\n%s", args, code, stderr)
+		}
 	}
 }
 
