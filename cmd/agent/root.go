@@ -45,7 +45,7 @@ delivered wait in a local quarantine for an operator.`,
 		newCompactCmd(s),
 		newDataCmd(s),
 		newLedgerCmd(s),
-		newVersionCmd(s),
+		cli.Version(s),
 	)
 	root.AddCommand(newServiceCmds(s)...)
 	return cli.Root(root)

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"encoding/json"
@@ -6,16 +6,17 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/internal/version"
 )
 
-func newVersionCmd(s *cli.Streams) *cobra.Command {
+// Version is the `version` command of both binaries: the version, commit,
+// build date and Go version (internal/version), --json as an object.
+func Version(s *Streams) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "version",
-		Short: "Print the agent's version, commit, build date and Go version",
-		Args:  cli.NoArgs,
+		Short: "Print the version, commit, build date and Go version",
+		Args:  NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			v := version.Get()
 			if asJSON {
