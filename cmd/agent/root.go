@@ -36,7 +36,6 @@ delivered wait in a local quarantine for an operator.`,
 		newDoctorCmd(s),
 		newHubCmd(s),
 		newProvisionCmd(s),
-		newCentralConfigCmd(s),
 		newDLQCmd(s),
 		newAuditCmd(s),
 		newRemoteCmd(s),
@@ -48,6 +47,7 @@ delivered wait in a local quarantine for an operator.`,
 		cli.Version(s),
 	)
 	root.AddCommand(newServiceCmds(s)...)
+	root.AddCommand(movedCmd("central-config", "central-config"))
 	return cli.Root(root)
 }
 

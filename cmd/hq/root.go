@@ -24,6 +24,7 @@ func newRoot(s *cli.Streams) *cobra.Command {
 		Long:  rootLong,
 	}
 	root.AddCommand(
+		newCentralConfigCmd(s),
 		cli.Version(s),
 	)
 	return cli.Root(root)

@@ -32,7 +32,7 @@ With --partitions N the central holds movements in N movement streams and
 N archives, each store in the partition nats-server's partition(N) function
 gives its id; the store's account maps the subjects its agent uses, which
 do not change, onto its partition's. Provision the same number
-(agent provision --partitions N). Changing N later moves stores to other
+(hq provision --partitions N). Changing N later moves stores to other
 partitions, whose movement streams do not hold their earlier keys.`,
 		Args: cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

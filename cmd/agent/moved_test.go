@@ -1,0 +1,25 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/rxedge/agent/internal/cli"
+)
+
+// TestMovedCommands: each head-office spelling the store's binary had
+// exits 2 saying where the command went, and repeats nothing else of the
+// command line (a password, for one).
+func TestMovedCommands(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"central-config", "--roster", "r.txt", "--password", "Secret-1"}, "use rxedge-hq central-config,"},
+	} {
+		_, stderr, code := runCLI(t, tc.args...)
+		if code != cli.ExitUsage || !strings.Contains(stderr, "moved: `agent "+tc.args[0]) || !strings.Contains(stderr, tc.want) || strings.Contains(stderr, "Secret-1") {
+			t.Errorf("agent %s: exit %d\n%s\nwant exit 2 naming %q, without the password", strings.Join(tc.args, " "), code, stderr, tc.want)
+		}
+	}
+}
