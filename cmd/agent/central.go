@@ -18,11 +18,10 @@ import (
 func newCentralCmd(s *cli.Streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "central",
-		Short: "Head office's commands on central as a whole (reconcile, migrate, durability, sink, report, verify, prove, witness)",
+		Short: "Head office's commands on central as a whole (reconcile, durability, sink, report, verify, prove, witness)",
 		Long: `Head office's commands on central as a whole:
 
   reconcile   check central's archive against what every store acknowledged
-  migrate     copy a one-partition central's movements into N partitions
   durability  check that central fsyncs every write and replicates its streams
   sink        copy central's archives into PostgreSQL exactly once
   report      print the inspection views the sink keeps in PostgreSQL
@@ -34,13 +33,13 @@ func newCentralCmd(s *cli.Streams) *cobra.Command {
 	for _, sub := range centralCommands {
 		cmd.AddCommand(sub(s))
 	}
+	cmd.AddCommand(movedCmd("migrate", "migrate"))
 	return cli.Group(cmd)
 }
 
 // centralCommands are the subcommands of agent central.
 var centralCommands = []func(*cli.Streams) *cobra.Command{
 	newCentralReconcileCmd,
-	newCentralMigrateCmd,
 	newCentralDurabilityCmd,
 	newCentralSinkCmd,
 	newCentralReportCmd,

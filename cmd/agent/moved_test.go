@@ -16,6 +16,7 @@ func TestMovedCommands(t *testing.T) {
 		want string
 	}{
 		{[]string{"central-config", "--roster", "r.txt", "--password", "Secret-1"}, "use rxedge-hq central-config,"},
+		{[]string{"central", "migrate", "--password", "Secret-1", "--partitions", "2"}, "use rxedge-hq migrate,"},
 	} {
 		_, stderr, code := runCLI(t, tc.args...)
 		if code != cli.ExitUsage || !strings.Contains(stderr, "moved: `agent "+tc.args[0]) || !strings.Contains(stderr, tc.want) || strings.Contains(stderr, "Secret-1") {

@@ -25,6 +25,7 @@ func newRoot(s *cli.Streams) *cobra.Command {
 	}
 	root.AddCommand(
 		newCentralConfigCmd(s),
+		newMigrateCmd(s),
 		cli.Version(s),
 	)
 	return cli.Root(root)

@@ -13,9 +13,9 @@ import (
 	"github.com/rxedge/agent/internal/progress"
 )
 
-// newCentralMigrateCmd is `agent central migrate`: move a one-partition
-// central's movements into its partitions.
-func newCentralMigrateCmd(s *cli.Streams) *cobra.Command {
+// newMigrateCmd is `hq migrate`: move a one-partition central's movements
+// into its partitions.
+func newMigrateCmd(s *cli.Streams) *cobra.Command {
 	var (
 		nf         natsconn.Flags
 		partitions int
@@ -28,7 +28,7 @@ func newCentralMigrateCmd(s *cli.Streams) *cobra.Command {
 		Short: "Copy a one-partition central's movements into N partitions, each key once",
 		Long: `Copy every movement of the old stream (--from, RX_MOVEMENTS) into its
 store's partition of a central with N partitions, whose movement streams and
-archives must exist already (agent provision --partitions N). Each movement
+archives must exist already (hq provision --partitions N). Each movement
 is republished with its own Nats-Msg-Id and Rx-* headers and "no message
 yet" expected on its subject, so a partition refuses a key it holds; the
 copy there is then read back: the same digest counts as already migrated,
@@ -39,8 +39,8 @@ migrates nothing twice. Use central's administrator identity. README,
 Exit status 0 when every movement is in its partition, 3 when a conflict
 needs someone, 1 when some movements could not be copied this time (run it
 again).`,
-		Example: `  agent central migrate --server nats://central:4222 --user admin --partitions 4
-  agent central migrate --server nats://central:4222 --user admin --partitions 4 --json`,
+		Example: `  hq migrate --server nats://central:4222 --user admin --partitions 4
+  hq migrate --server nats://central:4222 --user admin --partitions 4 --json`,
 		Args: cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if partitions < 2 || partitions > central.MaxPartitions {

@@ -15,10 +15,10 @@ import (
 	"github.com/rxedge/agent/testkit/natstest"
 )
 
-// TestCentralMigrateCLI runs the migration command: it refuses while the
+// TestMigrateCLI runs the migration command: it refuses while the
 // partitions are missing, then copies, reports a conflict with exit 3 and
 // its JSON summary, and copies nothing more when run again.
-func TestCentralMigrateCLI(t *testing.T) {
+func TestMigrateCLI(t *testing.T) {
 	srv := natstest.StartHub(t, natstest.WithSkipProvision())
 	js := natstest.JetStream(t, natstest.Connect(t, srv.URL()))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -40,7 +40,7 @@ func TestCentralMigrateCLI(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	args := []string{"central", "migrate", "--server", srv.URL(), "--partitions", "2"}
+	args := []string{"migrate", "--server", srv.URL(), "--partitions", "2"}
 
 	_, stderr, code := runCLI(t, args...)
 	if code != cli.ExitError || !strings.Contains(stderr, "RX_MOVEMENTS_0") || !strings.Contains(stderr, "provision --partitions 2") {
