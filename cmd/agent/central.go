@@ -18,13 +18,11 @@ import (
 func newCentralCmd(s *cli.Streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "central",
-		Short: "Head office's commands on central as a whole (reconcile, durability, sink, report, verify, prove, witness)",
+		Short: "Head office's commands on central as a whole (reconcile, durability, verify, prove, witness)",
 		Long: `Head office's commands on central as a whole:
 
   reconcile   check central's archive against what every store acknowledged
   durability  check that central fsyncs every write and replicates its streams
-  sink        copy central's archives into PostgreSQL exactly once
-  report      print the inspection views the sink keeps in PostgreSQL
   verify      check the stores' signed logs against the archive
   prove       write an inspector's proof of one movement
   witness     countersign the stores' consistent checkpoints
@@ -33,7 +31,9 @@ func newCentralCmd(s *cli.Streams) *cobra.Command {
 	for _, sub := range centralCommands {
 		cmd.AddCommand(sub(s))
 	}
-	cmd.AddCommand(movedCmd("migrate", "migrate"))
+	for _, name := range []string{"migrate", "sink", "report"} {
+		cmd.AddCommand(movedCmd(name, name))
+	}
 	return cli.Group(cmd)
 }
 
@@ -41,8 +41,6 @@ func newCentralCmd(s *cli.Streams) *cobra.Command {
 var centralCommands = []func(*cli.Streams) *cobra.Command{
 	newCentralReconcileCmd,
 	newCentralDurabilityCmd,
-	newCentralSinkCmd,
-	newCentralReportCmd,
 	newCentralVerifyCmd,
 	newCentralProveCmd,
 	newCentralWitnessCmd,

@@ -17,6 +17,8 @@ func TestMovedCommands(t *testing.T) {
 	}{
 		{[]string{"central-config", "--roster", "r.txt", "--password", "Secret-1"}, "use rxedge-hq central-config,"},
 		{[]string{"central", "migrate", "--password", "Secret-1", "--partitions", "2"}, "use rxedge-hq migrate,"},
+		{[]string{"central", "sink", "--postgres", "postgres://u:Secret-1@db/rx"}, "use rxedge-hq sink,"},
+		{[]string{"central", "report", "balances"}, "use rxedge-hq report,"},
 	} {
 		_, stderr, code := runCLI(t, tc.args...)
 		if code != cli.ExitUsage || !strings.Contains(stderr, "moved: `agent "+tc.args[0]) || !strings.Contains(stderr, tc.want) || strings.Contains(stderr, "Secret-1") {

@@ -26,6 +26,8 @@ func newRoot(s *cli.Streams) *cobra.Command {
 	root.AddCommand(
 		newCentralConfigCmd(s),
 		newMigrateCmd(s),
+		newSinkCmd(s),
+		newReportCmd(s),
 		cli.Version(s),
 	)
 	return cli.Root(root)

@@ -20,12 +20,12 @@ import (
 	"github.com/rxedge/agent/testkit/pgtest"
 )
 
-// TestCentralSinkCLI runs agent central sink and agent central report
+// TestSinkCLI runs hq sink and hq report
 // against a real PostgreSQL and central: the schema migrated, movements
 // written once, verified, a tampered row found, the views printed as a
 // table, JSON and CSV, the settings file and RXEDGE_SINK_* honoured, and
 // no password in anything printed.
-func TestCentralSinkCLI(t *testing.T) {
+func TestSinkCLI(t *testing.T) {
 	pg := pgtest.Start(t)
 	const pw = "s3cret-sink-pw"
 	pg.Exec(t, "postgres", `CREATE ROLE sinkowner LOGIN PASSWORD '`+pw+`'`)
@@ -59,11 +59,11 @@ func TestCentralSinkCLI(t *testing.T) {
 	}
 	waitArchive(t, js, 3)
 
-	out := mustCLI(t, append([]string{"central", "sink", "--migrate-only"}, pgArgs...)...)
+	out := mustCLI(t, append([]string{"sink", "--migrate-only"}, pgArgs...)...)
 	if !strings.Contains(out, "schema at version 3 (applied 3 migration(s))") {
 		t.Errorf("--migrate-only: %q", out)
 	}
-	out = mustCLI(t, append([]string{"central", "sink", "--until-caught-up", "--json", "--server", srv.URL()}, pgArgs...)...)
+	out = mustCLI(t, append([]string{"sink", "--until-caught-up", "--json", "--server", srv.URL()}, pgArgs...)...)
 	var res struct {
 		Streams []struct {
 			Name     string `json:"name"`
@@ -74,27 +74,27 @@ func TestCentralSinkCLI(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Streams) != 1 || res.Streams[0].Rows != 3 || res.Streams[0].Position != 3 {
 		t.Fatalf("sink --until-caught-up --json: %v\n%s", err, out)
 	}
-	out = mustCLI(t, append([]string{"central", "sink", "--verify", "--server", srv.URL()}, pgArgs...)...)
+	out = mustCLI(t, append([]string{"sink", "--verify", "--server", srv.URL()}, pgArgs...)...)
 	if !strings.Contains(out, "RX_ARCHIVE: archive 1..3, position 3, checked 3, lag 0, missing 0, different 0") {
 		t.Errorf("--verify: %q", out)
 	}
 
 	// The views.
-	out = mustCLI(t, append([]string{"central", "report", "balances", "--json"}, pgArgs...)...)
+	out = mustCLI(t, append([]string{"report", "balances", "--json"}, pgArgs...)...)
 	var bal []map[string]string
 	if err := json.Unmarshal([]byte(out), &bal); err != nil || len(bal) != 1 || bal[0]["balance"] != "69.500000" || bal[0]["store_id"] != "S0001" {
 		t.Errorf("report balances --json: %v\n%s", err, out)
 	}
-	out = mustCLI(t, append([]string{"central", "report", "schedule-ii", "--store", "S0001", "--from", "2026-03-01", "--to", "2026-03-03", "--csv"}, pgArgs...)...)
+	out = mustCLI(t, append([]string{"report", "schedule-ii", "--store", "S0001", "--from", "2026-03-01", "--to", "2026-03-03", "--csv"}, pgArgs...)...)
 	recs, err := csv.NewReader(strings.NewReader(out)).ReadAll()
 	if err != nil || len(recs) != 3 || recs[0][9] != "dea_form_222" || recs[1][9] != "X1234567" || recs[2][4] != "dispense" {
 		t.Errorf("report schedule-ii --csv: %v\n%s", err, out)
 	}
-	out = mustCLI(t, append([]string{"central", "report", "rx", "--rx-ref", "RX-77"}, pgArgs...)...)
+	out = mustCLI(t, append([]string{"report", "rx", "--rx-ref", "RX-77"}, pgArgs...)...)
 	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 2 || !strings.Contains(lines[1], "dispense") {
 		t.Errorf("report rx: %q", out)
 	}
-	out = mustCLI(t, append([]string{"central", "report", "inventory", "--store", "S0001", "--json"}, pgArgs...)...)
+	out = mustCLI(t, append([]string{"report", "inventory", "--store", "S0001", "--json"}, pgArgs...)...)
 	var inv []map[string]string
 	if err := json.Unmarshal([]byte(out), &inv); err != nil || len(inv) != 3 || inv[1]["balance"] != "70.000000" || inv[2]["balance"] != "69.500000" {
 		t.Errorf("report inventory: %v\n%s", err, out)
@@ -104,7 +104,7 @@ func TestCentralSinkCLI(t *testing.T) {
 	conf := filepath.Join(dir, "sink.yaml")
 	os.WriteFile(conf, []byte("postgres:\n  url: "+pg.URL("nobody", "", "nodb")+"\n  password_file: "+pwFile+"\nnats:\n  servers: "+srv.URL()+"\nbatch: 100\n"), 0o600)
 	t.Setenv("RXEDGE_SINK_POSTGRES", url)
-	out = mustCLI(t, "central", "sink", "--config", conf, "--verify")
+	out = mustCLI(t, "sink", "--config", conf, "--verify")
 	if !strings.Contains(out, "0 with a difference") {
 		t.Errorf("sink --config --verify: %q", out)
 	}
@@ -112,7 +112,7 @@ func TestCentralSinkCLI(t *testing.T) {
 	// A row changed behind the sink's back: --verify says so, exit 3.
 	pg.Exec(t, "sinkcli", `UPDATE movements SET quantity = 31 WHERE movement_id = 'd1'`)
 	pg.Exec(t, "sinkcli", `UPDATE movements SET seq = 9 WHERE movement_id = 'r1'`)
-	stdout, stderr, code := runCLI(t, "central", "sink", "--config", conf, "--verify", "--json")
+	stdout, stderr, code := runCLI(t, "sink", "--config", conf, "--verify", "--json")
 	var v struct {
 		Streams []struct {
 			Different int `json:"different"`
@@ -127,11 +127,11 @@ func TestCentralSinkCLI(t *testing.T) {
 	bad := filepath.Join(dir, "bad.password")
 	os.WriteFile(bad, []byte("wrong-Pa55word\n"), 0o600)
 	for _, args := range [][]string{
-		{"central", "report", "balances", "--postgres", url, "--postgres-password-file", bad},
-		{"central", "report", "balances", "--postgres", pg.URL("sinkowner", "wrong-Pa55word", "sinkcli")},
-		{"central", "sink", "--verify", "--postgres", pg.URL("sinkowner", "wrong-Pa55word", "sinkcli"), "--server", srv.URL()},
-		{"central", "report", "balances", "--postgres", "postgres://sinkowner:wrong-Pa55word@127.0.0.1:1/x?connect_timeout=2"},
-		{"central", "report", "balances", "--postgres", "postgres://sinkowner:wrong-Pa55word@[bad"},
+		{"report", "balances", "--postgres", url, "--postgres-password-file", bad},
+		{"report", "balances", "--postgres", pg.URL("sinkowner", "wrong-Pa55word", "sinkcli")},
+		{"sink", "--verify", "--postgres", pg.URL("sinkowner", "wrong-Pa55word", "sinkcli"), "--server", srv.URL()},
+		{"report", "balances", "--postgres", "postgres://sinkowner:wrong-Pa55word@127.0.0.1:1/x?connect_timeout=2"},
+		{"report", "balances", "--postgres", "postgres://sinkowner:wrong-Pa55word@[bad"},
 	} {
 		stdout, stderr, code := runCLI(t, args...)
 		if code == 0 || strings.Contains(stdout+stderr, "Pa55word") || strings.Contains(stdout+stderr, pw) {
@@ -141,13 +141,13 @@ func TestCentralSinkCLI(t *testing.T) {
 
 	// Usage errors.
 	for _, args := range [][]string{
-		{"central", "report", "inventory", "--postgres", url},
-		{"central", "report", "rx", "--postgres", url},
-		{"central", "report", "balances", "--json", "--csv", "--postgres", url},
-		{"central", "report", "everything", "--postgres", url},
-		{"central", "report", "balances"},
-		{"central", "sink", "--verify", "--migrate-only", "--postgres", url},
-		{"central", "sink", "--partitions", "65", "--postgres", url},
+		{"report", "inventory", "--postgres", url},
+		{"report", "rx", "--postgres", url},
+		{"report", "balances", "--json", "--csv", "--postgres", url},
+		{"report", "everything", "--postgres", url},
+		{"report", "balances"},
+		{"sink", "--verify", "--migrate-only", "--postgres", url},
+		{"sink", "--partitions", "65", "--postgres", url},
 	} {
 		if _, stderr, code := runCLI(t, args...); code != cli.ExitUsage {
 			t.Errorf("agent %s: exit %d, want %d\n%s", strings.Join(args, " "), code, cli.ExitUsage, stderr)

@@ -142,8 +142,8 @@ func (f *sinkFlags) archives() []string {
 	return nil
 }
 
-// centralSinkLong is the command's help.
-const centralSinkLong = `Copy every movement of central's archives into PostgreSQL, exactly once.
+// sinkLong is the command's help.
+const sinkLong = `Copy every movement of central's archives into PostgreSQL, exactly once.
 
 Every archive stream (RX_ARCHIVE, or RX_ARCHIVE_<p> on a partitioned
 central) is read in order with an ordered consumer, from the position the
@@ -177,19 +177,19 @@ user of the production configuration: --js-api-prefix rx.audit.api. and
 
 Exit status: 0 done; 1 error; 2 usage; 3 --verify found a difference.`
 
-// sinkCmd is central sink's flags and run.
+// sinkCmd is hq sink's flags and run.
 type sinkCmd struct {
 	f                                                  sinkFlags
 	untilCaught, verify, allowLag, migrateOnly, asJSON bool
 	log                                                *slog.Logger
 }
 
-func newCentralSinkCmd(s *cli.Streams) *cobra.Command {
+func newSinkCmd(s *cli.Streams) *cobra.Command {
 	var c sinkCmd
 	cmd := &cobra.Command{
 		Use:   "sink --postgres URL [--postgres-password-file F] [--config F] [--until-caught-up | --verify | --migrate-only] --server URL [auth flags]",
 		Short: "Copy central's archives into PostgreSQL exactly once, and keep following them",
-		Long:  centralSinkLong,
+		Long:  sinkLong,
 		Args:  cli.UsageArgs(cobra.NoArgs),
 		RunE:  func(cmd *cobra.Command, _ []string) error { return c.run(cmd, s) },
 	}
@@ -322,8 +322,8 @@ func btoi(b bool) int {
 	return 0
 }
 
-// centralReportLong is the command's help.
-const centralReportLong = `Print one of the views the sink's schema ships (see README, "Head office's
+// reportLong is the command's help.
+const reportLong = `Print one of the views the sink's schema ships (see README, "Head office's
 records in PostgreSQL"):
 
   balances     each controlled NDC's balance per store now (perpetual
@@ -337,7 +337,7 @@ records in PostgreSQL"):
 
 Connect as a user with SELECT on the views (see the grants in README).`
 
-func newCentralReportCmd(s *cli.Streams) *cobra.Command {
+func newReportCmd(s *cli.Streams) *cobra.Command {
 	var (
 		f        sinkFlags
 		q        sink.ReportQuery
@@ -348,7 +348,7 @@ func newCentralReportCmd(s *cli.Streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "report (balances | inventory | schedule-ii | rx) [--store ID] [--ndc NDC] [--rx-ref REF] [--from T] [--to T] [--json|--csv] --postgres URL",
 		Short: "Print the inspection views the sink keeps in PostgreSQL",
-		Long:  centralReportLong,
+		Long:  reportLong,
 		Args:  cli.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if asJSON && asCSV {
