@@ -47,7 +47,7 @@ func freePages(t *testing.T, dir string, n int) {
 }
 
 func TestCompactCLI(t *testing.T) {
-	dir, keys := quarantinedDataDir(t, mv{id: "A"}, mv{id: "B", reason: "exhausted:timeout"})
+	dir, keys := quarantinedDataDir(t, mv{ID: "A"}, mv{ID: "B", Reason: "exhausted:timeout"})
 	freePages(t, dir, 8<<20)
 	path := settings.DataFile(dir)
 	before, _ := os.Stat(path)
@@ -106,7 +106,7 @@ func TestCompactCLI(t *testing.T) {
 }
 
 func TestCompactCLIRefusesWhileTheAgentRuns(t *testing.T) {
-	dir, _ := quarantinedDataDir(t, mv{id: "A"})
+	dir, _ := quarantinedDataDir(t, mv{ID: "A"})
 
 	// Another process holds the file.
 	q, err := queue.Open(queue.Options{Path: settings.DataFile(dir), StoreID: cliStore})

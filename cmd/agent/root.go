@@ -34,20 +34,21 @@ delivered wait in a local quarantine for an operator.`,
 		newEnqueueCmd(s),
 		newStatusCmd(s),
 		newDoctorCmd(s),
-		newHubCmd(s),
-		newProvisionCmd(s),
 		newDLQCmd(s),
 		newAuditCmd(s),
-		newRemoteCmd(s),
-		newCentralCmd(s),
-		newVerifyProofCmd(s),
 		newCompactCmd(s),
 		newDataCmd(s),
 		newLedgerCmd(s),
 		cli.Version(s),
 	)
 	root.AddCommand(newServiceCmds(s)...)
-	root.AddCommand(movedCmd("central-config", "central-config"))
+	for _, name := range []string{"provision", "central-config", "hub", "verify-proof"} {
+		root.AddCommand(movedCmd(name, name))
+	}
+	root.AddCommand(
+		movedCmd("central", "", "reconcile", "migrate", "durability", "sink", "report", "verify", "prove", "witness", "witness-key"),
+		movedCmd("remote", "remote", "status", "list", "redrive"),
+	)
 	return cli.Root(root)
 }
 

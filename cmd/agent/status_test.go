@@ -39,7 +39,7 @@ func TestStatusExitCodes(t *testing.T) {
 		t.Fatalf("pending older than --max-age: exit %d\n%s", code, out)
 	}
 
-	qdir, _ := quarantinedDataDir(t, mv{id: "Q-1"})
+	qdir, _ := quarantinedDataDir(t, mv{ID: "Q-1"})
 	out, _, code = runCLI(t, "status", "--data-dir", qdir, "--json")
 	if code != cli.ExitAttention || !strings.Contains(out, `"quarantined"`) {
 		t.Fatalf("with a quarantined movement: exit %d\n%s", code, out)
@@ -81,7 +81,7 @@ func TestStatusCheck(t *testing.T) {
 	running := t.TempDir()
 	runDaemon(t, localOptions(t, running), nil)
 
-	qdir, _ := quarantinedDataDir(t, mv{id: "Q-1"})
+	qdir, _ := quarantinedDataDir(t, mv{ID: "Q-1"})
 
 	tests := []struct {
 		name   string
@@ -123,7 +123,7 @@ func TestStatusCheck(t *testing.T) {
 // stable codes, and the service as a state word.
 func TestStatusJSONProblems(t *testing.T) {
 	asServiceDataDir(t)
-	qdir, _ := quarantinedDataDir(t, mv{id: "Q-1"})
+	qdir, _ := quarantinedDataDir(t, mv{ID: "Q-1"})
 	out, _, code := runCLI(t, "status", "--json", "--data-dir", qdir)
 	var st status.Status
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
@@ -256,7 +256,7 @@ func waitStatus(t *testing.T, dir, want string, args ...string) (string, int) {
 // TestStatusJSONAndCheckAgreeOnSeverity: a state has one severity whether
 // `status --json` or `status --check` judges it, with the same thresholds.
 func TestStatusJSONAndCheckAgreeOnSeverity(t *testing.T) {
-	dir, _ := quarantinedDataDir(t, mv{id: "POS-1", reason: "permanent:too_large"}, mv{id: "POS-2", reason: "exhausted:timeout"})
+	dir, _ := quarantinedDataDir(t, mv{ID: "POS-1", Reason: "permanent:too_large"}, mv{ID: "POS-2", Reason: "exhausted:timeout"})
 	for _, tc := range []struct {
 		flags []string
 		want  string

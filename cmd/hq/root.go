@@ -24,10 +24,20 @@ func newRoot(s *cli.Streams) *cobra.Command {
 		Long:  rootLong,
 	}
 	root.AddCommand(
+		newProvisionCmd(s),
 		newCentralConfigCmd(s),
+		newHubCmd(s),
+		newDurabilityCmd(s),
 		newMigrateCmd(s),
 		newSinkCmd(s),
 		newReportCmd(s),
+		newReconcileCmd(s),
+		newVerifyCmd(s),
+		newProveCmd(s),
+		newVerifyProofCmd(s),
+		newWitnessCmd(s),
+		newWitnessKeyCmd(s),
+		newRemoteCmd(s),
 		cli.Version(s),
 	)
 	return cli.Root(root)

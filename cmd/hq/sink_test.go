@@ -135,7 +135,7 @@ func TestSinkCLI(t *testing.T) {
 	} {
 		stdout, stderr, code := runCLI(t, args...)
 		if code == 0 || strings.Contains(stdout+stderr, "Pa55word") || strings.Contains(stdout+stderr, pw) {
-			t.Errorf("agent %s: exit %d, output %q %q: want a failure that names no password", strings.Join(args[:3], " "), code, stdout, stderr)
+			t.Errorf("hq %s: exit %d, output %q %q: want a failure that names no password", strings.Join(args[:3], " "), code, stdout, stderr)
 		}
 	}
 
@@ -150,7 +150,7 @@ func TestSinkCLI(t *testing.T) {
 		{"sink", "--partitions", "65", "--postgres", url},
 	} {
 		if _, stderr, code := runCLI(t, args...); code != cli.ExitUsage {
-			t.Errorf("agent %s: exit %d, want %d\n%s", strings.Join(args, " "), code, cli.ExitUsage, stderr)
+			t.Errorf("hq %s: exit %d, want %d\n%s", strings.Join(args, " "), code, cli.ExitUsage, stderr)
 		}
 	}
 }

@@ -47,20 +47,20 @@ func headOfficeCommands(t *testing.T, dir string) [][]string {
 	}
 	seed, _ := operatorSeed(t)
 	witnessKey := filepath.Join(dir, "witness.key")
-	mustCLI(t, "central", "witness-key", "--out", witnessKey)
+	mustCLI(t, "witness-key", "--out", witnessKey)
 	pg := "postgres://sink@127.0.0.1:1/rx"
 	return [][]string{
-		{"central", "verify", "--roster", roster, "--no-ask"},
-		{"central", "verify", "--roster", roster, "--nkey", seed},
-		{"central", "sink", "--until-caught-up", "--postgres", pg},
-		{"central", "sink", "--verify", "--postgres", pg},
-		{"central", "reconcile", "--no-ask"},
-		{"central", "reconcile", "--nkey", seed},
-		{"central", "durability"},
+		{"verify", "--roster", roster, "--no-ask"},
+		{"verify", "--roster", roster, "--nkey", seed},
+		{"sink", "--until-caught-up", "--postgres", pg},
+		{"sink", "--verify", "--postgres", pg},
+		{"reconcile", "--no-ask"},
+		{"reconcile", "--nkey", seed},
+		{"durability"},
 		{"provision"},
-		{"central", "migrate", "--partitions", "2"},
-		{"central", "prove", strings.Repeat("ab", 16)},
-		{"central", "witness", "--signing-key", witnessKey, "--state", filepath.Join(dir, "witness.state"), "--roster", roster, "--once"},
+		{"migrate", "--partitions", "2"},
+		{"prove", strings.Repeat("ab", 16)},
+		{"witness", "--signing-key", witnessKey, "--state", filepath.Join(dir, "witness.state"), "--roster", roster, "--once"},
 		{"remote", "status", "--fleet"},
 		{"remote", "status", "--store", "S0001", "--nkey", seed},
 		{"remote", "list", "--store", "S0001", "--nkey", seed},
@@ -97,11 +97,11 @@ func TestHeadOfficeCommandsHideThePassword(t *testing.T) {
 			})
 		}
 	}
-	// A monitoring URL (central durability) is read, not parsed first: one
+	// A monitoring URL (hq durability) is read, not parsed first: one
 	// that does not parse is an error, and shows no password either.
 	for _, u := range []string{"http://mon:" + hiddenPassword + "@[bad", "http://mon:" + hiddenPassword + "%zz@127.0.0.1:1", "http://mon:" + hiddenPassword + "@127.0.0.1:1"} {
-		t.Run("central durability --monitor-url "+strings.TrimPrefix(u, "http://mon:"+hiddenPassword), func(t *testing.T) {
-			runHidesPassword(t, []string{"central", "durability", "--monitor-url", u, "--timeout", "5s"}, cli.ExitError)
+		t.Run("durability --monitor-url "+strings.TrimPrefix(u, "http://mon:"+hiddenPassword), func(t *testing.T) {
+			runHidesPassword(t, []string{"durability", "--monitor-url", u, "--timeout", "5s"}, cli.ExitError)
 		})
 	}
 }
@@ -126,13 +126,13 @@ func TestSinkHidesThePostgresPassword(t *testing.T) {
 		{"an at in a query password", "postgres://127.0.0.1/rx?password=Pw@S3cret&sslmode=bogus"},
 	} {
 		for _, cmd := range [][]string{
-			{"central", "sink", "--until-caught-up", "--server", "nats://127.0.0.1:1"},
-			{"central", "sink", "--server", "nats://127.0.0.1:1"},
-			{"central", "sink", "--verify", "--server", "nats://127.0.0.1:1"},
-			{"central", "sink", "--migrate-only"},
-			{"central", "report", "balances"},
+			{"sink", "--until-caught-up", "--server", "nats://127.0.0.1:1"},
+			{"sink", "--server", "nats://127.0.0.1:1"},
+			{"sink", "--verify", "--server", "nats://127.0.0.1:1"},
+			{"sink", "--migrate-only"},
+			{"report", "balances"},
 		} {
-			name := strings.Join(cmd[:3], " ")
+			name := strings.Join(cmd[:min(2, len(cmd))], " ")
 			t.Run(name+" --postgres "+dsn.name, func(t *testing.T) {
 				runHidesPassword(t, append(append([]string{}, cmd...), "--postgres", dsn.url), cli.ExitUsage)
 			})

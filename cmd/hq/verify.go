@@ -29,7 +29,7 @@ import (
 )
 
 // ledgerConn are the connection flags verify, prove and witness share
-// with central reconcile.
+// with hq reconcile.
 type ledgerConn struct {
 	remote    remoteFlags
 	parts     int
@@ -84,7 +84,7 @@ func readVerifierKey(flag, v string) (note.Verifier, string, error) {
 	return nv, key, nil
 }
 
-const centralVerifyLong = `Check every store's signed log against central's archive, trusting
+const verifyLong = `Check every store's signed log against central's archive, trusting
 neither central nor its administrator.
 
 Each store keeps a Merkle log of its movements and publishes signed
@@ -131,7 +131,7 @@ that changed is named. Findings (store, log, sequences, checkpoint sizes):
 
 Exit status: 0 when all holds; 3 on any finding but uncovered; 1 when the
 archive cannot be read; 2 for a usage error. The connection flags are
-central reconcile's; the ledger command is signed with --nkey (--no-ask
+hq reconcile's; the ledger command is signed with --nkey (--no-ask
 asks no store, and a dropped newest checkpoint is then not caught).`
 
 type verifyFlags struct {
@@ -143,12 +143,12 @@ type verifyFlags struct {
 	o       audit.Options
 }
 
-func newCentralVerifyCmd(s *cli.Streams) *cobra.Command {
+func newVerifyCmd(s *cli.Streams) *cobra.Command {
 	var f verifyFlags
 	cmd := &cobra.Command{
 		Use:   "verify --roster FILE [--store ID]... [--witness-key KEY] [--json] --nkey OPERATOR_SEED_FILE --server URL [auth flags]",
 		Short: "Check the stores' signed logs against central's archive (exit 3 on a finding)",
-		Long:  centralVerifyLong,
+		Long:  verifyLong,
 		Args:  cli.UsageArgs(cobra.NoArgs),
 		RunE:  func(cmd *cobra.Command, _ []string) error { return f.run(cmd.Context(), s) },
 	}
@@ -173,7 +173,7 @@ func (f *verifyFlags) run(ctx context.Context, s *cli.Streams) error {
 		}
 	}
 	if f.conn.remote.nkey == "" && !f.noAsk {
-		return cli.UsageError("central verify: --nkey OPERATOR_SEED_FILE is required to ask the stores (or --no-ask)")
+		return cli.UsageError("verify: --nkey OPERATOR_SEED_FILE is required to ask the stores (or --no-ask)")
 	}
 	o := f.o
 	if o.Archives, err = f.conn.archives(); err != nil {
@@ -257,8 +257,8 @@ func writeVerify(w io.Writer, rep *audit.Report) error {
 	return err
 }
 
-const centralProveLong = `Write the proof that one movement is in its store's signed log, for an
-inspector to check with agent verify-proof, with no network.
+const proveLong = `Write the proof that one movement is in its store's signed log, for an
+inspector to check with hq verify-proof, with no network.
 
 The movement (KEY, its 32-hex key) is looked up in the archives (only
 --store's with --store); the newest checkpoint of its log that a key of
@@ -270,15 +270,15 @@ nothing: they are passed over and counted on stderr. Without --roster no
 checkpoint can be authenticated, and prove writes nothing. With
 --witness-key only a checkpoint of RX_WITNESS that the witness's key
 countersigned is taken from there (without it, the countersignature is
-left to agent verify-proof --witness-key to check). The file
+left to hq verify-proof --witness-key to check). The file
 (--out, default stdout) holds the payload, its leaf, the inclusion proof
 and the signed checkpoint; its format is central/ledger's Proof.
 
 Exit status: 0 written; 1 when the movement is not archived, no
 checkpoint covers it yet, or the archive does not match the checkpoint
-(run agent central verify); 2 for a usage error (--roster missing).`
+(run hq verify); 2 for a usage error (--roster missing).`
 
-func newCentralProveCmd(s *cli.Streams) *cobra.Command {
+func newProveCmd(s *cli.Streams) *cobra.Command {
 	var (
 		conn   ledgerConn
 		store  string
@@ -289,8 +289,8 @@ func newCentralProveCmd(s *cli.Streams) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "prove KEY --roster FILE [--store ID] [--witness-key KEY] [--out FILE] --server URL [auth flags]",
-		Short: "Write an inspector's proof of one movement (check it with agent verify-proof)",
-		Long:  centralProveLong,
+		Short: "Write an inspector's proof of one movement (check it with hq verify-proof)",
+		Long:  proveLong,
 		Args:  cli.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o := audit.ProveOptions{Key: args[0], Store: store, NoWitness: noWit}
@@ -350,8 +350,7 @@ func newCentralProveCmd(s *cli.Streams) *cobra.Command {
 	return cmd
 }
 
-const verifyProofLong = `Check an inspector's proof of one movement (written by agent central
-prove) with no network and no access to central:
+const verifyProofLong = `Check an inspector's proof of one movement (written by hq prove) with no network and no access to central:
 
   1. the payload's SHA-256 is the leaf's digest;
   2. the checkpoint is signed by --store-key, a key of the proof's store
@@ -364,7 +363,7 @@ prove) with no network and no access to central:
 Exit status: 0 the proof holds; 3 it does not (the failed check is
 named); 1 the file cannot be read; 2 for a usage error.`
 
-// newVerifyProofCmd is agent verify-proof.
+// newVerifyProofCmd is hq verify-proof.
 func newVerifyProofCmd(s *cli.Streams) *cobra.Command {
 	var storeKey, witnessKey string
 	var asJSON bool
@@ -458,17 +457,17 @@ func readLimited(path string, max int64) ([]byte, error) {
 	return b, nil
 }
 
-const centralWitnessLong = `Countersign the stores' checkpoints as head office's witness.
+const witnessLong = `Countersign the stores' checkpoints as head office's witness.
 
 The witness reads the checkpoints in every archive, in order, and adds its
 signature (a second note signature; the store's stays) to a checkpoint
 only when it is signed by a key of its store in --roster and consistent
 (its proof) with the last checkpoint it countersigned for that log. It
 publishes each countersigned checkpoint to the stream RX_WITNESS (subject
-rx.witness.<store>), where agent central verify --witness-key and agent
-central prove find them. agent provision creates RX_WITNESS; on a central
-where it is missing the witness tries to create it, and says to run agent
-provision when it may not. A checkpoint it refuses is logged (reason,
+rx.witness.<store>), where hq verify --witness-key and hq prove find
+them. hq provision creates RX_WITNESS; on a central where it is missing
+the witness tries to create it, and says to run hq provision when it may
+not. A checkpoint it refuses is logged (reason,
 store, log, sizes) and counted in the metric
 rxedge_witness_checkpoints_total{result="refused",reason=...} served on
 --listen.
@@ -477,7 +476,7 @@ In production it runs as the generated configuration's witness user, in an
 account of its own, which may read the archives and RX_WITNESS and
 publish countersignatures, nothing else:
 
-  NATS_PASSWORD=… agent central witness --signing-key witness.key \
+  NATS_PASSWORD=… hq witness --signing-key witness.key \
     --roster roster.txt --state /var/lib/rxedge/witness.state \
     --partitions N --server URL --user witness \
     --js-api-prefix rx.witness-api.
@@ -498,10 +497,10 @@ it from its backup, or move it away to take the state from RX_WITNESS
 (the archives are then read again from the start).
 
 --once reads the archives to their end and exits; otherwise it runs until
-stopped, reading again every --interval. Generate its key with agent
-central witness-key.`
+stopped, reading again every --interval. Generate its key with hq
+witness-key.`
 
-func newCentralWitnessCmd(s *cli.Streams) *cobra.Command {
+func newWitnessCmd(s *cli.Streams) *cobra.Command {
 	var (
 		conn     ledgerConn
 		key      string
@@ -514,11 +513,11 @@ func newCentralWitnessCmd(s *cli.Streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "witness --signing-key FILE --roster FILE --state FILE [--once] [--interval D] [--listen ADDR] --server URL [auth flags]",
 		Short: "Countersign the stores' checkpoints that extend the last ones countersigned",
-		Long:  centralWitnessLong,
+		Long:  witnessLong,
 		Args:  cli.UsageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if key == "" || state == "" {
-				return cli.UsageError("central witness: --signing-key FILE and --state FILE are required")
+				return cli.UsageError("witness: --signing-key FILE and --state FILE are required")
 			}
 			if interval <= 0 {
 				return cli.UsageError("--interval must be positive")
@@ -583,7 +582,7 @@ func newCentralWitnessCmd(s *cli.Streams) *cobra.Command {
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&key, "signing-key", "", "the witness's private key file (agent central witness-key); --key is the TLS client key")
+	fs.StringVar(&key, "signing-key", "", "the witness's private key file (hq witness-key); --key is the TLS client key")
 	fs.StringVar(&roster, "roster", "", "the roster: a store id and its ledger key a line")
 	fs.StringVar(&state, "state", "", "the witness's state file (kept on the witness host)")
 	fs.BoolVar(&once, "once", false, "read the archives to their end, then exit")
@@ -593,7 +592,7 @@ func newCentralWitnessCmd(s *cli.Streams) *cobra.Command {
 	return cmd
 }
 
-func newCentralWitnessKeyCmd(s *cli.Streams) *cobra.Command {
+func newWitnessKeyCmd(s *cli.Streams) *cobra.Command {
 	var out, name string
 	cmd := &cobra.Command{
 		Use:   "witness-key --out FILE [--name NAME]",

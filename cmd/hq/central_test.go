@@ -355,7 +355,7 @@ func TestCentralReconcileChain(t *testing.T) {
 
 	// A grace of 1ms: S0030 synced its movement 3 seconds ago, which
 	// would otherwise be in transit to the archive (checked below).
-	out, stderr, code := runCLI(t, "central", "reconcile", "--server", c.url, "--nkey", seed, "--grace", "1ms", "--json")
+	out, stderr, code := runCLI(t, "reconcile", "--server", c.url, "--nkey", seed, "--grace", "1ms", "--json")
 	if code != cli.ExitAttention {
 		t.Fatalf("reconcile: exit %d, want %d\n%s%s", code, cli.ExitAttention, out, stderr)
 	}
@@ -402,7 +402,7 @@ func TestCentralReconcileChain(t *testing.T) {
 	t.Logf("read %d archive records in %.3fs (%.0f records/s)", rep.Records, rep.ReadSeconds, rep.RecordsPerSecond)
 
 	// The table: only the stores with something to say, and the total.
-	out, _, code = runCLI(t, "central", "reconcile", "--server", c.url, "--nkey", seed, "--grace", "1ms")
+	out, _, code = runCLI(t, "reconcile", "--server", c.url, "--nkey", seed, "--grace", "1ms")
 	lines := strings.Split(out, "\n")
 	if code != cli.ExitAttention || len(lines) < 10 || !strings.HasPrefix(strings.TrimSpace(lines[9]), "TOTAL") || !strings.Contains(out, "S0030: 1 missing unexplained (1 synced_not_archived)") {
 		t.Errorf("table: exit %d\n%s", code, out)
@@ -413,18 +413,18 @@ func TestCentralReconcileChain(t *testing.T) {
 		}
 	}
 	// Only the explained stores: nothing needs anyone.
-	out, stderr, code = runCLI(t, "central", "reconcile", "--server", c.url, "--nkey", seed, "--store", "S0010", "--store", "S0020", "--store", "S0040", "--store", "S0050", "--csv")
+	out, stderr, code = runCLI(t, "reconcile", "--server", c.url, "--nkey", seed, "--store", "S0010", "--store", "S0020", "--store", "S0040", "--store", "S0050", "--csv")
 	if code != cli.ExitOK || strings.Count(out, "\n") != 6 || !strings.Contains(out, "S0010,true,5,1,5,4,4,1,0,0,1,") {
 		t.Errorf("explained stores: exit %d, want 0\n%s%s", code, out, stderr)
 	}
 	// With the default grace, S0030's movement, synced moments ago, is
 	// in transit (and --operator-key is --nkey).
-	out, stderr, code = runCLI(t, "central", "reconcile", "--server", c.url, "--operator-key", seed, "--store", "S0030")
+	out, stderr, code = runCLI(t, "reconcile", "--server", c.url, "--operator-key", seed, "--store", "S0030")
 	if code != cli.ExitOK || !strings.Contains(out, "Explained: 1 in_transit") {
 		t.Errorf("S0030 with the default grace: exit %d, want 0\n%s%s", code, out, stderr)
 	}
 	// Without asking, the gaps are unexplained.
-	out, _, code = runCLI(t, "central", "reconcile", "--server", c.url, "--no-ask", "--store", "S0050")
+	out, _, code = runCLI(t, "reconcile", "--server", c.url, "--no-ask", "--store", "S0050")
 	if code != cli.ExitAttention || !strings.Contains(out, "1 not_asked") {
 		t.Errorf("--no-ask: exit %d\n%s", code, out)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/remote"
 	"github.com/rxedge/agent/settings"
+	"github.com/rxedge/agent/testkit/agenttest"
 	"github.com/rxedge/agent/testkit/natstest"
 )
 
@@ -77,10 +78,10 @@ func TestRemoteUsageErrors(t *testing.T) {
 }
 
 // TestRemoteStatusExitCodes: exit 3 when a store needs attention, so that
-// monitoring can run `agent remote status`.
+// monitoring can run `hq remote status`.
 func TestRemoteStatusExitCodes(t *testing.T) {
 	h := natstest.StartHub(t)
-	quarantined, _ := quarantinedDataDir(t, mv{id: "A"})
+	quarantined, _ := agenttest.Quarantined(t, cliStore, agenttest.Movement{ID: "A"})
 	seed, pub := operatorSeed(t)
 	serveRemote(t, h.URL(), quarantined, cliStore, pub)
 	// A second store, with nothing quarantined.
@@ -140,7 +141,7 @@ func writeContext(t *testing.T, dir, name, body string, selected bool) string {
 }
 
 // TestRemoteWithANATSContext: head office's nats CLI context is enough to
-// run `agent remote`; a wrong password in it says where it came from and
+// run `hq remote`; a wrong password in it says where it came from and
 // never prints it.
 func TestRemoteWithANATSContext(t *testing.T) {
 	h := natstest.StartHub(t, natstest.WithConfigFile(filepath.Join("..", "..", "configs", "nats", "production.conf.template"),

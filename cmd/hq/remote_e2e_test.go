@@ -28,6 +28,7 @@ import (
 	"github.com/rxedge/agent/remote"
 	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/status"
+	"github.com/rxedge/agent/testkit/agenttest"
 	"github.com/rxedge/agent/testkit/natstest"
 	"github.com/rxedge/agent/testkit/syncbuf"
 )
@@ -72,7 +73,7 @@ func startLiveAgent(t *testing.T, hubURL string, operatorKeys ...string) *liveAg
 			t.Logf("agent log:\n%s", a.logs.String())
 		}
 	})
-	a.ingest = runDaemon(t, opts, log)
+	a.ingest = agenttest.Run(t, opts, log)
 	return a
 }
 
@@ -112,7 +113,7 @@ func (a *liveAgent) waitFor(t *testing.T, what string, cond func(*status.Status)
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		st, err := readStatus(context.Background(), a.dir, "")
+		st, err := control.Dial(control.Endpoint(a.dir)).Status(context.Background())
 		if err == nil && cond(st) {
 			return st
 		}
@@ -245,7 +246,7 @@ func TestRemoteRedriveEndToEnd(t *testing.T) {
 
 	// Listed with its failure context.
 	var list dlq.ListResult
-	if err := json.Unmarshal([]byte(mustCLI(t, "dlq", "list", "--json", "--data-dir", a.dir)), &list); err != nil {
+	if err := json.Unmarshal([]byte(mustAgent(t, "dlq", "list", "--json", "--data-dir", a.dir)), &list); err != nil {
 		t.Fatal(err)
 	}
 	if len(list.Items) != 2 {
@@ -267,7 +268,7 @@ func TestRemoteRedriveEndToEnd(t *testing.T) {
 
 	// A local redrive delivers A exactly once.
 	const localWhy = "central max_payload raised to 1 MiB"
-	if out := mustCLI(t, "dlq", "redrive", keyA, "--reason-text", localWhy, "--data-dir", a.dir); !strings.Contains(out, "redriven 1 movement(s)") {
+	if out := mustAgent(t, "dlq", "redrive", keyA, "--reason-text", localWhy, "--data-dir", a.dir); !strings.Contains(out, "redriven 1 movement(s)") {
 		t.Errorf("local redrive:\n%s", out)
 	}
 	a.waitFor(t, "A synced", func(st *status.Status) bool { return st.Counts.Synced.Total == 4 })
@@ -287,7 +288,7 @@ func TestRemoteRedriveEndToEnd(t *testing.T) {
 	})
 
 	// Again, locally and remotely: nothing to do.
-	if stdout, stderr, code := runCLI(t, "dlq", "redrive", keyA, "--reason-text", "again", "--data-dir", a.dir); code != 1 || !strings.Contains(stdout, "it is synced") {
+	if stdout, stderr, code := agentCLI(t, "dlq", "redrive", keyA, "--reason-text", "again", "--data-dir", a.dir); code != 1 || !strings.Contains(stdout, "it is synced") {
 		t.Errorf("local redrive of a synced key: exit %d\n%s%s", code, stdout, stderr)
 	}
 	if stdout, stderr, code := runCLI(t, "remote", "redrive", "--store", liveStore, keyB, "--reason-text", "again", "--nkey", seedFile, "--server", h.URL()); code != 1 || !strings.Contains(stdout, "it is synced") {
@@ -312,7 +313,7 @@ func TestRemoteRedriveEndToEnd(t *testing.T) {
 
 	// The journal shows both, with who and why.
 	var audit dlq.AuditResult
-	if err := json.Unmarshal([]byte(mustCLI(t, "audit", "--json", "--data-dir", a.dir)), &audit); err != nil {
+	if err := json.Unmarshal([]byte(mustAgent(t, "audit", "--json", "--data-dir", a.dir)), &audit); err != nil {
 		t.Fatal(err)
 	}
 	var redrives, accepted, refusals []queue.Event
@@ -345,12 +346,12 @@ func TestRemoteRedriveEndToEnd(t *testing.T) {
 	if err := os.WriteFile(cfg, fmt.Appendf(nil, "store_id: %s\ndata_dir: %s\ncontrol:\n  operators:\n    alice: %s\n", liveStore, a.dir, pub), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out = mustCLI(t, "audit", "--config", cfg, "--actor", "ALICE", "--action", "redrive")
+	out = mustAgent(t, "audit", "--config", cfg, "--actor", "ALICE", "--action", "redrive")
 	if !strings.Contains(out, "remote:alice ("+pub+")") || strings.Contains(out, control.LocalActor()+" ") {
 		t.Errorf("audit --actor alice:\n%s", out)
 	}
 	audit = dlq.AuditResult{}
-	if err := json.Unmarshal([]byte(mustCLI(t, "audit", "--json", "--config", cfg, "--key", keyB[:8], "--action", "redrive")), &audit); err != nil ||
+	if err := json.Unmarshal([]byte(mustAgent(t, "audit", "--json", "--config", cfg, "--key", keyB[:8], "--action", "redrive")), &audit); err != nil ||
 		len(audit.Events) != 1 || audit.Events[0].Actor != "remote:alice ("+pub+")" {
 		t.Errorf("audit --key of B: %v %+v", err, audit.Events)
 	}
@@ -393,8 +394,12 @@ func TestNoPatientDataAnywhere(t *testing.T) {
 	add := func(what, s string) { seen = append(seen, what+": "+s) }
 	run := func(args ...string) string {
 		t.Helper()
-		stdout, stderr, _ := runCLI(t, args...)
-		add("agent "+strings.Join(args, " "), stdout+stderr)
+		cmd, program := runCLI, "hq "
+		if args[0] != "remote" {
+			cmd, program = agentCLI, "agent "
+		}
+		stdout, stderr, _ := cmd(t, args...)
+		add(program+strings.Join(args, " "), stdout+stderr)
 		return stdout
 	}
 
@@ -430,7 +435,7 @@ func TestNoPatientDataAnywhere(t *testing.T) {
 	run("dlq", "show", keys["BIG-A"], "--data-dir", a.dir)
 	run("dlq", "show", keys["BIG-A"], "--json", "--data-dir", a.dir) // the failure context
 	// Positive control: the payload holds the marker, and shows it when asked.
-	if out := mustCLI(t, "dlq", "show", keys["BIG-A"], "--payload", "--data-dir", a.dir); !strings.Contains(out, marker) {
+	if out := mustAgent(t, "dlq", "show", keys["BIG-A"], "--payload", "--data-dir", a.dir); !strings.Contains(out, marker) {
 		t.Fatalf("dlq show --payload lacks the marker: the test could not fail\n%s", out)
 	}
 

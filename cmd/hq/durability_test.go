@@ -9,11 +9,11 @@ import (
 	"github.com/rxedge/agent/testkit/natstest"
 )
 
-// TestCentralDurabilityCLI runs the durability check as the production
+// TestDurabilityCLI runs the durability check as the production
 // template's system user: a single server fsyncing every write passes with
 // a warning for its R1 stream; one that does not fails with exit 3 and the
 // fix.
-func TestCentralDurabilityCLI(t *testing.T) {
+func TestDurabilityCLI(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		noSync bool
@@ -25,7 +25,7 @@ func TestCentralDurabilityCLI(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := natstest.StartHub(t, natstest.WithConfigFile(productionTemplate, adminConnect...), func(o *hub.Options) { o.NoSync = tc.noSync })
-			stdout, stderr, code := runCLI(t, "central", "durability", "--server", srv.URL(), "--user", "sys", "--password", "CHANGE-ME-sys")
+			stdout, stderr, code := runCLI(t, "durability", "--server", srv.URL(), "--user", "sys", "--password", "CHANGE-ME-sys")
 			if code != tc.code {
 				t.Errorf("exit %d, want %d\n%s%s", code, tc.code, stdout, stderr)
 			}
@@ -38,7 +38,7 @@ func TestCentralDurabilityCLI(t *testing.T) {
 	}
 	// A user outside the system account gets an error, not a report.
 	srv := natstest.StartHub(t, natstest.WithConfigFile(productionTemplate, adminConnect...))
-	_, stderr, code := runCLI(t, "central", "durability", "--server", srv.URL(), "--user", "admin", "--password", "CHANGE-ME-admin", "--timeout", "1s")
+	_, stderr, code := runCLI(t, "durability", "--server", srv.URL(), "--user", "admin", "--password", "CHANGE-ME-admin", "--timeout", "1s")
 	if code != cli.ExitError || !strings.Contains(stderr, "system account") {
 		t.Errorf("as admin: exit %d, stderr %q", code, stderr)
 	}

@@ -20,9 +20,9 @@ import (
 	"github.com/rxedge/agent/testkit/natstest"
 )
 
-// agentRun runs the built agent binary and returns its exit code, stdout
-// and stderr.
-func agentRun(t *testing.T, bin string, args ...string) (int, string, string) {
+// hqRun runs the built hq binary and returns its exit code, stdout and
+// stderr.
+func hqRun(t *testing.T, bin string, args ...string) (int, string, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -37,7 +37,7 @@ func agentRun(t *testing.T, bin string, args ...string) (int, string, string) {
 	case errors.As(err, &ee):
 		return ee.ExitCode(), out.String(), errb.String()
 	}
-	t.Fatalf("run agent %v: %v", args, err)
+	t.Fatalf("run hq %v: %v", args, err)
 	return 0, "", ""
 }
 
@@ -46,7 +46,7 @@ func agentRun(t *testing.T, bin string, args ...string) (int, string, string) {
 // nats-server whose stores answer the signed ledger command: exit codes,
 // --json, and an archive recreated without one movement.
 func TestLedgerCommandsThroughTheBinary(t *testing.T) {
-	bin := agentbin.Build(t)
+	bin := agentbin.BuildHQ(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	srv := natstest.StartHub(t)
@@ -75,7 +75,7 @@ func TestLedgerCommandsThroughTheBinary(t *testing.T) {
 	conn := []string{"--server", srv.URL(), "--roster", roster}
 	verify := func(extra ...string) (int, audit.Report, string) {
 		t.Helper()
-		code, out, errs := agentRun(t, bin, append(append([]string{"central", "verify", "--json", "--nkey", seedFile}, conn...), extra...)...)
+		code, out, errs := hqRun(t, bin, append(append([]string{"verify", "--json", "--nkey", seedFile}, conn...), extra...)...)
 		var rep audit.Report
 		if code == 0 || code == cli.ExitAttention {
 			if err := json.Unmarshal([]byte(out), &rep); err != nil {
@@ -96,10 +96,10 @@ func TestLedgerCommandsThroughTheBinary(t *testing.T) {
 	}
 
 	// Usage errors: no roster, no operator key.
-	if code, _, _ := agentRun(t, bin, "central", "verify", "--server", srv.URL(), "--nkey", seedFile); code != cli.ExitUsage {
+	if code, _, _ := hqRun(t, bin, "verify", "--server", srv.URL(), "--nkey", seedFile); code != cli.ExitUsage {
 		t.Errorf("verify without --roster: exit %d", code)
 	}
-	if code, _, _ := agentRun(t, bin, append([]string{"central", "verify"}, conn...)...); code != cli.ExitUsage {
+	if code, _, _ := hqRun(t, bin, append([]string{"verify"}, conn...)...); code != cli.ExitUsage {
 		t.Errorf("verify without --nkey: exit %d", code)
 	}
 	// Another operator's key: the stores refuse, verify says so and still
@@ -107,7 +107,7 @@ func TestLedgerCommandsThroughTheBinary(t *testing.T) {
 	otherSeed, _ := ledgertest.Operator(t)
 	otherFile := filepath.Join(dir, "other.nk")
 	os.WriteFile(otherFile, otherSeed, 0o600)
-	code, out, _ := agentRun(t, bin, append([]string{"central", "verify", "--nkey", otherFile}, conn...)...)
+	code, out, _ := hqRun(t, bin, append([]string{"verify", "--nkey", otherFile}, conn...)...)
 	if code != 0 || !strings.Contains(out, "store S0042 did not answer") || !strings.Contains(out, "OK: every log holds") {
 		t.Errorf("another operator: exit %d\n%s", code, out)
 	}
@@ -115,29 +115,29 @@ func TestLedgerCommandsThroughTheBinary(t *testing.T) {
 	// The inspector's proof of sequence 33, and its offline check.
 	key := ledgertest.Key("S0042", 32)
 	proof := filepath.Join(dir, "proof.json")
-	if code, _, errs := agentRun(t, bin, "central", "prove", key, "--store", "S0042", "--roster", roster, "--server", srv.URL(), "--out", proof); code != 0 {
+	if code, _, errs := hqRun(t, bin, "prove", key, "--store", "S0042", "--roster", roster, "--server", srv.URL(), "--out", proof); code != 0 {
 		t.Fatalf("prove: exit %d: %s", code, errs)
 	}
 	// Without the roster no checkpoint can be authenticated: nothing is
 	// written.
 	noRoster := filepath.Join(dir, "no-roster.json")
-	code, _, errs = agentRun(t, bin, "central", "prove", key, "--store", "S0042", "--server", srv.URL(), "--out", noRoster)
+	code, _, errs = hqRun(t, bin, "prove", key, "--store", "S0042", "--server", srv.URL(), "--out", noRoster)
 	if _, err := os.Stat(noRoster); code != cli.ExitUsage || !strings.Contains(errs, "--roster") || err == nil {
 		t.Errorf("prove without --roster: exit %d, %s", code, errs)
 	}
 	vkeyFile := filepath.Join(dir, "S0042.pub")
 	os.WriteFile(vkeyFile, []byte(a.VKey+"\n"), 0o644)
-	code, out, _ = agentRun(t, bin, "verify-proof", proof, "--store-key", vkeyFile)
+	code, out, _ = hqRun(t, bin, "verify-proof", proof, "--store-key", vkeyFile)
 	if code != 0 || !strings.Contains(out, "is sequence 33 of store S0042") {
 		t.Fatalf("verify-proof: exit %d: %s", code, out)
 	}
-	if code, _, _ := agentRun(t, bin, "verify-proof", proof, "--store-key", b.VKey); code != cli.ExitAttention {
+	if code, _, _ := hqRun(t, bin, "verify-proof", proof, "--store-key", b.VKey); code != cli.ExitAttention {
 		t.Errorf("verify-proof with S0043's key: exit %d", code)
 	}
 	pb, _ := os.ReadFile(proof)
 	edited := filepath.Join(dir, "edited.json")
 	os.WriteFile(edited, bytes.Replace(pb, []byte(`\"qty\":33`), []byte(`\"qty\":3`), 1), 0o644)
-	code, out, _ = agentRun(t, bin, "verify-proof", edited, "--store-key", a.VKey, "--json")
+	code, out, _ = hqRun(t, bin, "verify-proof", edited, "--store-key", a.VKey, "--json")
 	var res struct {
 		OK    bool   `json:"ok"`
 		Error string `json:"error"`
@@ -145,21 +145,21 @@ func TestLedgerCommandsThroughTheBinary(t *testing.T) {
 	if code != cli.ExitAttention || json.Unmarshal([]byte(out), &res) != nil || res.OK || !strings.Contains(res.Error, "payload was changed") {
 		t.Errorf("edited proof: exit %d: %s", code, out)
 	}
-	if code, _, _ := agentRun(t, bin, "verify-proof", proof); code != cli.ExitUsage {
+	if code, _, _ := hqRun(t, bin, "verify-proof", proof); code != cli.ExitUsage {
 		t.Errorf("verify-proof without --store-key: exit %d", code)
 	}
 
 	// The witness: key, one pass, and verify with its key.
 	wkey := filepath.Join(dir, "witness.key")
-	code, wpub, _ := agentRun(t, bin, "central", "witness-key", "--out", wkey)
+	code, wpub, _ := hqRun(t, bin, "witness-key", "--out", wkey)
 	if code != 0 || !strings.HasPrefix(wpub, "rxedge-witness+") {
 		t.Fatalf("witness-key: exit %d: %q", code, wpub)
 	}
-	if code, _, _ := agentRun(t, bin, "central", "witness-key", "--out", wkey); code != cli.ExitError {
+	if code, _, _ := hqRun(t, bin, "witness-key", "--out", wkey); code != cli.ExitError {
 		t.Errorf("witness-key over an existing key: exit %d", code)
 	}
 	state := filepath.Join(dir, "witness.json")
-	code, out, errs = agentRun(t, bin, "central", "witness", "--once", "--json", "--signing-key", wkey, "--state", state, "--roster", roster, "--server", srv.URL())
+	code, out, errs = hqRun(t, bin, "witness", "--once", "--json", "--signing-key", wkey, "--state", state, "--roster", roster, "--server", srv.URL())
 	var run audit.WitnessRun
 	if code != 0 || json.Unmarshal([]byte(out), &run) != nil || run.Countersigned != 4 {
 		t.Fatalf("witness --once: exit %d: %s %s", code, out, errs)
@@ -169,11 +169,11 @@ func TestLedgerCommandsThroughTheBinary(t *testing.T) {
 		t.Fatalf("verify with the witness key: exit %d: %+v", code, rep.Logs)
 	}
 	wproof := filepath.Join(dir, "witnessed.json")
-	if code, _, errs := agentRun(t, bin, "central", "prove", key, "--store", "S0042", "--roster", roster, "--witness-key", strings.TrimSpace(wpub),
+	if code, _, errs := hqRun(t, bin, "prove", key, "--store", "S0042", "--roster", roster, "--witness-key", strings.TrimSpace(wpub),
 		"--server", srv.URL(), "--out", wproof); code != 0 {
 		t.Fatalf("prove --witness-key: exit %d: %s", code, errs)
 	}
-	if code, out, _ := agentRun(t, bin, "verify-proof", wproof, "--store-key", a.VKey, "--witness-key", strings.TrimSpace(wpub)); code != 0 || !strings.Contains(out, "countersigned by the witness") {
+	if code, out, _ := hqRun(t, bin, "verify-proof", wproof, "--store-key", a.VKey, "--witness-key", strings.TrimSpace(wpub)); code != 0 || !strings.Contains(out, "countersigned by the witness") {
 		t.Errorf("verify-proof of the countersigned proof: exit %d: %s", code, out)
 	}
 
@@ -195,13 +195,13 @@ func TestLedgerCommandsThroughTheBinary(t *testing.T) {
 	if f := rep.Findings[0]; f.Store != "S0042" || f.From != 33 || f.To != 33 || f.Log != a.Log {
 		t.Errorf("finding %+v, want S0042 sequence 33", f)
 	}
-	code, out, _ = agentRun(t, bin, append([]string{"central", "verify", "--nkey", seedFile}, conn...)...)
+	code, out, _ = hqRun(t, bin, append([]string{"verify", "--nkey", seedFile}, conn...)...)
 	if code != cli.ExitAttention || !strings.Contains(out, "missing: store S0042 log "+a.Log+" sequences 33-33") || !strings.Contains(out, "FAILED") {
 		t.Errorf("table: exit %d\n%s", code, out)
 	}
 	// The proof made before still checks offline: it does not depend on
 	// the archive.
-	if code, _, _ := agentRun(t, bin, "verify-proof", proof, "--store-key", a.VKey, "--witness-key", strings.TrimSpace(wpub)); code != cli.ExitAttention {
+	if code, _, _ := hqRun(t, bin, "verify-proof", proof, "--store-key", a.VKey, "--witness-key", strings.TrimSpace(wpub)); code != cli.ExitAttention {
 		t.Errorf("the proof written before the witness ran has no countersignature: exit %d", code)
 	}
 	// Records under S0043's checkpoint tokens that no key signed, sizes
@@ -209,29 +209,29 @@ func TestLedgerCommandsThroughTheBinary(t *testing.T) {
 	// and says so.
 	ledgertest.PublishUnsigned(ctx, t, js, "S0043", 20, func(i int) (string, int64) { return b.Log, int64(1000 + i) })
 	ledgertest.WaitArchived(ctx, t, js, central.ArchiveStreamName, 50+3+5+1-1+20)
-	code, out, _ = agentRun(t, bin, append([]string{"central", "verify", "--nkey", seedFile}, conn...)...)
+	code, out, _ = hqRun(t, bin, append([]string{"verify", "--nkey", seedFile}, conn...)...)
 	if code != cli.ExitAttention || !strings.Contains(out, "unverified_checkpoint: store S0043 log "+b.Log+" sizes [1000]: archive record") ||
 		!strings.Contains(out, "(12 records): 12 more such records, 20 in all") || !strings.Contains(out, "4 signed checkpoints, 20 under checkpoint tokens not signed by their store") {
 		t.Errorf("verify with unsigned checkpoint records: exit %d\n%s", code, out)
 	}
-	code, _, errs = agentRun(t, bin, "central", "prove", ledgertest.Key("S0043", 2), "--store", "S0043", "--roster", roster, "--server", srv.URL(), "--out", proof)
+	code, _, errs = hqRun(t, bin, "prove", ledgertest.Key("S0043", 2), "--store", "S0043", "--roster", roster, "--server", srv.URL(), "--out", proof)
 	if code != 0 || !strings.Contains(errs, "note: 20 records under store S0043's checkpoint tokens are not checkpoints signed by a roster key") {
 		t.Errorf("prove with unsigned checkpoint records: exit %d: %s", code, errs)
 	}
 	// The central is unreachable: an error, not a finding.
 	srv.Stop()
-	if code, _, _ := agentRun(t, bin, append([]string{"central", "verify", "--no-ask", "--timeout", "1s"}, conn...)...); code != cli.ExitError {
+	if code, _, _ := hqRun(t, bin, append([]string{"verify", "--no-ask", "--timeout", "1s"}, conn...)...); code != cli.ExitError {
 		t.Errorf("central down: exit %d", code)
 	}
 }
 
-// TestWitnessKilled kills the witness binary with SIGKILL while it
+// TestWitnessKilled kills hq witness with SIGKILL while it
 // countersigns, restarts it, and checks that every checkpoint ends up
 // countersigned once (one published but not saved before the kill is
 // taken from RX_WITNESS at the restart, or repeated and deduplicated), its
 // state agrees with the stream, and verify with its key holds.
 func TestWitnessKilled(t *testing.T) {
-	bin := agentbin.Build(t)
+	bin := agentbin.BuildHQ(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	srv := natstest.StartHub(t)
@@ -248,12 +248,12 @@ func TestWitnessKilled(t *testing.T) {
 	roster := filepath.Join(dir, "roster.txt")
 	os.WriteFile(roster, []byte(s.RosterLine()), 0o600)
 	wkey := filepath.Join(dir, "witness.key")
-	code, wpub, _ := agentRun(t, bin, "central", "witness-key", "--out", wkey)
+	code, wpub, _ := hqRun(t, bin, "witness-key", "--out", wkey)
 	if code != 0 {
 		t.Fatal("witness-key failed")
 	}
 	state := filepath.Join(dir, "witness.json")
-	args := []string{"central", "witness", "--signing-key", wkey, "--state", state, "--roster", roster, "--server", srv.URL(), "--interval", "1h"}
+	args := []string{"witness", "--signing-key", wkey, "--state", state, "--roster", roster, "--server", srv.URL(), "--interval", "1h"}
 	cmd := exec.Command(bin, args...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -277,7 +277,7 @@ func TestWitnessKilled(t *testing.T) {
 	cmd.Wait()
 	st, _ := js.Stream(ctx, central.WitnessStreamName)
 	killedAt := st.CachedInfo().State.Msgs
-	code, out, errs := agentRun(t, bin, append([]string{"central", "witness", "--once", "--json"}, args[2:len(args)-2]...)...)
+	code, out, errs := hqRun(t, bin, append([]string{"witness", "--once", "--json"}, args[1:len(args)-2]...)...)
 	var run audit.WitnessRun
 	if code != 0 || json.Unmarshal([]byte(out), &run) != nil || len(run.Refused) != 0 {
 		t.Fatalf("after the kill: exit %d: %s %s", code, out, errs)
@@ -291,7 +291,7 @@ func TestWitnessKilled(t *testing.T) {
 	s.Respond(t, nc, pub)
 	seedFile := filepath.Join(dir, "op.nk")
 	os.WriteFile(seedFile, seed, 0o600)
-	code, out, _ = agentRun(t, bin, "central", "verify", "--json", "--roster", roster, "--server", srv.URL(), "--nkey", seedFile, "--witness-key", strings.TrimSpace(wpub))
+	code, out, _ = hqRun(t, bin, "verify", "--json", "--roster", roster, "--server", srv.URL(), "--nkey", seedFile, "--witness-key", strings.TrimSpace(wpub))
 	var rep audit.Report
 	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || rep.Logs[0].Witnessed != checkpoints {
 		t.Fatalf("verify after the kill: exit %d: %s", code, out)

@@ -13,42 +13,8 @@ import (
 	"github.com/rxedge/agent/internal/progress"
 )
 
-// newCentralCmd is the group of head office's commands on central as a
-// whole; each subcommand is one entry of centralCommands.
-func newCentralCmd(s *cli.Streams) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "central",
-		Short: "Head office's commands on central as a whole (reconcile, durability, verify, prove, witness)",
-		Long: `Head office's commands on central as a whole:
-
-  reconcile   check central's archive against what every store acknowledged
-  durability  check that central fsyncs every write and replicates its streams
-  verify      check the stores' signed logs against the archive
-  prove       write an inspector's proof of one movement
-  witness     countersign the stores' consistent checkpoints
-  witness-key generate the witness's key`,
-	}
-	for _, sub := range centralCommands {
-		cmd.AddCommand(sub(s))
-	}
-	for _, name := range []string{"migrate", "sink", "report"} {
-		cmd.AddCommand(movedCmd(name, name))
-	}
-	return cli.Group(cmd)
-}
-
-// centralCommands are the subcommands of agent central.
-var centralCommands = []func(*cli.Streams) *cobra.Command{
-	newCentralReconcileCmd,
-	newCentralDurabilityCmd,
-	newCentralVerifyCmd,
-	newCentralProveCmd,
-	newCentralWitnessCmd,
-	newCentralWitnessKeyCmd,
-}
-
-// centralReconcileLong is the help of `agent …`.
-const centralReconcileLong = `Check central's archive against what every store acknowledged.
+// reconcileLong is the help of `hq reconcile`.
+const reconcileLong = `Check central's archive against what every store acknowledged.
 
 Every archive stream (RX_ARCHIVE, or RX_ARCHIVE_<p> on a partitioned
 central) is read once, in order, headers only, and the sequences (Rx-Seq)
@@ -81,8 +47,8 @@ not reported, and a store with no such movement is not checked. Without
 retention), each store is checked from its lowest archived sequence.
 
 Connect as an identity that may read the archives and direct get the
-fleet view, with the same connection flags as agent remote. The audit user
-of the production configuration (agent central-config) has an account of
+fleet view, with the same connection flags as hq remote. The audit user
+of the production configuration (hq central-config) has an account of
 its own: give it --js-api-prefix rx.audit.api. and --partitions N (it may
 not list the streams; with --partitions, RX_ARCHIVE and RX_ARCHIVE_0 … _N-1
 are read, those that exist). Without --partitions the streams are listed
@@ -95,10 +61,10 @@ what needs attention; --json and --csv give every store. A progress line
 is drawn on stderr when it is a terminal.
 
 Exit status: 0 when nothing is unexplained and there is no conflict,
-reused sequence or malformed record; 3 otherwise (as agent status);
+reused sequence or malformed record; 3 otherwise (as agent status does);
 1 when the archive or the fleet view cannot be read; 2 for a usage error.`
 
-// reconcileFlags are central reconcile's flags.
+// reconcileFlags are hq reconcile's flags.
 type reconcileFlags struct {
 	remote remoteFlags
 	stores []string
@@ -109,12 +75,12 @@ type reconcileFlags struct {
 	o      reconcile.Options
 }
 
-func newCentralReconcileCmd(s *cli.Streams) *cobra.Command {
+func newReconcileCmd(s *cli.Streams) *cobra.Command {
 	var f reconcileFlags
 	cmd := &cobra.Command{
 		Use:   "reconcile [--store ID]... [--since T] [--json|--csv] [--no-ask] --nkey OPERATOR_SEED_FILE --server URL [auth flags]",
 		Short: "Check central's archive against what every store acknowledged (exit 3 when something is unexplained)",
-		Long:  centralReconcileLong,
+		Long:  reconcileLong,
 		Args:  cli.UsageArgs(cobra.NoArgs),
 		RunE:  func(cmd *cobra.Command, _ []string) error { return f.run(cmd.Context(), s) },
 	}
@@ -142,7 +108,7 @@ func (f *reconcileFlags) check() error {
 	case f.remote.asJSON && f.asCSV:
 		return cli.UsageError("give --json or --csv, not both")
 	case f.remote.nkey == "" && !f.noAsk:
-		return cli.UsageError("central reconcile: --nkey OPERATOR_SEED_FILE is required to ask the stores (or --no-ask to read only)")
+		return cli.UsageError("reconcile: --nkey OPERATOR_SEED_FILE is required to ask the stores (or --no-ask to read only)")
 	case f.parts < 0 || f.parts > central.MaxPartitions:
 		return cli.UsageError("--partitions must be between 1 and %d (0: list the streams)", central.MaxPartitions)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/rxedge/agent/testkit/natstest"
 )
 
-// TestProvision runs `agent provision` as the production template's
+// TestProvision runs `hq provision` as the production template's
 // administrator against a server without the stream: with --user admin
 // its inbox prefix defaults to _INBOX_admin, the only one the server lets
 // it read, and the stream it creates is central's.

@@ -11,9 +11,9 @@ import (
 	"github.com/rxedge/agent/internal/cli"
 )
 
-// newCentralDurabilityCmd is `agent central durability`: does central
-// fsync every write and replicate its movement streams and archives?
-func newCentralDurabilityCmd(s *cli.Streams) *cobra.Command {
+// newDurabilityCmd is `hq durability`: does central fsync every write and
+// replicate its movement streams and archives?
+func newDurabilityCmd(s *cli.Streams) *cobra.Command {
 	var (
 		nf      natsconn.Flags
 		monitor []string
@@ -32,8 +32,8 @@ production. Changes nothing.
 
 Exit status 0 when nothing needs fixing (warnings are printed), 3 when a
 server or a stream can lose acknowledged movements.`,
-		Example: `  NATS_PASSWORD=... agent central durability --server nats://central-1:4222 --user sys
-  agent central durability --monitor-url http://central-1:8222,http://central-2:8222,http://central-3:8222`,
+		Example: `  NATS_PASSWORD=... hq durability --server nats://central-1:4222 --user sys
+  hq durability --monitor-url http://central-1:8222,http://central-2:8222,http://central-3:8222`,
 		Args: cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			r, err := checkDurability(cmd.Context(), &nf, monitor)

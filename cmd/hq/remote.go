@@ -15,7 +15,6 @@ import (
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/central/command"
-	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/headoffice/fleet"
 	"github.com/rxedge/agent/headoffice/natsconn"
 	"github.com/rxedge/agent/headoffice/provision"
@@ -116,7 +115,7 @@ func remoteError(err error) error {
 	return err
 }
 
-// remoteStatusLong is the help of `agent …`.
+// remoteStatusLong is the help of `hq remote status`.
 const remoteStatusLong = `Show one store's status document (--store ID: the same as ` + "`agent status`" + ` on
 that store; a signed command, --nkey), or the fleet view (--fleet): the
 summary every agent writes with each heartbeat into central's bucket
@@ -221,7 +220,7 @@ func (f *remoteStatusFlags) run(ctx context.Context, s *cli.Streams) error {
 func remoteFleet(ctx context.Context, s *cli.Streams, nc *nats.Conn, roster []string, limits fleet.Limits, asJSON bool) error {
 	entries, err := fleet.Read(ctx, nc)
 	if err != nil {
-		return fmt.Errorf("%w: may this identity read the fleet view ($JS.API.DIRECT.GET.%s), and was it provisioned (agent provision)?", err, central.FleetStreamName)
+		return fmt.Errorf("%w: may this identity read the fleet view ($JS.API.DIRECT.GET.%s), and was it provisioned (hq provision)?", err, central.FleetStreamName)
 	}
 	view := fleet.Judge(entries, roster, time.Now(), limits)
 	if asJSON {
@@ -320,7 +319,7 @@ func newRemoteListCmd(s *cli.Streams) *cobra.Command {
 	return cmd
 }
 
-// remoteRedriveLong is the help of `agent …`.
+// remoteRedriveLong is the help of `hq remote redrive`.
 const remoteRedriveLong = `Send a store's quarantined movements again, attempts reset, like
 ` + "`agent dlq redrive`" + ` on the store. The command is signed with the operator seed
 in --nkey; the store applies it once, only if the public key is in its
@@ -351,22 +350,22 @@ func newRemoteRedriveCmd(s *cli.Streams) *cobra.Command {
 			}
 			switch {
 			case len(keys) == 0 && !all:
-				return cli.UsageError("remote redrive: give the keys to redrive, or --all (see `agent remote list`)")
+				return cli.UsageError("remote redrive: give the keys to redrive, or --all (see `hq remote list`)")
 			case len(keys) > 0 && all:
 				return cli.UsageError("remote redrive: give keys or --all, not both")
 			case reasonText == "" && !dryRun:
 				return cli.UsageError("remote redrive: --reason-text WHY is required (it is recorded in the store's audit journal)")
 			case f.nkey == "":
 				return cli.UsageError("remote redrive: --nkey OPERATOR_SEED_FILE is required: the command must be signed by an operator key the store knows")
-			case spread < 0 || spread > dlq.MaxSpread:
-				return cli.UsageError("--spread must be between 0 and %s", dlq.MaxSpread)
+			case spread < 0 || spread > command.MaxSpread:
+				return cli.UsageError("--spread must be between 0 and %s", command.MaxSpread)
 			}
 			c, nc, err := f.client("rxedge-remote")
 			if err != nil {
 				return err
 			}
 			defer nc.Close()
-			a := command.RedriveArgs{Selection: dlq.Selection{Keys: keys, All: all}, ReasonText: reasonText, DryRun: dryRun}
+			a := command.RedriveArgs{Selection: command.Selection{Keys: keys, All: all}, ReasonText: reasonText, DryRun: dryRun}
 			if spread > 0 {
 				a.Spread = spread.String()
 			}

@@ -32,7 +32,7 @@ JetStream on disk under --store-dir (every acknowledged write fsynced) and
 central's streams provisioned: one partition, the movement stream
 RX_MOVEMENTS with its archive RX_ARCHIVE, and the fleet view KV_RX_FLEET.
 Prints its URL, then runs until interrupted. For production, run nats-server with configs/nats/ and
-` + "`agent provision`" + `.`,
+` + "`hq provision`" + `.`,
 		Args: cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if storeDir == "" {
@@ -59,14 +59,14 @@ Prints its URL, then runs until interrupted. For production, run nats-server wit
 	return cmd
 }
 
-// provisionLong is the help of `agent …`.
+// provisionLong is the help of `hq provision`.
 const provisionLong = `Create central's streams, or bring existing ones to the product's settings,
 idempotently, and print what changed: for each of --partitions partitions a
 movement stream (RX_MOVEMENTS, or RX_MOVEMENTS_<p>), which refuses a second
 message for a key for the dedupe horizon (--max-age), and its archive
 (RX_ARCHIVE, or RX_ARCHIVE_<p>), which copies every movement and keeps it
 for --retention; then the fleet view KV_RX_FLEET. The partitions must be
-those of the server configuration (agent central-config --partitions).
+those of the server configuration (hq central-config --partitions).
 
 A movement stream's max_age is never lowered before its archive has copied
 it: provision then keeps the old max_age, says so, and lowers it when run
@@ -75,7 +75,7 @@ admin user of configs/nats/production.conf.template).
 
 Then, with --system-user or --monitor-url, it checks that every server
 fsyncs each write (sync_interval: always) and that the streams have three
-replicas on a cluster (as agent central durability does), and exits 3 when
+replicas on a cluster (as hq durability does), and exits 3 when
 central can lose acknowledged movements; without them it says the check
 was not run.`
 
