@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rxedge/agent/doctor"
-	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/installer"
 	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/settings"
@@ -98,7 +97,7 @@ func newDoctorCmd(s *cli.Streams) *cobra.Command {
 	}
 	fs := cmd.Flags()
 	fs.BoolVar(&dev, "dev", false, "check the trial agent of `run --dev` (data in ./"+settings.DevBase+"/agent, central its embedded hub)")
-	fs.StringVar(&devHub, "dev-hub", hub.DefaultListen, "with --dev: the trial hub's address")
+	fs.StringVar(&devHub, "dev-hub", settings.DevHubListen, "with --dev: the trial hub's address")
 	loc.register(fs)
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	fs.StringVar(&adminUser, "admin-user", "", "central's administrator (may read the stream's info): compare the stream's settings and the clock")

@@ -13,10 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rxedge/agent/central/streams"
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/daemon"
-	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/installer"
 	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/internal/logging"
@@ -85,7 +83,7 @@ Flags win over RXEDGE_* environment variables, which win over the file.`,
 	fs.StringVar(&f.hl7Listen, "hl7-listen", "", `HL7 v2 MLLP listener address host:port, or "off" (intake.hl7.listen)`)
 	fs.StringVar(&f.asapDir, "asap-dir", "", "ASAP 4.2 drop folder (intake.asap.dir)")
 	fs.BoolVar(&f.dev, "dev", false, "trial mode: also run a local central (embedded hub) in this process; data under ./rxedge-dev unless --data-dir")
-	fs.StringVar(&f.devHub, "dev-hub", hub.DefaultListen, "with --dev: the embedded hub's address")
+	fs.StringVar(&f.devHub, "dev-hub", settings.DevHubListen, "with --dev: the embedded hub's address")
 	return cmd
 }
 
@@ -170,7 +168,10 @@ func (f *runFlags) runDev(s *cli.Streams) error {
 	if len(c.NATS.Servers) > 0 {
 		return cli.UsageError("--dev runs its own central: leave out --nats / nats.servers")
 	}
-	h, err := hub.Start(hub.Options{Listen: f.devHub, StoreDir: filepath.Join(base, "hub"), Provision: streams.Provision})
+	h, err := startDevHub(f.devHub, filepath.Join(base, "hub"))
+	if errors.Is(err, errNoDevHub) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("dev hub: %w%s", err, daemon.InUseHint(err, fmt.Sprintf("another hub or nats-server listens on %s: stop it, or give the trial's hub another address with --dev-hub 127.0.0.1:4223", f.devHub)))
 	}
