@@ -227,7 +227,7 @@ var managed = []struct {
 	set  func(dst, src *jetstream.StreamConfig)
 }{
 	{"subjects",
-		func(c *jetstream.StreamConfig) string { return fmt.Sprint(c.Subjects) },
+		func(c *jetstream.StreamConfig) string { return "[" + strings.Join(c.Subjects, ", ") + "]" },
 		func(d, s *jetstream.StreamConfig) { d.Subjects = slices.Clone(s.Subjects) }},
 	{"sources",
 		func(c *jetstream.StreamConfig) string { return sources(c.Sources) },

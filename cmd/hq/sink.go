@@ -225,7 +225,7 @@ func (c *sinkCmd) run(cmd *cobra.Command, s *cli.Streams) error {
 			return err
 		}
 		if len(applied) > 0 {
-			c.log.Info("migrated the schema", "applied", applied, "version", sink.SchemaVersion())
+			c.log.Info("migrated the schema", "applied", cli.Numbers(applied), "version", sink.SchemaVersion())
 		}
 		if c.migrateOnly {
 			if c.asJSON {

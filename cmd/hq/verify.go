@@ -236,7 +236,7 @@ func writeVerify(w io.Writer, rep *audit.Report) error {
 		}
 		sizes := ""
 		if len(f.Sizes) > 0 {
-			sizes = fmt.Sprintf(" sizes %v", f.Sizes)
+			sizes = " sizes " + cli.Numbers(f.Sizes)
 		}
 		if f.Count > 0 {
 			sizes += fmt.Sprintf(" (%d records)", f.Count)
@@ -559,8 +559,8 @@ func newWitnessCmd(s *cli.Streams) *cobra.Command {
 				if conn.remote.asJSON {
 					return cli.PrintJSON(s.Out, run)
 				}
-				fmt.Fprintf(s.Out, "%d checkpoints read: %d countersigned, %d skipped, refused %v\n", run.Read, run.Countersigned, run.Skipped, run.Refused)
-				return nil
+				_, err = fmt.Fprintln(s.Out, witnessSummary(run))
+				return err
 			}
 			if listen != "" {
 				ln, err := net.Listen("tcp", listen)
@@ -576,7 +576,7 @@ func newWitnessCmd(s *cli.Streams) *cobra.Command {
 			log.Info("witness: running", "interval", interval)
 			return w.Run(ctx, interval, func(run audit.WitnessRun) {
 				if run.Countersigned > 0 || len(run.Refused) > 0 {
-					log.Info("witness: pass", "read", run.Read, "countersigned", run.Countersigned, "refused", fmt.Sprint(run.Refused))
+					log.Info("witness: pass", "summary", witnessSummary(run))
 				}
 			})
 		},
@@ -590,6 +590,20 @@ func newWitnessCmd(s *cli.Streams) *cobra.Command {
 	fs.StringVar(&listen, "listen", "", "serve /metrics here, e.g. 127.0.0.1:9466")
 	conn.register(cmd, false)
 	return cmd
+}
+
+// witnessSummary is a witness pass in words: "12 checkpoints read: 10
+// countersigned, 1 skipped, 1 refused (bad_signature 1)".
+func witnessSummary(run audit.WitnessRun) string {
+	refused := 0
+	for _, n := range run.Refused {
+		refused += n
+	}
+	line := fmt.Sprintf("%d checkpoints read: %d countersigned, %d skipped, %d refused", run.Read, run.Countersigned, run.Skipped, refused)
+	if refused > 0 {
+		line += " (" + cli.Tally(run.Refused) + ")"
+	}
+	return line
 }
 
 func newWitnessKeyCmd(s *cli.Streams) *cobra.Command {

@@ -210,7 +210,7 @@ func TestLedgerCommandsThroughTheBinary(t *testing.T) {
 	ledgertest.PublishUnsigned(ctx, t, js, "S0043", 20, func(i int) (string, int64) { return b.Log, int64(1000 + i) })
 	ledgertest.WaitArchived(ctx, t, js, central.ArchiveStreamName, 50+3+5+1-1+20)
 	code, out, _ = hqRun(t, bin, append([]string{"verify", "--nkey", seedFile}, conn...)...)
-	if code != cli.ExitAttention || !strings.Contains(out, "unverified_checkpoint: store S0043 log "+b.Log+" sizes [1000]: archive record") ||
+	if code != cli.ExitAttention || !strings.Contains(out, "unverified_checkpoint: store S0043 log "+b.Log+" sizes 1000: archive record") ||
 		!strings.Contains(out, "(12 records): 12 more such records, 20 in all") || !strings.Contains(out, "4 signed checkpoints, 20 under checkpoint tokens not signed by their store") {
 		t.Errorf("verify with unsigned checkpoint records: exit %d\n%s", code, out)
 	}

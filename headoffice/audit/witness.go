@@ -247,7 +247,11 @@ func (w *Witness) refuse(run *WitnessRun, why, store, log string, sizes ...int64
 	w.counter.WithLabelValues("refused", why).Inc()
 	switch n := refusals(run); {
 	case n <= maxRefusalLines:
-		w.o.Log.Warn("witness: checkpoint refused", "reason", why, "store", store, "log", log, "sizes", fmt.Sprint(sizes))
+		s := make([]string, len(sizes))
+		for i, n := range sizes {
+			s[i] = strconv.FormatInt(n, 10)
+		}
+		w.o.Log.Warn("witness: checkpoint refused", "reason", why, "store", store, "log", log, "sizes", strings.Join(s, ", "))
 	case n == maxRefusalLines+1:
 		w.o.Log.Warn("witness: more checkpoints refused in this pass: counted in rxedge_witness_checkpoints_total and the pass's summary, not logged one by one")
 	}

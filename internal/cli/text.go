@@ -2,6 +2,9 @@ package cli
 
 import (
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -41,4 +44,24 @@ func TimeFlag(name, v string, now time.Time) (time.Time, error) {
 		return t, UsageError("--%s: %v", name, err)
 	}
 	return t, nil
+}
+
+// Tally is counts by name as an operator reads them, names in order:
+// "bad_signature 1, forked 2"; "" for none. Never a Go map.
+func Tally(m map[string]int) string {
+	parts := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, k+" "+strconv.Itoa(m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Numbers is a list of numbers as an operator reads it: "10, 20"; "" for
+// none. Never a Go slice.
+func Numbers[T int | int64 | uint64](xs []T) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprint(x)
+	}
+	return strings.Join(parts, ", ")
 }

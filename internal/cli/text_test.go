@@ -70,3 +70,18 @@ func TestFilterFlags(t *testing.T) {
 		}
 	}
 }
+
+func TestTallyAndNumbers(t *testing.T) {
+	if got := Tally(map[string]int{"forked": 2, "bad_signature": 1}); got != "bad_signature 1, forked 2" {
+		t.Errorf("Tally = %q", got)
+	}
+	if got := Tally(nil); got != "" {
+		t.Errorf("Tally(nil) = %q", got)
+	}
+	if got := Numbers([]int64{10, 20}); got != "10, 20" {
+		t.Errorf("Numbers = %q", got)
+	}
+	if got := Numbers([]uint64(nil)); got != "" {
+		t.Errorf("Numbers(nil) = %q", got)
+	}
+}
