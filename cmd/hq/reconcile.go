@@ -108,7 +108,7 @@ func (f *reconcileFlags) check() error {
 	case f.remote.asJSON && f.asCSV:
 		return cli.UsageError("give --json or --csv, not both")
 	case f.remote.nkey == "" && !f.noAsk:
-		return cli.UsageError("reconcile: --nkey OPERATOR_SEED_FILE is required to ask the stores (or --no-ask to read only)")
+		return cli.UsageError("reconcile: --nkey OPERATOR_SEED_FILE is required to ask the stores (make one with `hq keys operator --out FILE`), or --no-ask to read only")
 	case f.parts < 0 || f.parts > central.MaxPartitions:
 		return cli.UsageError("--partitions must be between 1 and %d (0: list the streams)", central.MaxPartitions)
 	}

@@ -42,7 +42,8 @@ server grants that identity: with --user it is _INBOX_<user> unless
 --inbox-prefix.
 
 Every command to a store (status, list, redrive) is signed with the
-operator's NKey seed (--nkey FILE, a user seed SU…); the store applies it
+operator's NKey seed (--nkey FILE, a user seed SU… that hq keys operator
+makes); the store applies it
 only when the public key is in its remote.operator_keys, and records it
 in its audit journal with that key as the actor. A signed command is valid for
 --valid-for (at most 5m) and is applied at most once; the store's clock
@@ -356,7 +357,7 @@ func newRemoteRedriveCmd(s *cli.Streams) *cobra.Command {
 			case reasonText == "" && !dryRun:
 				return cli.UsageError("remote redrive: --reason-text WHY is required (it is recorded in the store's audit journal)")
 			case f.nkey == "":
-				return cli.UsageError("remote redrive: --nkey OPERATOR_SEED_FILE is required: the command must be signed by an operator key the store knows")
+				return cli.UsageError("remote redrive: --nkey OPERATOR_SEED_FILE is required: the command must be signed by an operator key the store knows (make one with `hq keys operator --out FILE`)")
 			case spread < 0 || spread > command.MaxSpread:
 				return cli.UsageError("--spread must be between 0 and %s", command.MaxSpread)
 			}

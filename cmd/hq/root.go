@@ -38,6 +38,7 @@ func newRoot(s *cli.Streams) *cobra.Command {
 		newWitnessCmd(s),
 		newWitnessKeyCmd(s),
 		newRemoteCmd(s),
+		newKeysCmd(s),
 		cli.Version(s),
 	)
 	return cli.Root(root)

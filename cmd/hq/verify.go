@@ -173,7 +173,7 @@ func (f *verifyFlags) run(ctx context.Context, s *cli.Streams) error {
 		}
 	}
 	if f.conn.remote.nkey == "" && !f.noAsk {
-		return cli.UsageError("verify: --nkey OPERATOR_SEED_FILE is required to ask the stores (or --no-ask)")
+		return cli.UsageError("verify: --nkey OPERATOR_SEED_FILE is required to ask the stores (make one with `hq keys operator --out FILE`), or --no-ask")
 	}
 	o := f.o
 	if o.Archives, err = f.conn.archives(); err != nil {
