@@ -91,9 +91,9 @@ func TestDoctor(t *testing.T) {
 		{name: "wrong password", conf: productionTemplate, provision: true, password: "wrong",
 			failed: []string{doctor.CheckAuth}, fix: "credentials"},
 		{name: "missing stream", conf: productionTemplate, password: "CHANGE-ME-S0001",
-			failed: []string{doctor.CheckStream, doctor.CheckPublishOwn}, fix: "provision"},
+			failed: []string{doctor.CheckStream, doctor.CheckPublishOwn}, fix: "run `rxedge-hq provision"},
 		{name: "stream with wrong settings", conf: productionTemplate, setup: wrongSettings, password: "CHANGE-ME-S0001",
-			failed: []string{doctor.CheckStream}, fix: "provision"},
+			failed: []string{doctor.CheckStream}, fix: "run `rxedge-hq provision"},
 		{name: "store denied its own subjects", conf: denied, provision: true, password: "CHANGE-ME-S0001",
 			failed: []string{doctor.CheckPublishOwn}, fix: "allow publish on rx.mv.<store>.>"},
 	} {
@@ -212,7 +212,7 @@ func TestDoctorPartitionWithoutMapping(t *testing.T) {
 			t.Fatalf("admin %v: exit %d, stream check %+v", admin, code, c)
 		}
 		text := c.Detail + " " + c.Fix
-		for _, want := range []string{"mapping", "rx.mv.S0001.>", "central-config --roster FILE --partitions"} {
+		for _, want := range []string{"mapping", "rx.mv.S0001.>", "`rxedge-hq central-config --roster FILE --partitions"} {
 			if !strings.Contains(text, want) {
 				t.Errorf("admin %v: the diagnosis lacks %q: %s", admin, want, text)
 			}

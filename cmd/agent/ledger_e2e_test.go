@@ -17,7 +17,7 @@ import (
 )
 
 // TestLedgerVerifiedAcrossReplacedPC runs the real agent against a real
-// central and checks its record with `agent central verify`, the store's
+// central and checks its record with `hq verify`, the store's
 // side and head office's meeting only through central: the agent signs
 // and publishes checkpoints of 150 movements; its PC is then replaced (an
 // empty data directory: a new file, a new log, a new signing key, the same

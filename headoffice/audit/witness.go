@@ -57,9 +57,9 @@ type WitnessOptions struct {
 	// state's for its log.
 	StateFile string
 	// Stream is the witness stream; default central.WitnessStreamName.
-	// `agent provision` creates it; when it does not exist the witness
+	// `hq provision` creates it; when it does not exist the witness
 	// tries to create it (a development hub) and, when that is denied,
-	// says to run agent provision.
+	// says to run hq provision.
 	Stream string
 	// CreateTimeout bounds that attempt, which a server that denies it
 	// does not answer; default 5s.
@@ -480,9 +480,9 @@ func (w *Witness) stream(ctx context.Context) (jetstream.Stream, error) {
 		// caller sees a timeout, and the violation goes to the
 		// connection's error handler.
 		return nil, fmt.Errorf("audit: the witness stream %s does not exist and this identity may not create it (%v): "+
-			"run agent provision as central's administrator, which creates it", w.o.Stream, err)
+			"run hq provision as central's administrator, which creates it", w.o.Stream, err)
 	}
-	w.o.Log.Warn("witness: created the witness stream: in production agent provision creates it", "stream", w.o.Stream)
+	w.o.Log.Warn("witness: created the witness stream: in production hq provision creates it", "stream", w.o.Stream)
 	return st, nil
 }
 

@@ -164,7 +164,7 @@ func Check(ctx context.Context, js jetstream.JetStream, o Options) (*jetstream.S
 		}
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("%w: %s: create the %d partitions first (agent provision --partitions %d)", ErrMissingStream, strings.Join(missing, ", "), o.Partitions, o.Partitions)
+		return nil, fmt.Errorf("%w: %s: create the %d partitions first (hq provision --partitions %d)", ErrMissingStream, strings.Join(missing, ", "), o.Partitions, o.Partitions)
 	}
 	return info, nil
 }

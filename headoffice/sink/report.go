@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Reports are the views agent central report prints.
+// Reports are the views hq report prints.
 const (
 	ReportBalances   = "balances"
 	ReportInventory  = "inventory"
