@@ -27,7 +27,10 @@ func newRoot(s *cli.Streams) *cobra.Command {
 The agent stores every inventory movement it acknowledges in a local data file
 (fsynced before it answers), then delivers it exactly once to central storage
 (a NATS JetStream stream), pausing while offline. Movements that cannot be
-delivered wait in a local quarantine for an operator.`,
+delivered wait in a local quarantine for an operator.
+
+Head office's commands (provision, sink, verify, reconcile, remote, ...)
+are in its own binary, rxedge-hq.`,
 	}
 	root.AddCommand(
 		newRunCmd(s),
