@@ -49,7 +49,7 @@ const (
 	// the full form. Read it with EnqueuedAtOf.
 	HeaderEnqueuedAt = "Rx-Enqueued-At"
 	// HeaderMigratedFrom names the stream a movement was copied from by
-	// the move to a partitioned central (agent central migrate); agents
+	// the move to a partitioned central (hq migrate); agents
 	// do not send it, but a store's credentials let it set any header.
 	// Reconciliation skips such a copy when it also reads the archive of
 	// the stream it came from and that holds its original.

@@ -4,7 +4,7 @@ import "github.com/nats-io/nats.go/jetstream"
 
 // The witness stream: head office's witness countersigns the stores'
 // checkpoints (central/ledger) and publishes each countersigned one here,
-// under its store's subject. `agent provision` creates it beside the
+// under its store's subject. `hq provision` creates it beside the
 // archives; the witness only publishes to it.
 const (
 	// WitnessStreamName is the stream of countersigned checkpoints.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rxedge/agent/dlq"
+	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/queue"
 )
 
@@ -109,7 +110,7 @@ func (s *Server) timeParam(op string, v url.Values, name string) (time.Time, err
 	if p == "" {
 		return time.Time{}, nil
 	}
-	t, err := dlq.ParseTime(p, s.opts.Clock())
+	t, err := cli.ParseTime(p, s.opts.Clock())
 	if err != nil {
 		return t, &dlq.InputError{Op: op, Field: name, Flag: "--" + name, Msg: fmt.Sprintf("%s (--%s): %v", name, name, err)}
 	}

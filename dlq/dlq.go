@@ -54,9 +54,9 @@ func NewWithOptions(q *queue.Queue, opts Options) *Service {
 // submissions keep flowing.
 const DefaultChunk = 1000
 
-// MaxSpread bounds a redrive's spread: movements that wait longer than a day
-// to be sent again are more likely a typo than a plan.
-const MaxSpread = 24 * time.Hour
+// MaxSpread bounds a redrive's spread (command.MaxSpread, which a remote
+// redrive is held to as well).
+const MaxSpread = command.MaxSpread
 
 // ErrNotQuarantined is matched (errors.Is) by a *KeyError: the key is not in
 // the quarantine.
@@ -104,8 +104,8 @@ func (e *KeyError) Error() string {
 func (e *KeyError) Unwrap() error { return ErrNotQuarantined }
 
 // StateUnknown is the state reported for a key the agent does not hold
-// (never submitted, or synced and pruned after the dedupe horizon).
-const StateUnknown = "unknown"
+// (command.StateUnknown).
+const StateUnknown = command.StateUnknown
 
 // Filter selects quarantined movements (command.ListArgs, as dlq.list
 // sends it). The zero Filter selects all; over NATS the responder gives a

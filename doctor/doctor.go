@@ -4,13 +4,13 @@
 // settings central.StreamConfig gives it, the HL7 listener accepts
 // connections and the ASAP drop folder is writable on a local disk, the store may publish on its own
 // subjects and not on another's, its clock agrees with central's where
-// central shows its time, central fsyncs every write and replicates its
-// movement streams where its system account or monitoring endpoint shows
-// that, the disk and the queue are healthy, and the store's signing key
+// central shows its time, the disk and the queue are healthy, and the store's signing key
 // is its own, private to the service's account, and the key that signed
 // its newest checkpoint (else the roster needs the new key). Every failed check carries
 // a one-line fix; a check that could not be run says so, and how to run
-// it, and never passes.
+// it, and never passes. Whether central itself fsyncs every write and
+// replicates its streams is head office's check (`hq durability`): it
+// needs central's system account, which a store has no credential of.
 //
 // Its promise: Run changes nothing, locally or centrally (in an ASAP drop
 // folder it creates a probe file whose name the folder never takes, and
@@ -76,10 +76,6 @@ type Options struct {
 	// Status reads the agent's status document (running or stopped).
 	Status func(ctx context.Context) (*status.Status, error)
 	Admin  *Admin
-	// Durability, when set, is the central durability check (head office's
-	// durability.Check, given central's client URLs and CA); nil reports it
-	// skipped.
-	Durability func(ctx context.Context, servers []string, caFile string) Check
 	// Timeout bounds each network step; 0 means 5 s.
 	Timeout time.Duration
 	// MinFree is the least free disk space that passes; 0 means 1 GiB.
@@ -91,6 +87,9 @@ type Options struct {
 	MaxSkew time.Duration
 	// Command is the agent's command name, for fixes ("rxedge-agent").
 	Command string
+	// HQCommand is head office's command name, for fixes that central's
+	// administrator runs ("rxedge-hq": provision, central-config).
+	HQCommand string
 	// Trial checks the trial agent of `agent run --dev`: no config file
 	// and no ingest token (its listener is on loopback) are expected, so
 	// those checks are skipped, not failed.
@@ -113,6 +112,9 @@ func (o *Options) defaults() {
 	if o.Command == "" {
 		o.Command = "rxedge-agent"
 	}
+	if o.HQCommand == "" {
+		o.HQCommand = "rxedge-hq"
+	}
 }
 
 // Check names, in the order Run reports them.
@@ -126,7 +128,6 @@ const (
 	CheckPublishOwn = "publish own subjects"
 	CheckPublishOne = "refused another store's subjects"
 	CheckClock      = "clock"
-	CheckDurability = "central durability"
 	CheckDisk       = "disk space"
 	CheckPending    = "oldest pending"
 )
@@ -308,7 +309,6 @@ func centralChecks(ctx context.Context, o Options, opts settings.Options) []Chec
 	other := central.Subject(opts.StoreID+"_doctor_other", probeKey)
 	out = append(out, publishOwn(ctx, o, nc, own, perm), publishOther(ctx, o, nc, other, perm))
 	out = append(out, clock(ctx, o, servers, opts))
-	out = append(out, durable(ctx, o, servers, opts.NATS.CAFile))
 	return out
 }
 
@@ -351,7 +351,7 @@ func reachable(ctx context.Context, servers []string, timeout time.Duration) Che
 // probe subject (present, direct get on) and, with admin credentials,
 // that its settings are central's.
 func stream(ctx context.Context, o Options, store string, nc *nats.Conn) Check {
-	provision := fmt.Sprintf("as central's administrator, run `%s provision --server URL --user admin` (it creates or corrects %s)", o.Command, central.StreamName)
+	provision := fmt.Sprintf("as central's administrator, run `%s provision --server URL --user admin` (it creates or corrects %s)", o.HQCommand, central.StreamName)
 	rctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	resp, err := nc.RequestWithContext(rctx, central.DirectGetSubject(central.Subject(store, probeKey)), nil)
@@ -384,21 +384,21 @@ func stream(ctx context.Context, o Options, store string, nc *nats.Conn) Check {
 // movements outside its partition (a provision without --partitions on a
 // partitioned central creates RX_MOVEMENTS beside the partitions).
 func noStream(ctx context.Context, o Options, store, server string) Check {
-	mapping := fmt.Sprintf("the server's configuration must map store %s's subjects (%s) onto its partition: regenerate it with %s in the roster (`%s central-config --roster FILE --partitions N`, central's own N) and reload the server", store, central.Subject(store, ">"), store, o.Command)
+	mapping := fmt.Sprintf("the server's configuration must map store %s's subjects (%s) onto its partition: regenerate it with %s in the roster (`%s central-config --roster FILE --partitions N`, central's own N) and reload the server", store, central.Subject(store, ">"), store, o.HQCommand)
 	if o.Admin != nil {
 		if n, err := partitions(ctx, o, server); err == nil && n > 0 {
 			return Check{Name: CheckStream,
 				Detail: fmt.Sprintf("central is partitioned (%s…%s), and nothing answers store %s's subjects: the server's configuration has no mapping of %s onto partition %d", central.MovementStream(0, n), central.MovementStream(n-1, n), store, central.Subject(store, ">"), central.Partition(store, n)),
-				Fix:    strings.Replace(mapping, "--partitions N`, central's own N", fmt.Sprintf("--partitions %d`", n), 1) + fmt.Sprintf("; do not run `%s provision` without --partitions %d, which would create %s and split the store's record", o.Command, n, central.StreamName)}
+				Fix:    strings.Replace(mapping, "--partitions N`, central's own N", fmt.Sprintf("--partitions %d`", n), 1) + fmt.Sprintf("; do not run `%s provision` without --partitions %d, which would create %s and split the store's record", o.HQCommand, n, central.StreamName)}
 		} else if err == nil {
 			return Check{Name: CheckStream, Detail: central.StreamName + " does not exist, or does not allow direct gets",
-				Fix: fmt.Sprintf("as central's administrator, run `%s provision --server URL --user admin` (it creates or corrects %s)", o.Command, central.StreamName)}
+				Fix: fmt.Sprintf("as central's administrator, run `%s provision --server URL --user admin` (it creates or corrects %s)", o.HQCommand, central.StreamName)}
 		}
 	}
 	return Check{Name: CheckStream,
 		Detail: "nothing answers a direct get of the store's own subjects: central has no movement stream, or it is partitioned and the server's configuration lacks this store's mapping",
 		Fix: fmt.Sprintf("as central's administrator, find which (pass --admin-user to let doctor tell): on a partitioned central (streams %s_<p>), %s; on a single-stream central, run `%s provision --server URL --user admin`. Never run provision without --partitions on a partitioned central: it would create %s and split the store's record",
-			central.StreamName, mapping, o.Command, central.StreamName)}
+			central.StreamName, mapping, o.HQCommand, central.StreamName)}
 }
 
 // partitions is the number of partitions central's movement streams say

@@ -54,7 +54,7 @@ type Options struct {
 	Stream central.StreamOptions
 	// Provision, when set, is called once the server accepts clients, over
 	// a connection of the hub's own, to create or update central's streams
-	// (head office's provision.Provision does); nil only starts the server.
+	// (central/streams' Provision does); nil only starts the server.
 	Provision func(context.Context, jetstream.JetStream, central.StreamOptions) ([]string, error)
 	// ConnectOptions are given to the hub's own connection (to URL) that
 	// provisions the streams. A ConfigFile with authorization needs

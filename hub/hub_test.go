@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxedge/agent/central"
-	"github.com/rxedge/agent/headoffice/provision"
+	"github.com/rxedge/agent/central/streams"
 	"github.com/rxedge/agent/hub"
 )
 
@@ -28,7 +28,7 @@ func startHub(t *testing.T, o hub.Options) *hub.Hub {
 	if o.StoreDir == "" {
 		o.StoreDir = t.TempDir()
 	}
-	o.Provision = provision.Provision
+	o.Provision = streams.Provision
 	h, err := hub.Start(o)
 	if err != nil {
 		t.Fatalf("start hub: %v", err)
@@ -117,7 +117,7 @@ func TestStartFails(t *testing.T) {
 		{name: "store dir is a file", opts: hub.Options{Listen: "127.0.0.1:0", StoreDir: notADir}, wantErr: "Can't start JetStream"},
 		{name: "missing config file", opts: hub.Options{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), ConfigFile: filepath.Join(t.TempDir(), "none.conf")}, wantErr: "hub: read config"},
 		{name: "auth config without provisioning credentials",
-			opts:    hub.Options{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), ConfigFile: filepath.Join("..", "configs", "nats", "production.conf.template"), Provision: provision.Provision},
+			opts:    hub.Options{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), ConfigFile: filepath.Join("..", "configs", "nats", "production.conf.template"), Provision: streams.Provision},
 			wantErr: "Authorization Violation"},
 	}
 	for _, tc := range tests {

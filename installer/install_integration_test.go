@@ -89,7 +89,7 @@ func agentBinaries(t *testing.T) (old, new string) {
 	dir := t.TempDir()
 	for i, v := range []string{"1.0.0-itest", "1.0.1-itest"} {
 		out := filepath.Join(dir, fmt.Sprintf("rxedge-agent-%d", i))
-		cmd := exec.Command(goBin, "build", "-ldflags", "-X github.com/rxedge/agent/internal/version.Version="+v, "-o", out, "./cmd/agent")
+		cmd := exec.Command(goBin, "build", "-tags", "rxedge_nodev", "-ldflags", "-X github.com/rxedge/agent/internal/version.Version="+v, "-o", out, "./cmd/agent")
 		cmd.Dir = modRoot
 		if b, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("go build ./cmd/agent: %v\n%s", err, b)

@@ -161,7 +161,7 @@ func (c *Checker) check(ctx context.Context, nc *nats.Conn) (held bool, err erro
 	}
 	if sum.Found == FoundUnread {
 		c.o.Logger.Warn("LINEAGE_SUMMARY_UNREAD", "error", sum.Err,
-			"hint", "the server configuration predates the grant to read the store's own fleet summary: regenerate it (agent central config)")
+			"hint", "the server configuration predates the grant to read the store's own fleet summary: regenerate it (hq central-config)")
 	}
 	v := Decide(Evidence{File: c.o.Queue.Lineage(), Last: last, Summary: sum})
 	conf, err := c.o.Queue.Confirm(v.Record)

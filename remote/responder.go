@@ -289,7 +289,7 @@ func (r *Responder) authenticate(data []byte, subject, cmd, target string) (requ
 	if e.Key == "" && e.Sig == "" {
 		c.actor = ActorUnsigned
 		if !r.o.AllowUnsignedReads || !command.ReadOnly(cmd) {
-			return c, &refusal{command.CodeUnsigned, "unsigned", cmd + " must be signed by an operator key listed in remote.operator_keys (agent remote … --nkey SEED_FILE)"}
+			return c, &refusal{command.CodeUnsigned, "unsigned", cmd + " must be signed by an operator key listed in remote.operator_keys (hq remote … --nkey SEED_FILE)"}
 		}
 		return c, wrongTarget()
 	}

@@ -1,13 +1,14 @@
 # The MSI on a real Windows (the GitHub Actions Windows job; elevated):
 # install with the public properties, the service started with its recovery
-# actions and ACLs, a central (agent hub) and movements ingested with the
+# actions and ACLs, a central (hq hub) and movements ingested with the
 # token, status through the control pipe, a stop, a major upgrade keeping
 # config and data, an uninstall keeping the data, and an uninstall with
 # DELETE_DATA=1 removing it. Exit 0 when every check passes.
 #
 #   .\scripts\msi-windows-test.ps1 -Old dist\rxedge-agent_0.0.1_windows_amd64.msi -New dist\rxedge-agent_0.0.2_windows_amd64.msi -Hub hub.exe
 #
-# -Hub is an agent binary (any build) run as `agent hub`, the central.
+# -Hub is head office's binary (hq, built for Windows from cmd/hq) run as
+# `hq hub`, the central.
 param(
     [Parameter(Mandatory = $true)][string]$Old,
     [Parameter(Mandatory = $true)][string]$New,
@@ -52,7 +53,7 @@ function Status() {
     return ($out -join "`n") | ConvertFrom-Json
 }
 
-Step "central: agent hub on 127.0.0.1:4222"
+Step "central: hq hub on 127.0.0.1:4222"
 $hub = Start-Process (Resolve-Path $Hub) -ArgumentList @("hub", "--store-dir", (Join-Path $work "central"), "--listen", "127.0.0.1:4222") -PassThru -NoNewWindow
 
 Step "install $Old with STORE_ID and NATS_URL"

@@ -5,6 +5,10 @@
 #     (packaging/rxedge-agent.service), the rxedge user and directories;
 #     config and data are kept on upgrade and removal, and an upgrade
 #     restarts a running service;
+#   rxedge-hq_<version>_<arch>.deb and rxedge-hq-<version>.<arch>.rpm
+#     (nfpm, packaging/nfpm-hq.yaml): head office's /usr/bin/rxedge-hq,
+#     the sink's unit (packaging/rxedge-sink.service, not enabled), its
+#     example settings and PostgreSQL grants; Linux only (no MSI);
 #   rxedge-agent_<version>_windows_amd64.zip: rxedge-agent.exe with
 #     install.ps1 and uninstall.ps1 for hand installs;
 #   rxedge-agent_<version>_windows_amd64.msi (wixl from Debian's wixl
@@ -12,6 +16,9 @@
 #     package for SCCM, Intune and GPO; its version is the numeric part of
 #     <version> (MSI versions are three numbers). Left out, with a note,
 #     when wixl or msibuild (msitools) is missing.
+#
+# The store's agent is built with the tag rxedge_nodev: an installed
+# agent carries no development hub, so no NATS server.
 #
 # VERSION defaults to `git describe --tags`; a leading "v" is dropped and a
 # version that does not start with a digit becomes 0.0.0~<version>, as deb
@@ -53,14 +60,19 @@ for p in $platforms; do
 	ext=
 	[[ $os == windows ]] && ext=.exe
 	bin=$build/$os-$arch/rxedge-agent$ext
-	CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "-s -w -X $vpkg.Version=$version" -o "$bin" ./cmd/agent
+	CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -tags rxedge_nodev -ldflags "-s -w -X $vpkg.Version=$version" -o "$bin" ./cmd/agent
 	case $os in
 	linux)
+		hq=$build/$os-$arch/rxedge-hq
+		CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "-s -w -X $vpkg.Version=$version" -o "$hq" ./cmd/hq
 		# nfpm expands variables in some fields only: fill them all here.
-		sed -e "s|\${ARCH}|$arch|g" -e "s|\${VERSION}|$version|g" -e "s|\${BINARY}|$bin|g" \
-			packaging/nfpm.yaml >"$build/nfpm-$arch.yaml"
-		for f in $formats; do
-			"${nfpm[@]}" package --config "$build/nfpm-$arch.yaml" --packager "$f" --target "$dist/"
+		for pkg in agent:nfpm.yaml:$bin hq:nfpm-hq.yaml:$hq; do
+			IFS=: read -r name conf binary <<<"$pkg"
+			sed -e "s|\${ARCH}|$arch|g" -e "s|\${VERSION}|$version|g" -e "s|\${BINARY}|$binary|g" \
+				"packaging/$conf" >"$build/nfpm-$name-$arch.yaml"
+			for f in $formats; do
+				"${nfpm[@]}" package --config "$build/nfpm-$name-$arch.yaml" --packager "$f" --target "$dist/"
+			done
 		done
 		;;
 	windows)

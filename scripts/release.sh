@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# Builds the release binaries of the agent into dist/:
-#   dist/rxedge-agent_<version>_<os>_<arch>[.exe]   and   dist/SHA256SUMS
-# for linux/amd64, linux/arm64 and windows/amd64, statically linked
-# (CGO_ENABLED=0), with the version, commit and build date stamped into
-# internal/version (shown by `agent version`).
+# Builds the release binaries into dist/:
+#   dist/rxedge-agent_<version>_<os>_<arch>[.exe]   the store's agent, for
+#     linux/amd64, linux/arm64 and windows/amd64, with the tag rxedge_nodev
+#     (no development hub, so no NATS server);
+#   dist/rxedge-hq_<version>_linux_<arch>           head office's, for the
+#     Linux platforms only (head office runs Linux);
+#   dist/SHA256SUMS
+# statically linked (CGO_ENABLED=0), with the version, commit and build
+# date stamped into internal/version (shown by `version` of either).
 #
 # VERSION defaults to `git describe --tags --always --dirty`; set it to
 # override. PLATFORMS overrides the platform list ("os/arch ..."). DIST
@@ -49,7 +53,12 @@ for platform in $platforms; do
 	[[ $os == windows ]] && ext=.exe
 	out="rxedge-agent_${VERSION}_${os}_${arch}${ext}"
 	echo "release: building $out" >&2
-	CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "$ldflags" -o "$dist/$out" ./cmd/agent
+	CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -tags rxedge_nodev -ldflags "$ldflags" -o "$dist/$out" ./cmd/agent
+	files+=("$out")
+	[[ $os == linux ]] || continue
+	out="rxedge-hq_${VERSION}_${os}_${arch}"
+	echo "release: building $out" >&2
+	CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "$ldflags" -o "$dist/$out" ./cmd/hq
 	files+=("$out")
 done
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the installer's integration test (installer/install_integration_test.go)
 # against a real systemd: boots a Debian root filesystem with systemd as PID 1
-# in a systemd-nspawn container, with the agent binaries, the packages and the
-# test binary bound read-only at /opt/rxedge-ci, and runs the test inside.
+# in a systemd-nspawn container, with the agent binaries, the packages (the
+# store's rxedge-agent and head office's rxedge-hq) and the test binary bound
+# read-only at /opt/rxedge-ci, and runs the tests inside.
 #
 # Needs root. Installs systemd-container and debootstrap with apt-get when
 # missing. The root filesystem is built once with debootstrap from the Debian
@@ -107,8 +108,8 @@ bin=$work/bin
 mkdir -p "$bin"
 vpkg=github.com/rxedge/agent/internal/version
 export CGO_ENABLED=0
-go build -trimpath -ldflags "-X $vpkg.Version=1.0.0-itest" -o "$bin/rxedge-agent" ./cmd/agent
-go build -trimpath -ldflags "-X $vpkg.Version=1.0.1-itest" -o "$bin/rxedge-agent-new" ./cmd/agent
+go build -trimpath -tags rxedge_nodev -ldflags "-X $vpkg.Version=1.0.0-itest" -o "$bin/rxedge-agent" ./cmd/agent
+go build -trimpath -tags rxedge_nodev -ldflags "-X $vpkg.Version=1.0.1-itest" -o "$bin/rxedge-agent-new" ./cmd/agent
 go test -c -o "$bin/installer.test" ./installer
 if [[ -n ${DIST:-} && -d ${DIST} ]] && compgen -G "$DIST/*.deb" >/dev/null; then
 	cp "$DIST"/*.deb "$bin/"
@@ -161,12 +162,14 @@ if [[ $state == degraded ]]; then
 fi
 
 log "running the install integration test inside"
-debs=()
-for d in "$bin"/*.deb; do [[ -e $d ]] && debs+=("/opt/rxedge-ci/${d##*/}"); done
+debs=() hqdeb=
+for d in "$bin"/rxedge-agent_*.deb; do [[ -e $d ]] && debs+=("/opt/rxedge-ci/${d##*/}"); done
+for d in "$bin"/rxedge-hq_*.deb; do [[ -e $d ]] && hqdeb=/opt/rxedge-ci/${d##*/}; done
 inside env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
 	RXEDGE_TEST_INSTALL=1 \
 	RXEDGE_TEST_AGENT=/opt/rxedge-ci/rxedge-agent \
 	RXEDGE_TEST_AGENT_NEW=/opt/rxedge-ci/rxedge-agent-new \
 	RXEDGE_TEST_DEBS="${debs[*]}" \
-	/opt/rxedge-ci/installer.test -test.run 'TestInstallIntegration|TestPackageIntegration' -test.v -test.count=1 -test.timeout "$test_timeout"
+	RXEDGE_TEST_HQ_DEB="$hqdeb" \
+	/opt/rxedge-ci/installer.test -test.run 'TestInstallIntegration|TestPackageIntegration|TestHQPackageIntegration' -test.v -test.count=1 -test.timeout "$test_timeout"
 log "passed"

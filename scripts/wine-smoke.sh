@@ -2,8 +2,10 @@
 # Runs the Windows build of the agent under Wine (Debian's wine64), as far as
 # Wine allows, and checks that nothing acknowledged is lost:
 #
-#   1. builds rxedge-agent.exe as scripts/package.sh does, and the pipe tests
-#      of package control (control.test.exe);
+#   1. builds rxedge-agent.exe as scripts/package.sh does, but with its
+#      development hub (the packages' build, tag rxedge_nodev, has none, and
+#      step 3 needs it), and the pipe tests of package control
+#      (control.test.exe);
 #   2. runs the control package's Windows tests (the named pipe: Listen,
 #      Dial, one pipe per data directory);
 #   3. `run --dev` (agent and embedded central in one process) with its data
@@ -14,9 +16,9 @@
 #   4. `status` with the agent stopped (the CLI opens the data file itself):
 #      every movement acknowledged is pending or synced, none quarantined;
 #   5. a second `run --dev` delivers whatever was pending and stops;
-#   6. the Linux agent serves the central store the Windows agent wrote
-#      (`agent hub`) and `agent central reconcile` checks that central holds
-#      exactly the movements acknowledged, sequences 1..N, none missing.
+#   6. head office's Linux binary serves the central store the Windows agent
+#      wrote (`hq hub`) and `hq reconcile` checks that central holds exactly
+#      the movements acknowledged, sequences 1..N, none missing.
 #
 # Wine's gaps are worked around here, never in the product (README,
 # "Windows under Wine"): Wine 8 has no bcryptprimitives.dll, which Go 1.22+
@@ -54,11 +56,11 @@ cleanup() {
 trap cleanup EXIT
 export WINEPREFIX=$work/prefix WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml="
 
-log "building rxedge-agent.exe, control.test.exe and the Linux agent"
+log "building rxedge-agent.exe, control.test.exe and the Linux hq"
 exe=$work/bin/rxedge-agent.exe
 CGO_ENABLED=0 GOOS=windows GOARCH=amd64 go build -trimpath -ldflags "-s -w" -o "$exe" ./cmd/agent
 CGO_ENABLED=0 GOOS=windows GOARCH=amd64 go test -c -o "$work/bin/control.test.exe" ./control
-go build -o "$work/bin/agent" ./cmd/agent
+go build -o "$work/bin/hq" ./cmd/hq
 install_size=$(stat -c %s "$exe")
 
 log "making the Wine prefix"
@@ -195,12 +197,12 @@ stop_agent 2
 run_time=$((SECONDS - t_run))
 log "second run delivered the rest: synced $total"
 
-log "central, read by the Linux agent: agent hub on the store the Windows agent wrote, then central reconcile"
-"$work/bin/agent" hub --store-dir "$base/data/hub" --listen "127.0.0.1:$hub_port" >"$work/hub.log" 2>&1 &
+log "central, read at head office: hq hub on the store the Windows agent wrote, then hq reconcile"
+"$work/bin/hq" hub --store-dir "$base/data/hub" --listen "127.0.0.1:$hub_port" >"$work/hub.log" 2>&1 &
 hub_pid=$!
 deadline=$((SECONDS + 30))
-until "$work/bin/agent" central reconcile --server "nats://127.0.0.1:$hub_port" --no-ask --json >"$work/reconcile.json" 2>"$work/reconcile.err"; do
-	((SECONDS < deadline)) || { cat "$work/hub.log" "$work/reconcile.err"; die "central reconcile"; }
+until "$work/bin/hq" reconcile --server "nats://127.0.0.1:$hub_port" --no-ask --json >"$work/reconcile.json" 2>"$work/reconcile.err"; do
+	((SECONDS < deadline)) || { cat "$work/hub.log" "$work/reconcile.err"; die "hq reconcile"; }
 	sleep 0.5
 done
 read -r held missing conflicts repeats < <(jq -r --arg s "$store" '.stores[] | select(.store == $s) | [.held, .missing, .conflicts, .repeats] | @tsv' "$work/reconcile.json")

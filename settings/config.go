@@ -423,6 +423,9 @@ func policy(errs *[]string, field string, c PolicyConfig, def retry.Policy) retr
 const (
 	DevStoreID = "DEV0001"
 	DevBase    = "rxedge-dev" // under the working directory
+	// DevHubListen is where the trial's embedded hub listens unless told
+	// otherwise: loopback, the standard NATS port (hub.DefaultListen).
+	DevHubListen = "127.0.0.1:4222"
 )
 
 // DevConfig is the configuration of the trial agent `agent run --dev`

@@ -26,7 +26,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/rxedge/agent/headoffice/provision"
+	"github.com/rxedge/agent/central/streams"
 	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/status"
 )
@@ -79,7 +79,7 @@ func TestDiagnose(t *testing.T) {
 func TestDiagnosePinsTexts(t *testing.T) {
 	dir := t.TempDir()
 	conf := writeFile(t, dir, "server.conf", permissionsConf(filepath.Join(dir, "js"), -1, false))
-	h, err := hub.Start(hub.Options{Listen: "127.0.0.1:0", StoreDir: filepath.Join(dir, "js"), ConfigFile: conf, Provision: provision.Provision,
+	h, err := hub.Start(hub.Options{Listen: "127.0.0.1:0", StoreDir: filepath.Join(dir, "js"), ConfigFile: conf, Provision: streams.Provision,
 		ConnectOptions: []nats.Option{nats.UserInfo("admin", "admin-pass")}})
 	if err != nil {
 		t.Fatal(err)
@@ -282,7 +282,7 @@ accounts { RX { jetstream: enabled, users: [
 	startConf := func(t *testing.T, conf string) *hub.Hub {
 		t.Helper()
 		dir := t.TempDir()
-		h, err := hub.Start(hub.Options{Listen: "127.0.0.1:0", StoreDir: filepath.Join(dir, "js"), ConfigFile: conf, Provision: provision.Provision,
+		h, err := hub.Start(hub.Options{Listen: "127.0.0.1:0", StoreDir: filepath.Join(dir, "js"), ConfigFile: conf, Provision: streams.Provision,
 			ConnectOptions: []nats.Option{nats.UserInfo("admin", "admin-pass")}})
 		if err != nil {
 			t.Fatal(err)

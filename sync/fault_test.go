@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rxedge/agent/central"
-	"github.com/rxedge/agent/headoffice/provision"
+	"github.com/rxedge/agent/central/streams"
 	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/retry"
@@ -91,7 +91,7 @@ func TestStreamFullPausesThenResumes(t *testing.T) {
 
 	// Central is given room.
 	nc := natstest.Connect(t, srv.URL())
-	changes, err := provision.Provision(context.Background(), natstest.JetStream(t, nc), central.StreamOptions{})
+	changes, err := streams.Provision(context.Background(), natstest.JetStream(t, nc), central.StreamOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestPermissionViolationPausesThenResumes(t *testing.T) {
 	conf := filepath.Join(dir, "server.conf")
 	// Start once on a free port to learn it, then pin it in the file.
 	os.WriteFile(conf, []byte(permissionsConf(filepath.Join(dir, "js"), -1, false)), 0o600)
-	h, err := hub.Start(hub.Options{Listen: "127.0.0.1:0", StoreDir: filepath.Join(dir, "js"), ConfigFile: conf, Provision: provision.Provision,
+	h, err := hub.Start(hub.Options{Listen: "127.0.0.1:0", StoreDir: filepath.Join(dir, "js"), ConfigFile: conf, Provision: streams.Provision,
 		ConnectOptions: []nats.Option{nats.UserInfo("admin", "admin-pass")}})
 	if err != nil {
 		t.Fatal(err)
@@ -218,7 +218,7 @@ accounts { RX { jetstream: enabled, users: [ { user: admin, password: admin-pass
 		}
 	}
 	write(-1, "store-pass")
-	h, err := hub.Start(hub.Options{Listen: "127.0.0.1:0", StoreDir: filepath.Join(dir, "js"), ConfigFile: conf, Provision: provision.Provision,
+	h, err := hub.Start(hub.Options{Listen: "127.0.0.1:0", StoreDir: filepath.Join(dir, "js"), ConfigFile: conf, Provision: streams.Provision,
 		ConnectOptions: []nats.Option{nats.UserInfo("admin", "admin-pass")}})
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package command_test
 
 import (
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nkeys"
+
 	"github.com/rxedge/agent/central/command"
 	"github.com/rxedge/agent/dlq"
 )
@@ -165,4 +167,23 @@ func mustJSON(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestNewOperatorKey: the key made is a user seed the signer loads, whose
+// public key is the one returned, and different each time.
+func TestNewOperatorKey(t *testing.T) {
+	seed, pub, err := command.NewOperatorKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := command.NewSigner(seed)
+	if err != nil || s.PublicKey() != pub || !strings.HasPrefix(string(seed), "SU") || !strings.HasPrefix(pub, "U") {
+		t.Fatalf("seed %.2s…, public %s: signer %v, %v", seed, pub, s, err)
+	}
+	if _, again, _ := command.NewOperatorKey(rand.Reader); again == pub {
+		t.Error("two keys made are the same")
+	}
+	if _, _, err := command.NewOperatorKey(strings.NewReader("short")); err == nil {
+		t.Error("a key made of 5 bytes of randomness")
+	}
 }

@@ -49,6 +49,14 @@ type Selection struct {
 type Missing struct {
 	Key string `json:"key"`
 	// State is where the key is instead: pending, synced, purged, or
-	// unknown when the agent holds no such movement.
+	// StateUnknown when the agent holds no such movement.
 	State string `json:"state"`
 }
+
+// StateUnknown is the state of a key the agent does not hold (never
+// submitted, or synced and pruned after the dedupe horizon).
+const StateUnknown = "unknown"
+
+// MaxSpread bounds a redrive's spread: movements that wait longer than a
+// day to be sent again are more likely a typo than a plan.
+const MaxSpread = 24 * time.Hour

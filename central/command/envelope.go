@@ -158,6 +158,24 @@ func NewSigner(seed []byte) (*Signer, error) {
 	return &Signer{kp: kp, pub: pub}, nil
 }
 
+// NewOperatorKey makes an operator's key from the randomness of r
+// (crypto/rand.Reader): an NKey user seed (SU…), for the seed file that
+// signs commands (LoadSigner), and its public key (U…), for the stores'
+// remote.operator_keys.
+func NewOperatorKey(r io.Reader) (seed []byte, pub string, err error) {
+	kp, err := nkeys.CreatePairWithRand(nkeys.PrefixByteUser, r)
+	if err != nil {
+		return nil, "", fmt.Errorf("command: make an operator key: %w", err)
+	}
+	if seed, err = kp.Seed(); err != nil {
+		return nil, "", err
+	}
+	if pub, err = kp.PublicKey(); err != nil {
+		return nil, "", err
+	}
+	return seed, pub, nil
+}
+
 // LoadSigner reads an operator's seed file.
 func LoadSigner(path string) (*Signer, error) {
 	b, err := os.ReadFile(path)

@@ -85,7 +85,7 @@ const (
 type RedriveArgs struct {
 	Selection
 	ReasonText string `json:"reason_text"`
-	// Spread is a Go duration ("10m"), at most dlq.MaxSpread.
+	// Spread is a Go duration ("10m"), at most MaxSpread.
 	Spread string `json:"spread,omitempty"`
 	DryRun bool   `json:"dry_run,omitempty"`
 	// Actor is the person on whose behalf the operator key signs (a

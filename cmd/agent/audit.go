@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"slices"
@@ -11,11 +12,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rxedge/agent/dlq"
+	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/remote"
 )
 
-func newAuditCmd(s *streams) *cobra.Command {
+func newAuditCmd(s *cli.Streams) *cobra.Command {
 	var (
 		loc          location
 		since, until string
@@ -34,15 +36,15 @@ default (retention.journal).
 Remote operators appear as remote:<name> (<key>) when the configuration
 names them (remote.operators). The table abbreviates keys; --json prints
 them in full.`,
-		Args: usageArgs(cobra.NoArgs),
+		Args: cli.UsageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var f dlq.AuditFilter
 			now := time.Now()
 			var err error
-			if f.Since, err = timeFlag("since", since, now); err != nil {
+			if f.Since, err = cli.TimeFlag("since", since, now); err != nil {
 				return err
 			}
-			if f.Until, err = timeFlag("until", until, now); err != nil {
+			if f.Until, err = cli.TimeFlag("until", until, now); err != nil {
 				return err
 			}
 			f.Actions, f.Key, f.Actor = actions, key, actor
@@ -64,9 +66,9 @@ them in full.`,
 				res.Events = nameActors(res.Events, names, actor)
 			}
 			if asJSON {
-				return printJSON(s.out, res)
+				return cli.PrintJSON(s.Out, res)
 			}
-			renderAudit(s.out, res.Events)
+			renderAudit(s.Out, res.Events)
 			return nil
 		},
 	}
@@ -94,7 +96,7 @@ func renderAudit(w io.Writer, events []queue.Event) {
 			count += " (part " + e.Part + ")"
 		}
 		// DETAIL comes last: the last cell of a row does not widen a column.
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.At.UTC().Format("2006-01-02 15:04:05Z"), e.Action, e.Actor, count, abbreviateKeys(e.Keys), oneLine(or(e.Reason, "-")), details(e.Detail))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.At.UTC().Format("2006-01-02 15:04:05Z"), e.Action, e.Actor, count, abbreviateKeys(e.Keys), cli.OneLine(cmp.Or(e.Reason, "-")), details(e.Detail))
 	}
 	tw.Flush()
 }
@@ -127,19 +129,9 @@ func details(d map[string]string) string {
 	slices.Sort(keys)
 	parts := make([]string, len(keys))
 	for i, k := range keys {
-		parts[i] = k + "=" + oneLine(d[k])
+		parts[i] = k + "=" + cli.OneLine(d[k])
 	}
 	return strings.Join(parts, " ")
-}
-
-// oneLine keeps operator text on its row of the table.
-func oneLine(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return ' '
-		}
-		return r
-	}, s)
 }
 
 // remoteActorPrefix starts the actor of every remote command in the

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/installer"
+	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/internal/progress"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/settings"
@@ -32,7 +33,7 @@ type compactReport struct {
 	Journaled   bool    `json:"journaled"`
 }
 
-func newCompactCmd(s *streams) *cobra.Command {
+func newCompactCmd(s *cli.Streams) *cobra.Command {
 	var (
 		loc    location
 		asJSON bool
@@ -51,7 +52,7 @@ The agent must be stopped: compaction needs the data file to itself. The
 agent compacts by itself at start-up when more than %.0f%% of the file and
 more than %d MiB are free; without --force this command compacts only then
 too, and otherwise says how much is free.`, 100*queue.CompactFreeFraction, queue.CompactFreeBytes>>20),
-		Args: noArgs,
+		Args: cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			dataDir, err := loc.resolveDataDir()
 			if err != nil {
@@ -67,7 +68,7 @@ too, and otherwise says how much is free.`, 100*queue.CompactFreeFraction, queue
 	return cmd
 }
 
-func compact(ctx context.Context, s *streams, dataDir string, asJSON, force bool) error {
+func compact(ctx context.Context, s *cli.Streams, dataDir string, asJSON, force bool) error {
 	path := settings.DataFile(dataDir)
 	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("no agent data file at %s: check --data-dir / --config", path)
@@ -88,9 +89,9 @@ func compact(ctx context.Context, s *streams, dataDir string, asJSON, force bool
 	rep := compactReport{Path: path, BeforeBytes: sp.FileSize, FreeBytes: sp.Free}
 	if !need && !force {
 		if asJSON {
-			return printJSON(s.out, rep)
+			return cli.PrintJSON(s.Out, rep)
 		}
-		fmt.Fprintf(s.out, "%s: %s, of which %s (%.0f%%) free: not worth compacting (that takes more than %.0f%% and more than %d MiB free); --force compacts anyway\n",
+		fmt.Fprintf(s.Out, "%s: %s, of which %s (%.0f%%) free: not worth compacting (that takes more than %.0f%% and more than %d MiB free); --force compacts anyway\n",
 			path, sizeString(sp.FileSize), sizeString(sp.Free), 100*sp.FreeFraction(), 100*queue.CompactFreeFraction, queue.CompactFreeBytes>>20)
 		return nil
 	}
@@ -101,7 +102,7 @@ func compact(ctx context.Context, s *streams, dataDir string, asJSON, force bool
 	if !asJSON {
 		opts.Progress = func(done, total int64) {
 			if bar == nil {
-				bar = progress.New(s.err, "compacting", "keys", int(total))
+				bar = progress.New(s.Err, "compacting", "keys", int(total))
 			}
 			bar.Add(int(done - shown))
 			shown = done
@@ -118,11 +119,11 @@ func compact(ctx context.Context, s *streams, dataDir string, asJSON, force bool
 	rep.Compacted, rep.BeforeBytes, rep.AfterBytes = true, res.Before, res.After
 	rep.Ratio, rep.DurationMS, rep.Journaled = res.Ratio(), res.Duration.Milliseconds(), err == nil
 	if asJSON {
-		if werr := printJSON(s.out, rep); werr != nil {
+		if werr := cli.PrintJSON(s.Out, rep); werr != nil {
 			return werr
 		}
 	} else {
-		fmt.Fprintf(s.out, "compacted %s: %s → %s (%.1f%% of before, %s reclaimed) in %s\n",
+		fmt.Fprintf(s.Out, "compacted %s: %s → %s (%.1f%% of before, %s reclaimed) in %s\n",
 			path, sizeString(res.Before), sizeString(res.After), 100*res.Ratio(), sizeString(res.Before-res.After), res.Duration.Round(time.Millisecond))
 	}
 	return err

@@ -47,7 +47,7 @@ func freePages(t *testing.T, dir string, n int) {
 }
 
 func TestCompactCLI(t *testing.T) {
-	dir, keys := quarantinedDataDir(t, mv{id: "A"}, mv{id: "B", reason: "exhausted:timeout"})
+	dir, keys := quarantinedDataDir(t, mv{ID: "A"}, mv{ID: "B", Reason: "exhausted:timeout"})
 	freePages(t, dir, 8<<20)
 	path := settings.DataFile(dir)
 	before, _ := os.Stat(path)
@@ -106,14 +106,14 @@ func TestCompactCLI(t *testing.T) {
 }
 
 func TestCompactCLIRefusesWhileTheAgentRuns(t *testing.T) {
-	dir, _ := quarantinedDataDir(t, mv{id: "A"})
+	dir, _ := quarantinedDataDir(t, mv{ID: "A"})
 
 	// Another process holds the file.
 	q, err := queue.Open(queue.Options{Path: settings.DataFile(dir), StoreID: cliStore})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, errs, code := cli(t, "compact", "--data-dir", dir, "--force")
+	_, errs, code := runCLI(t, "compact", "--data-dir", dir, "--force")
 	q.Close()
 	if code != 1 || !strings.Contains(errs, "the agent is running") || !strings.Contains(errs, "stop the service first") {
 		t.Errorf("compact of a locked file: exit %d, stderr %q", code, errs)
@@ -121,7 +121,7 @@ func TestCompactCLIRefusesWhileTheAgentRuns(t *testing.T) {
 
 	// The agent runs and answers on its socket.
 	runDaemon(t, localOptions(t, dir), nil)
-	_, errs, code = cli(t, "compact", "--data-dir", dir, "--force")
+	_, errs, code = runCLI(t, "compact", "--data-dir", dir, "--force")
 	if code != 1 || !strings.Contains(errs, "stop the service first") {
 		t.Errorf("compact while the agent runs: exit %d, stderr %q", code, errs)
 	}

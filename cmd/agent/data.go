@@ -9,11 +9,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rxedge/agent/control"
+	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/lineage"
 	"github.com/rxedge/agent/settings"
 )
 
-func newDataCmd(s *streams) *cobra.Command {
+func newDataCmd(s *cli.Streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "data",
 		Short: "Decide about a data file the agent refused to start over",
@@ -24,7 +25,7 @@ the one the marker names. It refuses with a message naming what it found;
 an operator decides with one of these commands (the agent stopped). Both
 are recorded in the audit journal with who and why, and neither deletes
 anything: a file set aside is renamed to <name>.discarded-<UTC time>.`,
-		Args: noArgs,
+		Args: cli.NoArgs,
 	}
 	cmd.AddCommand(newDataDecideCmd(s, "adopt", "Keep the leftover as the data file",
 		`Keep what the agent refused to start over: the compaction's leftover
@@ -39,7 +40,7 @@ file's identity.`, lineage.Discard))
 	return cmd
 }
 
-func newDataDecideCmd(s *streams, name, short, long string, decide func(path, store, actor, reason string) (lineage.Decision, error)) *cobra.Command {
+func newDataDecideCmd(s *cli.Streams, name, short, long string, decide func(path, store, actor, reason string) (lineage.Decision, error)) *cobra.Command {
 	var (
 		loc           location
 		reason, store string
@@ -49,10 +50,10 @@ func newDataDecideCmd(s *streams, name, short, long string, decide func(path, st
 		Use:   name + " --reason TEXT",
 		Short: short,
 		Long:  long,
-		Args:  noArgs,
+		Args:  cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if strings.TrimSpace(reason) == "" {
-				return usageError("%s: --reason TEXT is required (it is recorded in the audit journal)", name)
+				return cli.UsageError("%s: --reason TEXT is required (it is recorded in the audit journal)", name)
 			}
 			dataDir, err := loc.resolveDataDir()
 			if err != nil {
@@ -64,7 +65,7 @@ func newDataDecideCmd(s *streams, name, short, long string, decide func(path, st
 				}
 			}
 			if store == "" {
-				return usageError("%s: the store id is not configured: pass --store-id or --config", name)
+				return cli.UsageError("%s: the store id is not configured: pass --store-id or --config", name)
 			}
 			pctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Second)
 			running := control.Dial(control.Endpoint(dataDir)).Ping(pctx) == nil
@@ -77,16 +78,16 @@ func newDataDecideCmd(s *streams, name, short, long string, decide func(path, st
 				return err
 			}
 			if asJSON {
-				return printJSON(s.out, d)
+				return cli.PrintJSON(s.Out, d)
 			}
-			fmt.Fprintf(s.out, "%s: data file %s is file %s (last sequence %d)\n", name, d.Path, d.FileID, d.LastSeq)
+			fmt.Fprintf(s.Out, "%s: data file %s is file %s (last sequence %d)\n", name, d.Path, d.FileID, d.LastSeq)
 			if d.Adopted != "" {
-				fmt.Fprintf(s.out, "  adopted %s\n", d.Adopted)
+				fmt.Fprintf(s.Out, "  adopted %s\n", d.Adopted)
 			}
 			for _, a := range d.SetAside {
-				fmt.Fprintf(s.out, "  set aside as %s\n", a)
+				fmt.Fprintf(s.Out, "  set aside as %s\n", a)
 			}
-			fmt.Fprintln(s.out, "recorded in the audit journal; start the agent")
+			fmt.Fprintln(s.Out, "recorded in the audit journal; start the agent")
 			return nil
 		},
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,15 +17,15 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/dlq"
+	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/internal/disk"
 	"github.com/rxedge/agent/internal/progress"
 )
 
-func newDLQCmd(s *streams) *cobra.Command {
+func newDLQCmd(s *cli.Streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dlq",
 		Short: "Inspect and act on quarantined movements",
@@ -43,48 +44,7 @@ data file directly when the agent is stopped. Redrive, export and purge are
 recorded in the audit journal with your user name (see ` + "`agent audit`" + `).`,
 	}
 	cmd.AddCommand(newDLQListCmd(s), newDLQShowCmd(s), newDLQRedriveCmd(s), newDLQExportCmd(s), newDLQPurgeCmd(s))
-	return group(cmd)
-}
-
-// filterFlags select quarantined movements by reason and time.
-type filterFlags struct {
-	reason       string
-	since, until string
-	limit        int
-}
-
-func (f *filterFlags) register(fs *pflag.FlagSet, limitHelp string) {
-	fs.StringVar(&f.reason, "reason", "", "only this reason: a class (permanent, exhausted), a kind (too_large) or both (permanent:too_large)")
-	fs.StringVar(&f.since, "since", "", "only quarantined at or after T: RFC 3339 time, date (2026-03-01) or duration ago (24h, 7d)")
-	fs.StringVar(&f.until, "until", "", "only quarantined before T (same forms as --since)")
-	fs.IntVar(&f.limit, "limit", 0, limitHelp)
-}
-
-func (f *filterFlags) filter(now time.Time) (dlq.Filter, error) {
-	out := dlq.Filter{Reason: f.reason, Limit: f.limit}
-	var err error
-	if out.Since, err = timeFlag("since", f.since, now); err != nil {
-		return out, err
-	}
-	if out.Until, err = timeFlag("until", f.until, now); err != nil {
-		return out, err
-	}
-	if f.limit < 0 {
-		return out, usageError("--limit must not be negative")
-	}
-	return out, nil
-}
-
-// timeFlag parses a --since/--until value; "" is no bound.
-func timeFlag(name, v string, now time.Time) (time.Time, error) {
-	if v == "" {
-		return time.Time{}, nil
-	}
-	t, err := dlq.ParseTime(v, now)
-	if err != nil {
-		return t, usageError("--%s: %v", name, err)
-	}
-	return t, nil
+	return cli.Group(cmd)
 }
 
 // dial reaches the agent the location flags name.
@@ -101,36 +61,30 @@ func dial(ctx context.Context, loc *location, mode openMode) (*agentConn, error)
 func apiError(err error) error {
 	var ae *control.APIError
 	if errors.As(err, &ae) && ae.Code == http.StatusBadRequest {
-		return &exitErr{code: exitUsage, msg: ae.Body.Error}
+		return &cli.Error{Code: cli.ExitUsage, Msg: ae.Body.Error}
 	}
 	return err
 }
 
-func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
-func newDLQListCmd(s *streams) *cobra.Command {
+func newDLQListCmd(s *cli.Streams) *cobra.Command {
 	var (
 		loc     location
-		ff      filterFlags
+		ff      cli.FilterFlags
 		asJSON  bool
 		summary bool
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List quarantined movements, oldest first (no payloads); --summary counts them by reason and class",
-		Args:  usageArgs(cobra.NoArgs),
+		Args:  cli.UsageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			now := time.Now()
-			f, err := ff.filter(now)
+			f, err := ff.Filter(now)
 			if err != nil {
 				return err
 			}
 			if summary && f.Limit != 0 {
-				return usageError("list: --summary counts every match: leave out --limit")
+				return cli.UsageError("list: --summary counts every match: leave out --limit")
 			}
 			conn, err := dial(cmd.Context(), &loc, readOnly)
 			if err != nil {
@@ -143,9 +97,9 @@ func newDLQListCmd(s *streams) *cobra.Command {
 					return apiError(err)
 				}
 				if asJSON {
-					return printJSON(s.out, sum)
+					return cli.PrintJSON(s.Out, sum)
 				}
-				renderSummary(s.out, sum)
+				renderSummary(s.Out, sum)
 				return nil
 			}
 			res, err := conn.DLQList(cmd.Context(), f)
@@ -153,15 +107,15 @@ func newDLQListCmd(s *streams) *cobra.Command {
 				return apiError(err)
 			}
 			if asJSON {
-				return printJSON(s.out, res)
+				return cli.PrintJSON(s.Out, res)
 			}
-			renderList(s.out, *res, now)
+			cli.WriteQuarantined(s.Out, *res, now)
 			return nil
 		},
 	}
 	fs := cmd.Flags()
 	loc.register(fs)
-	ff.register(fs, "show at most N, the oldest (0: all)")
+	ff.Register(fs, "show at most N, the oldest (0: all)")
 	fs.BoolVar(&asJSON, "json", false, "print the list as JSON")
 	fs.BoolVar(&summary, "summary", false, "count the movements by reason and class instead of listing them")
 	return cmd
@@ -181,46 +135,7 @@ func renderSummary(w io.Writer, sum *dlq.Summary) {
 	tw.Flush()
 }
 
-func renderList(w io.Writer, res dlq.ListResult, now time.Time) {
-	if len(res.Items) == 0 {
-		fmt.Fprintln(w, "no quarantined movements")
-		return
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tCLASS\tREASON\tATTEMPTS\tQUARANTINED\tMOVEMENT_ID")
-	for _, it := range res.Items {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s ago\t%s\n", it.Key, classOf(it), it.Reason, it.Attempts, age(now.Sub(it.QuarantinedAt)), it.MovementID)
-	}
-	tw.Flush()
-	if res.Matched > len(res.Items) {
-		fmt.Fprintf(w, "showing the %d oldest of %d; raise --limit to see more\n", len(res.Items), res.Matched)
-	} else {
-		fmt.Fprintf(w, "%d quarantined movement(s)\n", len(res.Items))
-	}
-}
-
-func classOf(it dlq.Item) string {
-	if it.Schedule != "" {
-		return it.Class + "/" + it.Schedule
-	}
-	return it.Class
-}
-
-// age is a duration as an operator reads it: 45s, 12m, 3h05m, 4d07h.
-func age(d time.Duration) string {
-	d = max(d, 0)
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm", int(d.Minutes()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
-	}
-	return fmt.Sprintf("%dd%02dh", int(d.Hours())/24, int(d.Hours())%24)
-}
-
-func newDLQShowCmd(s *streams) *cobra.Command {
+func newDLQShowCmd(s *cli.Streams) *cobra.Command {
 	var (
 		loc         location
 		withPayload bool
@@ -239,7 +154,7 @@ characters, matching no other quarantined movement), or by its movement_id.
 The movement itself (its payload, which may hold prescription references) is
 shown only with --payload, and each such viewing is recorded in the audit
 journal with your user name.`,
-		Args: usageArgs(cobra.ExactArgs(1)),
+		Args: cli.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// Showing a payload is journalled: the file must be writable.
 			mode := readOnly
@@ -256,9 +171,9 @@ journal with your user name.`,
 				return apiError(err)
 			}
 			if asJSON {
-				return printJSON(s.out, d)
+				return cli.PrintJSON(s.Out, d)
 			}
-			renderDetail(s.out, d, withPayload, time.Now())
+			renderDetail(s.Out, d, withPayload, time.Now())
 			return nil
 		},
 	}
@@ -276,12 +191,12 @@ func renderDetail(w io.Writer, d *dlq.Detail, withPayload bool, now time.Time) {
 		if t == nil {
 			return "-"
 		}
-		return fmt.Sprintf("%s (%s ago)", t.Format(time.RFC3339), age(now.Sub(*t)))
+		return fmt.Sprintf("%s (%s ago)", t.Format(time.RFC3339), cli.Age(now.Sub(*t)))
 	}
 	row("Key", d.Key)
 	row("Movement ID", d.MovementID)
 	row("Store", d.StoreID)
-	row("Class", classOf(d.Item))
+	row("Class", cli.Class(d.Item))
 	row("Sequence", strconv.FormatUint(d.Seq, 10))
 	row("Reason", d.Reason)
 	row("Last error", strings.TrimSpace(d.ErrorKind+": "+d.ErrorText))
@@ -291,8 +206,8 @@ func renderDetail(w io.Writer, d *dlq.Detail, withPayload bool, now time.Time) {
 	row("Last failure", at(d.LastFailure))
 	row("Quarantined", at(&d.QuarantinedAt))
 	row("Delays waited", delays(d.DelaysWaitedMS))
-	row("Connection", or(d.ConnState, "-"))
-	row("Agent version", or(d.AgentVersion, "-"))
+	row("Connection", cmp.Or(d.ConnState, "-"))
+	row("Agent version", cmp.Or(d.AgentVersion, "-"))
 	row("Digest", d.Digest)
 	if !withPayload {
 		row("Payload", "not shown (add --payload)")
@@ -322,14 +237,7 @@ func delays(ms []int64) string {
 	return fmt.Sprintf("%s (total %s)", strings.Join(parts, ", "), total)
 }
 
-func or(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
-func newDLQRedriveCmd(s *streams) *cobra.Command {
+func newDLQRedriveCmd(s *cli.Streams) *cobra.Command {
 	var (
 		loc        location
 		sel        dlq.Selection
@@ -356,7 +264,7 @@ quarantined (the others are redriven).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			sel.Keys = args
 			if reasonText == "" && !dryRun {
-				return usageError("redrive: --reason-text WHY is required (it is recorded in the audit journal)")
+				return cli.UsageError("redrive: --reason-text WHY is required (it is recorded in the audit journal)")
 			}
 			mode := readWrite
 			if dryRun {
@@ -373,18 +281,18 @@ quarantined (the others are redriven).`,
 				return err
 			}
 			if asJSON {
-				if err := printJSON(s.out, res); err != nil {
+				if err := cli.PrintJSON(s.Out, res); err != nil {
 					return err
 				}
 			} else {
-				renderRedrive(s.out, res, spread)
+				renderRedrive(s.Out, res, spread)
 			}
 			if n := len(res.NotFound); n > 0 {
 				verb := "redriven"
 				if dryRun {
 					verb = "would be redriven"
 				}
-				return &exitErr{code: exitError, msg: notQuarantined(n, len(res.Redriven), verb)}
+				return &cli.Error{Code: cli.ExitError, Msg: cli.NotQuarantined(n, len(res.Redriven), verb)}
 			}
 			return nil
 		},
@@ -402,14 +310,14 @@ quarantined (the others are redriven).`,
 }
 
 // redrive runs a redrive, drawing a bar of its progress on a terminal.
-func redrive(ctx context.Context, c *control.Client, rq dlq.RedriveRequest, quiet bool, s *streams) (*dlq.RedriveResult, error) {
+func redrive(ctx context.Context, c *control.Client, rq dlq.RedriveRequest, quiet bool, s *cli.Streams) (*dlq.RedriveResult, error) {
 	var bar *progress.Bar // nil until the first progress line, and off a terminal
 	defer func() { bar.Done() }()
 	if !quiet {
 		prev := 0
 		rq.Progress = func(done, total int) {
 			if bar == nil {
-				bar = progress.New(s.err, "redrive", "movements", total)
+				bar = progress.New(s.Err, "redrive", "movements", total)
 			}
 			bar.Add(done - prev)
 			prev = done
@@ -440,40 +348,16 @@ func renderRedrive(w io.Writer, res *dlq.RedriveResult, spread time.Duration) {
 		}
 		fmt.Fprintf(w, "redriven %d movement(s), %s\n", len(res.Redriven), when)
 	}
-	renderMissing(w, res.NotFound, "purged: it can never be redriven")
+	cli.WriteMissing(w, res.NotFound, "purged: it can never be redriven")
 	for _, g := range res.Guidance {
 		fmt.Fprintf(w, "note: %s\n", g)
 	}
 }
 
-// notQuarantined is the exit message of an operation that found n keys
-// not quarantined and acted on done others.
-func notQuarantined(n, done int, verb string) string {
-	if done == 0 {
-		return fmt.Sprintf("%d key(s) were not quarantined (see above); none %s", n, verb)
-	}
-	return fmt.Sprintf("%d key(s) were not quarantined (see above); the other %d %s", n, done, verb)
-}
-
-// renderMissing lists the keys that were not quarantined; purged says
-// what a purged key means for the operation.
-func renderMissing(w io.Writer, missing []dlq.Missing, purged string) {
-	for _, m := range missing {
-		why := "not quarantined: it is " + m.State
-		switch m.State {
-		case dlq.StateUnknown:
-			why = "this agent holds no such movement"
-		case "purged":
-			why = purged
-		}
-		fmt.Fprintf(w, "not found: %s (%s)\n", m.Key, why)
-	}
-}
-
-func newDLQExportCmd(s *streams) *cobra.Command {
+func newDLQExportCmd(s *cli.Streams) *cobra.Command {
 	var (
 		loc        location
-		ff         filterFlags
+		ff         cli.FilterFlags
 		out        string
 		reasonText string
 	)
@@ -487,13 +371,13 @@ administrators can read it (-o creates it readable by its owner only).
 
 The export is recorded in the audit journal, with its keys, before anything
 is written.`,
-		Args: usageArgs(cobra.NoArgs),
+		Args: cli.UsageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			f, err := ff.filter(time.Now())
+			f, err := ff.Filter(time.Now())
 			if err != nil {
 				return err
 			}
-			dest, w := "stdout", s.out
+			dest, w := "stdout", s.Out
 			var file *os.File
 			if out != "" && out != "-" {
 				abs, err := filepath.Abs(out)
@@ -505,7 +389,7 @@ is written.`,
 				// fails before the export is journalled.
 				file, err = os.OpenFile(abs, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 				if errors.Is(err, os.ErrExist) {
-					return usageError("export: %s exists: choose another file name", out)
+					return cli.UsageError("export: %s exists: choose another file name", out)
 				}
 				if err != nil {
 					return fmt.Errorf("export: %w", err)
@@ -533,22 +417,22 @@ is written.`,
 			}
 			msg := fmt.Sprintf("exported %d movement(s)", n)
 			if file != nil {
-				fmt.Fprintf(s.out, "%s to %s\n", msg, dest)
+				fmt.Fprintf(s.Out, "%s to %s\n", msg, dest)
 			} else {
-				fmt.Fprintln(s.err, msg)
+				fmt.Fprintln(s.Err, msg)
 			}
 			return nil
 		},
 	}
 	fs := cmd.Flags()
 	loc.register(fs)
-	ff.register(fs, "export at most N, the oldest (0: all)")
+	ff.Register(fs, "export at most N, the oldest (0: all)")
 	fs.StringVarP(&out, "output", "o", "", "write to FILE, created new with mode 0600 (default: standard output)")
 	fs.StringVar(&reasonText, "reason-text", "", "why (optional; recorded in the audit journal)")
 	return cmd
 }
 
-func exportTo(ctx context.Context, loc *location, f dlq.Filter, reasonText, dest string, w io.Writer, showBar bool, s *streams) (int, error) {
+func exportTo(ctx context.Context, loc *location, f dlq.Filter, reasonText, dest string, w io.Writer, showBar bool, s *cli.Streams) (int, error) {
 	conn, err := dial(ctx, loc, readWrite)
 	if err != nil {
 		return 0, err
@@ -561,7 +445,7 @@ func exportTo(ctx context.Context, loc *location, f dlq.Filter, reasonText, dest
 	defer ex.Close()
 	var bar *progress.Bar
 	if showBar {
-		bar = progress.New(s.err, "export", "movements", ex.Count)
+		bar = progress.New(s.Err, "export", "movements", ex.Count)
 	}
 	cw := &lineCounter{w: w, bar: bar}
 	_, err = io.Copy(cw, ex)
@@ -591,7 +475,7 @@ func (c *lineCounter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-func newDLQPurgeCmd(s *streams) *cobra.Command {
+func newDLQPurgeCmd(s *cli.Streams) *cobra.Command {
 	var (
 		loc        location
 		sel        dlq.Selection
@@ -615,13 +499,13 @@ quarantined (the others are purged).`,
 			sel.Keys = args
 			switch {
 			case len(args) == 0 && !sel.All && sel.Reason == "" && sel.Oldest == 0:
-				return usageError("purge: give the keys of the movements to purge, or --all, --reason KIND or --oldest N (see `agent dlq list`)")
+				return cli.UsageError("purge: give the keys of the movements to purge, or --all, --reason KIND or --oldest N (see `agent dlq list`)")
 			case reasonText == "":
-				return usageError("purge: --reason-text WHY is required (it is recorded in the audit journal)")
+				return cli.UsageError("purge: --reason-text WHY is required (it is recorded in the audit journal)")
 			case !yes && len(args) > 0:
-				return usageError("purge: removes %d movement(s) for good (they are exported to the data directory first): add --yes to confirm", len(args))
+				return cli.UsageError("purge: removes %d movement(s) for good (they are exported to the data directory first): add --yes to confirm", len(args))
 			case !yes:
-				return usageError("purge: removes the selected movements for good (they are exported to the data directory first): see them with `agent dlq list`, then add --yes to confirm")
+				return cli.UsageError("purge: removes the selected movements for good (they are exported to the data directory first): see them with `agent dlq list`, then add --yes to confirm")
 			}
 			conn, err := dial(cmd.Context(), &loc, readWrite)
 			if err != nil {
@@ -633,18 +517,18 @@ quarantined (the others are purged).`,
 				return apiError(err)
 			}
 			if asJSON {
-				if err := printJSON(s.out, res); err != nil {
+				if err := cli.PrintJSON(s.Out, res); err != nil {
 					return err
 				}
 			} else {
 				if res.ExportFile != "" {
-					fmt.Fprintf(s.out, "exported %d movement(s) to %s\n", len(res.Purged), res.ExportFile)
+					fmt.Fprintf(s.Out, "exported %d movement(s) to %s\n", len(res.Purged), res.ExportFile)
 				}
-				fmt.Fprintf(s.out, "purged %d movement(s)\n", len(res.Purged))
-				renderMissing(s.out, res.NotFound, "already purged")
+				fmt.Fprintf(s.Out, "purged %d movement(s)\n", len(res.Purged))
+				cli.WriteMissing(s.Out, res.NotFound, "already purged")
 			}
 			if n := len(res.NotFound); n > 0 {
-				return &exitErr{code: exitError, msg: notQuarantined(n, len(res.Purged), "purged")}
+				return &cli.Error{Code: cli.ExitError, Msg: cli.NotQuarantined(n, len(res.Purged), "purged")}
 			}
 			return nil
 		},

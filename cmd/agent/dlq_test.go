@@ -15,68 +15,25 @@ import (
 
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/dlq"
-	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/settings"
+	"github.com/rxedge/agent/testkit/agenttest"
 )
 
 const cliStore = "S0042"
 
 // mv is one movement for the quarantine of a test data directory.
-type mv struct {
-	id, reason, rxRef, note, schedule string
-}
+type mv = agenttest.Movement
 
-// quarantinedDataDir makes a data directory whose file holds the movements
-// quarantined (in order, oldest first) and returns their keys. No agent
-// runs for it.
+// quarantinedDataDir makes a data directory of cliStore whose file holds
+// the movements quarantined (agenttest.Quarantined).
 func quarantinedDataDir(t *testing.T, mvs ...mv) (string, []string) {
 	t.Helper()
-	dir := t.TempDir()
-	q, err := queue.Open(queue.Options{Path: settings.DataFile(dir), StoreID: cliStore})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
-	keys := make([]string, len(mvs))
-	for i, m := range mvs {
-		var b strings.Builder
-		fmt.Fprintf(&b, `{"movement_id":%q,"type":"dispense","ndc":"12345-6789-01","quantity":2,"unit":"EA","occurred_at":%q`,
-			m.id, time.Now().Add(-time.Hour).UTC().Format(time.RFC3339))
-		for _, f := range [][2]string{{"rx_ref", m.rxRef}, {"note", m.note}, {"schedule", m.schedule}} {
-			if f[1] != "" {
-				fmt.Fprintf(&b, `,%q:%q`, f[0], f[1])
-			}
-		}
-		b.WriteString("}")
-		p, es := movement.Prepare([]byte(b.String()), cliStore, time.Now())
-		if es != nil {
-			t.Fatalf("prepare %s: %v", m.id, es)
-		}
-		res, err := q.Enqueue([]movement.Prepared{p})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := q.Lease(time.Now().Add(time.Second), 1<<20); err != nil {
-			t.Fatal(err)
-		}
-		reason := m.reason
-		if reason == "" {
-			reason = "permanent:too_large"
-		}
-		if err := q.Settle(queue.Settlement{Quarantines: []queue.QuarantineAt{{
-			Seq: res[0].Seq, Reason: reason, Charge: true, ConnState: "online", AgentVersion: "test",
-			Failure: queue.Failure{Kind: reason, Text: "maximum payload exceeded"},
-		}}}); err != nil {
-			t.Fatal(err)
-		}
-		keys[i] = p.KeyString()
-	}
-	return dir, keys
+	return agenttest.Quarantined(t, cliStore, mvs...)
 }
 
-// cli runs the agent command line and returns its output and exit code.
-func cli(t *testing.T, args ...string) (stdout, stderr string, code int) {
+// runCLI runs the agent command line and returns its output and exit code.
+func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	err := run(context.Background(), args, strings.NewReader(""), &out, &errb)
@@ -86,7 +43,7 @@ func cli(t *testing.T, args ...string) (stdout, stderr string, code int) {
 
 func mustCLI(t *testing.T, args ...string) string {
 	t.Helper()
-	out, errs, code := cli(t, args...)
+	out, errs, code := runCLI(t, args...)
 	if code != 0 {
 		t.Fatalf("agent %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, out, errs)
 	}
@@ -95,8 +52,8 @@ func mustCLI(t *testing.T, args ...string) string {
 
 func TestDLQListAndShow(t *testing.T) {
 	dir, keys := quarantinedDataDir(t,
-		mv{id: "POS-1", reason: "permanent:too_large", schedule: "CII"},
-		mv{id: "POS-2", reason: "exhausted:timeout"},
+		mv{ID: "POS-1", Reason: "permanent:too_large", Schedule: "CII"},
+		mv{ID: "POS-2", Reason: "exhausted:timeout"},
 	)
 	out := mustCLI(t, "dlq", "list", "--data-dir", dir)
 	for _, want := range []string{"KEY", "MOVEMENT_ID", keys[0], keys[1], "controlled/CII", "exhausted:timeout", "POS-2", "2 quarantined movement(s)"} {
@@ -172,7 +129,7 @@ func TestDLQListAndShow(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, errs, code := cli(t, append(tt.args, "--data-dir", dir)...)
+			_, errs, code := runCLI(t, append(tt.args, "--data-dir", dir)...)
 			if code != tt.code || !strings.Contains(errs, tt.msg) {
 				t.Fatalf("exit %d, stderr %q; want %d containing %q", code, errs, tt.code, tt.msg)
 			}
@@ -183,7 +140,7 @@ func TestDLQListAndShow(t *testing.T) {
 func TestDLQRedriveSpreadsWithinTheWindow(t *testing.T) {
 	var mvs []mv
 	for i := range 40 {
-		mvs = append(mvs, mv{id: fmt.Sprintf("POS-%d", i)})
+		mvs = append(mvs, mv{ID: fmt.Sprintf("POS-%d", i)})
 	}
 	dir, keys := quarantinedDataDir(t, mvs...)
 
@@ -219,9 +176,9 @@ func TestDLQRedriveSpreadsWithinTheWindow(t *testing.T) {
 
 func TestDLQRedriveSelectionsAndRefusals(t *testing.T) {
 	dir, keys := quarantinedDataDir(t,
-		mv{id: "A", reason: "permanent:too_large"},
-		mv{id: "B", reason: "exhausted:timeout"},
-		mv{id: "C", reason: "exhausted:timeout"},
+		mv{ID: "A", Reason: "permanent:too_large"},
+		mv{ID: "B", Reason: "exhausted:timeout"},
+		mv{ID: "C", Reason: "exhausted:timeout"},
 	)
 	tests := []struct {
 		name string
@@ -238,7 +195,7 @@ func TestDLQRedriveSelectionsAndRefusals(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, errs, code := cli(t, append([]string{"dlq", "redrive", "--data-dir", dir}, tt.args...)...)
+			_, errs, code := runCLI(t, append([]string{"dlq", "redrive", "--data-dir", dir}, tt.args...)...)
 			if code != tt.code || !strings.Contains(errs, tt.msg) {
 				t.Fatalf("exit %d, stderr %q; want %d containing %q", code, errs, tt.code, tt.msg)
 			}
@@ -258,7 +215,7 @@ func TestDLQRedriveSelectionsAndRefusals(t *testing.T) {
 
 	// Keys: the quarantined one is redriven, the unknown one reported, exit 1.
 	unknown := strings.Repeat("f", 32)
-	out, errs, code := cli(t, "dlq", "redrive", keys[0], unknown, "--reason-text", "fixed", "--data-dir", dir)
+	out, errs, code := runCLI(t, "dlq", "redrive", keys[0], unknown, "--reason-text", "fixed", "--data-dir", dir)
 	if code != 1 || !strings.Contains(out, "redriven 1 movement(s), due now") || !strings.Contains(out, "not found: "+unknown) ||
 		!strings.Contains(errs, "1 key(s) were not quarantined (see above); the other 1 redriven") {
 		t.Errorf("exit %d\nstdout: %s\nstderr: %s", code, out, errs)
@@ -270,7 +227,7 @@ func TestDLQRedriveSelectionsAndRefusals(t *testing.T) {
 }
 
 func TestDLQPurgeRefusesThenExportsFirstAndTheKeyNeverComesBack(t *testing.T) {
-	dir, keys := quarantinedDataDir(t, mv{id: "A", rxRef: "RX-77"}, mv{id: "B"})
+	dir, keys := quarantinedDataDir(t, mv{ID: "A", RxRef: "RX-77"}, mv{ID: "B"})
 	tests := []struct {
 		name string
 		args []string
@@ -282,7 +239,7 @@ func TestDLQPurgeRefusesThenExportsFirstAndTheKeyNeverComesBack(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, errs, code := cli(t, append([]string{"dlq", "purge", "--data-dir", dir}, tt.args...)...)
+			_, errs, code := runCLI(t, append([]string{"dlq", "purge", "--data-dir", dir}, tt.args...)...)
 			if code != 2 || !strings.Contains(errs, tt.msg) {
 				t.Fatalf("exit %d, stderr %q; want 2 containing %q", code, errs, tt.msg)
 			}
@@ -313,7 +270,7 @@ func TestDLQPurgeRefusesThenExportsFirstAndTheKeyNeverComesBack(t *testing.T) {
 	}
 
 	// The key cannot come back by redrive.
-	out, errs, code := cli(t, "dlq", "redrive", keys[0], "--reason-text", "undo", "--data-dir", dir)
+	out, errs, code := runCLI(t, "dlq", "redrive", keys[0], "--reason-text", "undo", "--data-dir", dir)
 	if code != 1 || !strings.Contains(out, "redriven 0 movement(s)") || !strings.Contains(out, "purged: it can never be redriven") {
 		t.Errorf("redrive of a purged key: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
 	}
@@ -335,7 +292,7 @@ func TestDLQPurgeRefusesThenExportsFirstAndTheKeyNeverComesBack(t *testing.T) {
 }
 
 func TestDLQExport(t *testing.T) {
-	dir, keys := quarantinedDataDir(t, mv{id: "A", note: "n1"}, mv{id: "B", reason: "exhausted:timeout"})
+	dir, keys := quarantinedDataDir(t, mv{ID: "A", Note: "n1"}, mv{ID: "B", Reason: "exhausted:timeout"})
 	file := filepath.Join(t.TempDir(), "dlq.jsonl")
 	out := mustCLI(t, "dlq", "export", "-o", file, "--reason-text", "inspection", "--data-dir", dir)
 	if !strings.Contains(out, "exported 2 movement(s) to "+file) {
@@ -363,11 +320,11 @@ func TestDLQExport(t *testing.T) {
 	if fi, _ := os.Stat(file); runtime.GOOS != "windows" && fi.Mode().Perm() != 0o600 {
 		t.Errorf("export file mode %v", fi.Mode().Perm())
 	}
-	if _, errs, code := cli(t, "dlq", "export", "-o", file, "--data-dir", dir); code != 2 || !strings.Contains(errs, "exists") {
+	if _, errs, code := runCLI(t, "dlq", "export", "-o", file, "--data-dir", dir); code != 2 || !strings.Contains(errs, "exists") {
 		t.Errorf("export over an existing file: exit %d, %s", code, errs)
 	}
 
-	stdout, stderr, code := cli(t, "dlq", "export", "--reason", "exhausted", "--data-dir", dir)
+	stdout, stderr, code := runCLI(t, "dlq", "export", "--reason", "exhausted", "--data-dir", dir)
 	if code != 0 || strings.Count(stdout, "\n") != 1 || !strings.Contains(stdout, keys[1]) || !strings.Contains(stderr, "exported 1 movement(s)") {
 		t.Errorf("export to stdout: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}
@@ -382,7 +339,7 @@ func TestDLQExport(t *testing.T) {
 }
 
 func TestAuditCLI(t *testing.T) {
-	dir, keys := quarantinedDataDir(t, mv{id: "A"}, mv{id: "B"}, mv{id: "C"}, mv{id: "D"})
+	dir, keys := quarantinedDataDir(t, mv{ID: "A"}, mv{ID: "B"}, mv{ID: "C"}, mv{ID: "D"})
 	mustCLI(t, "dlq", "redrive", "--all", "--reason-text", "central\tfixed", "--data-dir", dir)
 
 	out := mustCLI(t, "audit", "--data-dir", dir)
@@ -401,7 +358,7 @@ func TestAuditCLI(t *testing.T) {
 	if out := mustCLI(t, "audit", "--data-dir", dir, "--since", "2000-01-01", "--until", "2000-01-02"); !strings.Contains(out, "no audit events") {
 		t.Errorf("audit of an empty window:\n%s", out)
 	}
-	if _, errs, code := cli(t, "audit", "--data-dir", dir, "--since", "last week"); code != 2 || !strings.Contains(errs, "--since") {
+	if _, errs, code := runCLI(t, "audit", "--data-dir", dir, "--since", "last week"); code != 2 || !strings.Contains(errs, "--since") {
 		t.Errorf("audit --since 'last week': exit %d, %s", code, errs)
 	}
 
@@ -415,7 +372,7 @@ func TestAuditCLI(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Events) != 1 || res.Events[0].Action != "redrive" {
 		t.Errorf("audit --actor: %v\n%s", err, out)
 	}
-	if _, errs, code := cli(t, "audit", "--data-dir", dir, "--key", "POS-1"); code != 2 || !strings.Contains(errs, "--key") {
+	if _, errs, code := runCLI(t, "audit", "--data-dir", dir, "--key", "POS-1"); code != 2 || !strings.Contains(errs, "--key") {
 		t.Errorf("audit --key POS-1: exit %d, %s", code, errs)
 	}
 }
@@ -423,14 +380,14 @@ func TestAuditCLI(t *testing.T) {
 // TestDLQPurgeBySelection: purge takes the selectors of redrive.
 func TestDLQPurgeBySelection(t *testing.T) {
 	dir, keys := quarantinedDataDir(t,
-		mv{id: "A", reason: "permanent:too_large"},
-		mv{id: "B", reason: "exhausted:timeout"},
-		mv{id: "C", reason: "exhausted:timeout"},
+		mv{ID: "A", Reason: "permanent:too_large"},
+		mv{ID: "B", Reason: "exhausted:timeout"},
+		mv{ID: "C", Reason: "exhausted:timeout"},
 	)
-	if _, errs, code := cli(t, "dlq", "purge", "--reason", "exhausted", "--reason-text", "x", "--data-dir", dir); code != 2 || !strings.Contains(errs, "--yes") {
+	if _, errs, code := runCLI(t, "dlq", "purge", "--reason", "exhausted", "--reason-text", "x", "--data-dir", dir); code != 2 || !strings.Contains(errs, "--yes") {
 		t.Fatalf("purge --reason without --yes: exit %d %s", code, errs)
 	}
-	if _, errs, code := cli(t, "dlq", "purge", keys[0], "--all", "--reason-text", "x", "--yes", "--data-dir", dir); code != 2 || !strings.Contains(errs, "ambiguous") {
+	if _, errs, code := runCLI(t, "dlq", "purge", keys[0], "--all", "--reason-text", "x", "--yes", "--data-dir", dir); code != 2 || !strings.Contains(errs, "ambiguous") {
 		t.Fatalf("purge KEY --all: exit %d %s", code, errs)
 	}
 	var res dlq.PurgeResult
@@ -453,9 +410,9 @@ func TestDLQPurgeBySelection(t *testing.T) {
 func TestCLIKeepsPatientDataInThePayload(t *testing.T) {
 	const marker = "PATIENT-MARKER-5150"
 	dir, keys := quarantinedDataDir(t,
-		mv{id: "A", rxRef: "RX-" + marker, note: "for " + marker, schedule: "CII"},
-		mv{id: "B", note: marker},
-		mv{id: "C", rxRef: marker},
+		mv{ID: "A", RxRef: "RX-" + marker, Note: "for " + marker, Schedule: "CII"},
+		mv{ID: "B", Note: marker},
+		mv{ID: "C", RxRef: marker},
 	)
 	var outputs []string
 	runs := [][]string{
@@ -472,7 +429,7 @@ func TestCLIKeepsPatientDataInThePayload(t *testing.T) {
 		{"audit", "--json"},
 	}
 	for _, args := range runs {
-		stdout, stderr, _ := cli(t, append(args, "--data-dir", dir)...)
+		stdout, stderr, _ := runCLI(t, append(args, "--data-dir", dir)...)
 		outputs = append(outputs, strings.Join(args, " ")+": "+stdout+stderr)
 	}
 	for _, o := range outputs {
@@ -489,20 +446,20 @@ func TestCLIKeepsPatientDataInThePayload(t *testing.T) {
 }
 
 func TestDLQOnAFileLockedByAnotherProcess(t *testing.T) {
-	dir, _ := quarantinedDataDir(t, mv{id: "A"})
+	dir, _ := quarantinedDataDir(t, mv{ID: "A"})
 	q, err := queue.Open(queue.Options{Path: settings.DataFile(dir), StoreID: cliStore})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	_, errs, code := cli(t, "dlq", "list", "--data-dir", dir)
+	_, errs, code := runCLI(t, "dlq", "list", "--data-dir", dir)
 	if code != 1 || !strings.Contains(errs, "locked by another process") {
 		t.Errorf("exit %d, stderr %q; want 1 and a locked-file message", code, errs)
 	}
 }
 
 func TestDLQWithoutADataFile(t *testing.T) {
-	_, errs, code := cli(t, "dlq", "list", "--data-dir", t.TempDir())
+	_, errs, code := runCLI(t, "dlq", "list", "--data-dir", t.TempDir())
 	if code != 1 || !strings.Contains(errs, "no agent data file") {
 		t.Errorf("exit %d, stderr %q", code, errs)
 	}
@@ -511,7 +468,7 @@ func TestDLQWithoutADataFile(t *testing.T) {
 // TestDLQThroughTheRunningAgent runs the agent and operates on its
 // quarantine through the control socket.
 func TestDLQThroughTheRunningAgent(t *testing.T) {
-	dir, keys := quarantinedDataDir(t, mv{id: "A"}, mv{id: "B", reason: "exhausted:timeout"})
+	dir, keys := quarantinedDataDir(t, mv{ID: "A"}, mv{ID: "B", Reason: "exhausted:timeout"})
 	runDaemon(t, localOptions(t, dir), nil)
 
 	// The agent holds the file: only the socket can answer.

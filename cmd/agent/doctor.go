@@ -9,11 +9,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/rxedge/agent/doctor"
-	"github.com/rxedge/agent/headoffice/durability"
-	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/installer"
+	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/status"
 )
@@ -24,20 +24,21 @@ config is valid; the config and token are private; the ingest token is set;
 central is reachable and accepts the store's credentials; the stream is
 there (and, with --admin-user, has central's settings); the store may
 publish on its own subjects and not on another store's; the clock agrees
-with central's (visible with --admin-user); central fsyncs every write and
-replicates its streams on a cluster (visible with --system-user or
---monitor-url; skipped, never passed, without); there is disk space; the
+with central's (visible with --admin-user); there is disk space; the
 oldest pending movement is recent; and the store's signing key (ledger.key_file)
 is there (or is made at the first start of a new data file), is the store's own,
 is readable by the service's account and nobody else, and signed the newest
 checkpoint (if not, it prints the roster line the new key needs).
+
+Whether central fsyncs every write and replicates its streams is head
+office's check: rxedge-hq durability, with central's system user.
 
 Doctor changes nothing: its publish probes are refused by the stream by
 design and store nothing. Run it as an administrator (it reads the config).
 Exit status 0 when the store is ready, 3 when any check fails (a warning
 or a skipped check does not).`
 
-func newDoctorCmd(s *streams) *cobra.Command {
+func newDoctorCmd(s *cli.Streams) *cobra.Command {
 	var (
 		dev       bool
 		devHub    string
@@ -45,9 +46,7 @@ func newDoctorCmd(s *streams) *cobra.Command {
 		asJSON    bool
 		adminUser string
 		adminPass string
-		sysUser   string
-		sysPass   string
-		monitor   []string
+		moved     movedFlags
 		timeout   time.Duration
 		maxAge    time.Duration
 	)
@@ -56,10 +55,12 @@ func newDoctorCmd(s *streams) *cobra.Command {
 		Short: "Check whether this store is ready (exit 0 ready, 3 not ready)",
 		Long:  doctorLong,
 		Example: `  sudo rxedge-agent doctor
-  sudo rxedge-agent doctor --json --admin-user admin --admin-password-file /root/admin.pw
-  sudo rxedge-agent doctor --system-user sys --system-password-file /root/sys.pw`,
-		Args: noArgs,
+  sudo rxedge-agent doctor --json --admin-user admin --admin-password-file /root/admin.pw`,
+		Args: cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := moved.check(cmd); err != nil {
+				return err
+			}
 			c, path, err := loc.loadConfig()
 			if dev {
 				c, err = settings.DevConfig(devHub)
@@ -78,23 +79,9 @@ func newDoctorCmd(s *streams) *cobra.Command {
 			if adminUser != "" {
 				pw, err := os.ReadFile(adminPass)
 				if err != nil {
-					return usageError("--admin-user needs --admin-password-file: %v", err)
+					return cli.UsageError("--admin-user needs --admin-password-file: %v", err)
 				}
 				o.Admin = &doctor.Admin{User: adminUser, Password: strings.TrimRight(string(pw), "\r\n")}
-			}
-			if sysUser != "" || len(monitor) > 0 {
-				a := durability.Access{SystemUser: sysUser, MonitorURLs: monitor}
-				if sysUser != "" {
-					pw, err := os.ReadFile(sysPass)
-					if err != nil {
-						return usageError("--system-user needs --system-password-file: %v", err)
-					}
-					a.SystemPassword = strings.TrimRight(string(pw), "\r\n")
-				}
-				o.Durability = func(ctx context.Context, servers []string, caFile string) doctor.Check {
-					s := durability.Check(ctx, a, servers, caFile, timeout)
-					return doctor.Check{OK: s.OK, Warning: s.Warning, Detail: s.Detail, Fix: s.Fix}
-				}
 			}
 			if c.DataDir != "" {
 				keyFile := ""
@@ -110,23 +97,49 @@ func newDoctorCmd(s *streams) *cobra.Command {
 	}
 	fs := cmd.Flags()
 	fs.BoolVar(&dev, "dev", false, "check the trial agent of `run --dev` (data in ./"+settings.DevBase+"/agent, central its embedded hub)")
-	fs.StringVar(&devHub, "dev-hub", hub.DefaultListen, "with --dev: the trial hub's address")
+	fs.StringVar(&devHub, "dev-hub", settings.DevHubListen, "with --dev: the trial hub's address")
 	loc.register(fs)
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	fs.StringVar(&adminUser, "admin-user", "", "central's administrator (may read the stream's info): compare the stream's settings and the clock")
 	fs.StringVar(&adminPass, "admin-password-file", "", "file holding --admin-user's password")
-	fs.StringVar(&sysUser, "system-user", "", "a user of central's system account: check its fsync setting and replicas")
-	fs.StringVar(&sysPass, "system-password-file", "", "file holding --system-user's password")
-	fs.StringSliceVar(&monitor, "monitor-url", nil, "central's monitoring URL, one per server (instead of --system-user), e.g. http://central-1:8222")
+	moved.register(fs)
 	fs.DurationVar(&timeout, "timeout", 5*time.Second, "limit of each network step")
 	fs.DurationVar(&maxAge, "max-age", time.Hour, "oldest pending movement that passes")
 	return cmd
 }
 
+// movedFlags are the flags of the durability check doctor had: still
+// accepted, so that a script using them learns where the check went
+// instead of reading "unknown flag".
+type movedFlags struct {
+	sysUser, sysPass string
+	monitor          []string
+}
+
+func (m *movedFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&m.sysUser, "system-user", "", "moved to rxedge-hq durability")
+	fs.StringVar(&m.sysPass, "system-password-file", "", "moved to rxedge-hq durability")
+	fs.StringSliceVar(&m.monitor, "monitor-url", nil, "moved to rxedge-hq durability")
+	for _, n := range []string{"system-user", "system-password-file", "monitor-url"} {
+		_ = fs.MarkHidden(n)
+	}
+}
+
+// check refuses the moved flags with a usage error that says where the
+// check went.
+func (m *movedFlags) check(cmd *cobra.Command) error {
+	for _, n := range []string{"system-user", "system-password-file", "monitor-url"} {
+		if cmd.Flags().Changed(n) {
+			return cli.UsageError("doctor --%s: moved: central's fsync and replicas are head office's check: run `rxedge-hq durability --server URL --user sys` (or --monitor-url) there", n)
+		}
+	}
+	return nil
+}
+
 // printDoctor writes the report and returns exit status 3 unless ready.
-func printDoctor(s *streams, r doctor.Report, asJSON bool) error {
+func printDoctor(s *cli.Streams, r doctor.Report, asJSON bool) error {
 	if asJSON {
-		if err := printJSON(s.out, r); err != nil {
+		if err := cli.PrintJSON(s.Out, r); err != nil {
 			return err
 		}
 	} else {
@@ -141,19 +154,19 @@ func printDoctor(s *streams, r doctor.Report, asJSON bool) error {
 			default:
 				mark = "FAIL"
 			}
-			fmt.Fprintf(s.out, "%s %-33s %s\n", mark, ch.Name, ch.Detail)
+			fmt.Fprintf(s.Out, "%s %-33s %s\n", mark, ch.Name, ch.Detail)
 			if !ch.OK && ch.Fix != "" {
-				fmt.Fprintf(s.out, "     %-33s fix: %s\n", "", ch.Fix)
+				fmt.Fprintf(s.Out, "     %-33s fix: %s\n", "", ch.Fix)
 			}
 		}
 		if r.Ready {
-			fmt.Fprintln(s.out, "ready")
+			fmt.Fprintln(s.Out, "ready")
 		} else {
-			fmt.Fprintln(s.out, "not ready")
+			fmt.Fprintln(s.Out, "not ready")
 		}
 	}
 	if !r.Ready {
-		return &exitErr{code: exitAttention}
+		return &cli.Error{Code: cli.ExitAttention}
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/rxedge/agent/headoffice/provision"
 	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/installer"
+	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/testkit/natstest"
@@ -83,18 +84,16 @@ func TestDoctor(t *testing.T) {
 		provision bool
 		setup     func(t *testing.T, url string)
 		password  string
-		system    bool     // with central's system user
 		failed    []string // checks that fail; none means ready
 		fix       string   // in the first failed check's fix
 	}{
 		{name: "healthy", conf: productionTemplate, provision: true, password: "CHANGE-ME-S0001"},
-		{name: "healthy, durability seen by the system user", conf: productionTemplate, provision: true, password: "CHANGE-ME-S0001", system: true},
 		{name: "wrong password", conf: productionTemplate, provision: true, password: "wrong",
 			failed: []string{doctor.CheckAuth}, fix: "credentials"},
 		{name: "missing stream", conf: productionTemplate, password: "CHANGE-ME-S0001",
-			failed: []string{doctor.CheckStream, doctor.CheckPublishOwn}, fix: "provision"},
+			failed: []string{doctor.CheckStream, doctor.CheckPublishOwn}, fix: "run `rxedge-hq provision"},
 		{name: "stream with wrong settings", conf: productionTemplate, setup: wrongSettings, password: "CHANGE-ME-S0001",
-			failed: []string{doctor.CheckStream}, fix: "provision"},
+			failed: []string{doctor.CheckStream}, fix: "run `rxedge-hq provision"},
 		{name: "store denied its own subjects", conf: denied, provision: true, password: "CHANGE-ME-S0001",
 			failed: []string{doctor.CheckPublishOwn}, fix: "allow publish on rx.mv.<store>.>"},
 	} {
@@ -109,12 +108,7 @@ func TestDoctor(t *testing.T) {
 			}
 			config, adminPW := doctorStore(t, h.URL(), tc.password)
 			args := []string{"doctor", "--json", "--config", config, "--admin-user", "admin", "--admin-password-file", adminPW, "--timeout", "2s"}
-			if tc.system {
-				sysPW := filepath.Join(t.TempDir(), "sys.pw")
-				os.WriteFile(sysPW, []byte("CHANGE-ME-sys\n"), 0o600)
-				args = append(args, "--system-user", "sys", "--system-password-file", sysPW)
-			}
-			stdout, stderr, code := cli(t, args...)
+			stdout, stderr, code := runCLI(t, args...)
 			var r doctor.Report
 			if err := json.Unmarshal([]byte(stdout), &r); err != nil {
 				t.Fatalf("doctor --json: %v\n%s%s", err, stdout, stderr)
@@ -122,14 +116,6 @@ func TestDoctor(t *testing.T) {
 			var failed []string
 			fix := ""
 			for _, c := range r.Checks {
-				if c.Name == doctor.CheckDurability {
-					// Skipped without the system user; a warning with it,
-					// for a single server: never passed, never failed.
-					if c.OK || c.Skipped == tc.system || c.Warning != tc.system || c.Fix == "" {
-						t.Errorf("durability check %+v with system user %v: want skipped without, warned with", c, tc.system)
-					}
-					continue
-				}
 				if !c.OK {
 					failed = append(failed, c.Name)
 					if fix == "" {
@@ -140,9 +126,9 @@ func TestDoctor(t *testing.T) {
 					}
 				}
 			}
-			wantCode := exitOK
+			wantCode := cli.ExitOK
 			if len(tc.failed) > 0 {
-				wantCode = exitAttention
+				wantCode = cli.ExitAttention
 			}
 			if code != wantCode || strings.Join(failed, ",") != strings.Join(tc.failed, ",") || !strings.Contains(fix, tc.fix) || r.Ready != (len(tc.failed) == 0) {
 				t.Errorf("exit %d, failed %v, first fix %q; want exit %d, failed %v, fix naming %q\n%s%s", code, failed, fix, wantCode, tc.failed, tc.fix, stdout, stderr)
@@ -151,12 +137,27 @@ func TestDoctor(t *testing.T) {
 	}
 }
 
+// TestDoctorDurabilityMoved: the durability check's flags are refused
+// (exit 2) with where the check went, and the store's report has no such
+// check: central's fsync and replicas are head office's to check.
+func TestDoctorDurabilityMoved(t *testing.T) {
+	for _, args := range [][]string{
+		{"--system-user", "sys", "--system-password-file", "sys.pw"},
+		{"--monitor-url", "http://central-1:8222"},
+	} {
+		_, stderr, code := runCLI(t, append([]string{"doctor", "--dev"}, args...)...)
+		if code != cli.ExitUsage || !strings.Contains(stderr, "moved") || !strings.Contains(stderr, "rxedge-hq durability") {
+			t.Errorf("doctor %v: exit %d\n%s", args, code, stderr)
+		}
+	}
+}
+
 // TestDoctorWithoutAConfig: a config doctor cannot read is a failed check,
 // exit 3 like every other "not ready".
 func TestDoctorWithoutAConfig(t *testing.T) {
-	stdout, stderr, code := cli(t, "doctor", "--config", filepath.Join(t.TempDir(), "agent.yaml"))
-	if code != exitAttention || !strings.Contains(stdout, "FAIL config") || !strings.Contains(stdout, "fix: ") {
-		t.Errorf("exit %d, want %d with a failed config check and its fix:\n%s%s", code, exitAttention, stdout, stderr)
+	stdout, stderr, code := runCLI(t, "doctor", "--config", filepath.Join(t.TempDir(), "agent.yaml"))
+	if code != cli.ExitAttention || !strings.Contains(stdout, "FAIL config") || !strings.Contains(stdout, "fix: ") {
+		t.Errorf("exit %d, want %d with a failed config check and its fix:\n%s%s", code, cli.ExitAttention, stdout, stderr)
 	}
 }
 
@@ -196,7 +197,7 @@ func TestDoctorPartitionWithoutMapping(t *testing.T) {
 		if admin {
 			args = append(args, "--admin-user", "admin", "--admin-password-file", adminPW)
 		}
-		stdout, stderr, code := cli(t, args...)
+		stdout, stderr, code := runCLI(t, args...)
 		var r doctor.Report
 		if err := json.Unmarshal([]byte(stdout), &r); err != nil {
 			t.Fatalf("doctor --json: %v\n%s%s", err, stdout, stderr)
@@ -207,11 +208,11 @@ func TestDoctorPartitionWithoutMapping(t *testing.T) {
 				c = x
 			}
 		}
-		if code != exitAttention || c.OK {
+		if code != cli.ExitAttention || c.OK {
 			t.Fatalf("admin %v: exit %d, stream check %+v", admin, code, c)
 		}
 		text := c.Detail + " " + c.Fix
-		for _, want := range []string{"mapping", "rx.mv.S0001.>", "central-config --roster FILE --partitions"} {
+		for _, want := range []string{"mapping", "rx.mv.S0001.>", "`rxedge-hq central-config --roster FILE --partitions"} {
 			if !strings.Contains(text, want) {
 				t.Errorf("admin %v: the diagnosis lacks %q: %s", admin, want, text)
 			}
@@ -245,16 +246,16 @@ func TestDoctorDev(t *testing.T) {
 		t.Fatal(err)
 	}
 	q.Close()
-	stdout, stderr, code := cli(t, "doctor", "--dev", "--dev-hub", h.Addr(), "--json", "--timeout", "2s")
+	stdout, stderr, code := runCLI(t, "doctor", "--dev", "--dev-hub", h.Addr(), "--json", "--timeout", "2s")
 	var r doctor.Report
 	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
 		t.Fatalf("doctor --dev --json: %v\n%s%s", err, stdout, stderr)
 	}
-	if code != exitOK || !r.Ready {
+	if code != cli.ExitOK || !r.Ready {
 		t.Errorf("doctor --dev: exit %d, ready %v:\n%s%s", code, r.Ready, stdout, stderr)
 	}
 	// The plain report: a skipped check with nothing to fix has no fix line.
-	stdout, _, _ = cli(t, "doctor", "--dev", "--dev-hub", h.Addr(), "--timeout", "2s")
+	stdout, _, _ = runCLI(t, "doctor", "--dev", "--dev-hub", h.Addr(), "--timeout", "2s")
 	for _, line := range strings.Split(stdout, "\n") {
 		if strings.TrimSpace(line) == "fix:" {
 			t.Errorf("doctor --dev prints an empty fix line:\n%s", stdout)

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rxedge/agent/control"
+	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/internal/progress"
 )
 
@@ -43,7 +44,7 @@ data file when it does not. Each line is accepted, recognised as a duplicate
 of a movement already held, or rejected with its line number and reasons.
 Exit status 1 when any line was rejected.`
 
-func newEnqueueCmd(s *streams) *cobra.Command {
+func newEnqueueCmd(s *cli.Streams) *cobra.Command {
 	var (
 		loc     location
 		file    string
@@ -54,12 +55,12 @@ func newEnqueueCmd(s *streams) *cobra.Command {
 		Use:   "enqueue -f FILE.jsonl|-",
 		Short: "Submit movements from a JSON-lines file, durably",
 		Long:  enqueueLong,
-		Args:  noArgs,
+		Args:  cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if file == "" {
-				return usageError("enqueue: -f FILE is required (use -f - for standard input)")
+				return cli.UsageError("enqueue: -f FILE is required (use -f - for standard input)")
 			}
-			var in io.Reader = s.in
+			var in io.Reader = s.In
 			total := 0
 			if file != "-" {
 				f, err := os.Open(file)
@@ -89,18 +90,18 @@ func newEnqueueCmd(s *streams) *cobra.Command {
 
 			var bar *progress.Bar
 			if !asJSON {
-				bar = progress.New(s.err, "enqueue", progress.Bytes, total)
+				bar = progress.New(s.Err, "enqueue", progress.Bytes, total)
 			}
 			sum, err := enqueueStream(cmd, conn.Client, in, bar)
 			bar.Done()
 			if err != nil {
 				return err
 			}
-			if err := printEnqueueSummary(s.out, sum, asJSON); err != nil {
+			if err := printEnqueueSummary(s.Out, sum, asJSON); err != nil {
 				return err
 			}
 			if sum.Rejected > 0 {
-				return &exitErr{code: exitError, msg: fmt.Sprintf("%d line(s) rejected; the others were stored", sum.Rejected)}
+				return &cli.Error{Code: cli.ExitError, Msg: fmt.Sprintf("%d line(s) rejected; the others were stored", sum.Rejected)}
 			}
 			return nil
 		},

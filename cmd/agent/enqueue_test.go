@@ -28,7 +28,7 @@ func checkEnqueue(t *testing.T, dir string) {
 
 	lines = []string{enqueueLine("E1", 1), enqueueLine("E2", 7), `{"movement_id":"E3","unit":"KG"}`, enqueueLine("E4", 1)}
 	os.WriteFile(file, []byte(strings.Join(lines, "\n")), 0o600)
-	stdout, stderr, code := cli(t, "enqueue", "-f", file, "--data-dir", dir, "--json")
+	stdout, stderr, code := runCLI(t, "enqueue", "-f", file, "--data-dir", dir, "--json")
 	if code != 1 {
 		t.Fatalf("exit %d, want 1 (lines rejected)\n%s\n%s", code, stdout, stderr)
 	}

@@ -12,18 +12,19 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rxedge/agent/control"
+	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/notary"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/settings"
 )
 
-func newLedgerCmd(s *streams) *cobra.Command {
+func newLedgerCmd(s *cli.Streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "ledger",
 		Short: "The store's signing key for its verifiable log",
 	}
 	cmd.AddCommand(newLedgerRotateCmd(s))
-	return group(cmd)
+	return cli.Group(cmd)
 }
 
 // rotation is what `agent ledger rotate-key --json` prints.
@@ -37,7 +38,7 @@ type rotation struct {
 	Journaled bool   `json:"journaled"`
 }
 
-func newLedgerRotateCmd(s *streams) *cobra.Command {
+func newLedgerRotateCmd(s *cli.Streams) *cobra.Command {
 	var (
 		loc     location
 		asJSON  bool
@@ -56,14 +57,14 @@ or moved aside with --keep-old.
 A running agent signs with the new key from its next checkpoint on and
 records the change in the audit journal; with the agent stopped this
 command records it.`,
-		Args: noArgs,
+		Args: cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, _, err := loc.loadConfig()
 			if err != nil {
 				return err
 			}
 			if c.StoreID == "" || c.DataDir == "" {
-				return usageError("which agent? pass --config FILE (or set RXEDGE_STORE_ID and RXEDGE_DATA_DIR)")
+				return cli.UsageError("which agent? pass --config FILE (or set RXEDGE_STORE_ID and RXEDGE_DATA_DIR)")
 			}
 			dataDir, err := filepath.Abs(c.DataDir)
 			if err != nil {
@@ -84,7 +85,7 @@ command records it.`,
 	return cmd
 }
 
-func rotateKey(ctx context.Context, s *streams, store, dataDir, keyFile string, keep bool, reason string, asJSON bool) error {
+func rotateKey(ctx context.Context, s *cli.Streams, store, dataDir, keyFile string, keep bool, reason string, asJSON bool) error {
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	running := control.Dial(control.Endpoint(dataDir)).Ping(pctx) == nil
 	cancel()
@@ -105,19 +106,19 @@ func rotateKey(ctx context.Context, s *streams, store, dataDir, keyFile string, 
 		}
 	}
 	if asJSON {
-		enc := json.NewEncoder(s.out)
+		enc := json.NewEncoder(s.Out)
 		enc.SetIndent("", "  ")
 		return enc.Encode(out)
 	}
-	fmt.Fprintf(s.out, "new signing key for %s in %s\n", store, keyFile)
+	fmt.Fprintf(s.Out, "new signing key for %s in %s\n", store, keyFile)
 	if r.Kept != "" {
-		fmt.Fprintf(s.out, "old private key kept at %s\n", r.Kept)
+		fmt.Fprintf(s.Out, "old private key kept at %s\n", r.Kept)
 	}
-	fmt.Fprintf(s.out, "add this line to the roster (keep the old key's line while its checkpoints are verified):\n%s %s\n", store, r.New)
+	fmt.Fprintf(s.Out, "add this line to the roster (keep the old key's line while its checkpoints are verified):\n%s %s\n", store, r.New)
 	if running {
-		fmt.Fprintln(s.out, "the running agent signs with the new key from its next checkpoint and records the change in its journal")
+		fmt.Fprintln(s.Out, "the running agent signs with the new key from its next checkpoint and records the change in its journal")
 	} else if !out.Journaled {
-		fmt.Fprintln(s.out, "warning: the data file could not be opened to record the rotation in the journal")
+		fmt.Fprintln(s.Out, "warning: the data file could not be opened to record the rotation in the journal")
 	}
 	return nil
 }

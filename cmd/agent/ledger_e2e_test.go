@@ -13,10 +13,11 @@ import (
 
 	"github.com/rxedge/agent/headoffice/audit"
 	"github.com/rxedge/agent/status"
+	"github.com/rxedge/agent/testkit/agentbin"
 )
 
 // TestLedgerVerifiedAcrossReplacedPC runs the real agent against a real
-// central and checks its record with `agent central verify`, the store's
+// central and checks its record with `hq verify`, the store's
 // side and head office's meeting only through central: the agent signs
 // and publishes checkpoints of 150 movements; its PC is then replaced (an
 // empty data directory: a new file, a new log, a new signing key, the same
@@ -61,7 +62,7 @@ func TestLedgerVerifiedAcrossReplacedPC(t *testing.T) {
 		if err := os.WriteFile(f, []byte(roster), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		out, err := exec.Command(r.bin, "central", "verify", "--server", r.url, "--roster", f, "--store", runStore, "--no-ask", "--json").Output()
+		out, err := exec.Command(agentbin.BuildHQ(t), "verify", "--server", r.url, "--roster", f, "--store", runStore, "--no-ask", "--json").Output()
 		code := 0
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {

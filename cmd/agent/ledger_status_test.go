@@ -11,6 +11,7 @@ import (
 
 	"github.com/rxedge/agent/central/ledger"
 	"github.com/rxedge/agent/doctor"
+	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/notary"
 	"github.com/rxedge/agent/queue"
@@ -170,8 +171,8 @@ func TestDoctorChecksTheSigningKey(t *testing.T) {
 	os.WriteFile(cfg, []byte("store_id: "+cliStore+"\ndata_dir: "+dir+"\ningest:\n  listen: \"off\"\n"), 0o600)
 
 	report := func() (map[string]doctor.Check, string) {
-		out, errs, code := cli(t, "doctor", "--json", "--config", cfg)
-		if code != exitAttention { // no central configured: never ready
+		out, errs, code := runCLI(t, "doctor", "--json", "--config", cfg)
+		if code != cli.ExitAttention { // no central configured: never ready
 			t.Fatalf("doctor exit %d:\n%s%s", code, out, errs)
 		}
 		var r doctor.Report
@@ -182,7 +183,7 @@ func TestDoctorChecksTheSigningKey(t *testing.T) {
 		for _, c := range r.Checks {
 			got[c.Name] = c
 		}
-		plain, _, _ := cli(t, "doctor", "--config", cfg)
+		plain, _, _ := runCLI(t, "doctor", "--config", cfg)
 		return got, plain
 	}
 	got, plain := report()

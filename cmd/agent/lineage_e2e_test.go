@@ -31,6 +31,7 @@ import (
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/status"
+	"github.com/rxedge/agent/testkit/agentbin"
 	"github.com/rxedge/agent/testkit/natstest"
 )
 
@@ -181,10 +182,11 @@ func (h held) noReuse(t *testing.T) {
 	}
 }
 
-// reconcileStore runs head office's reconciliation with the built binary.
+// reconcileStore runs head office's reconciliation with its built binary
+// (hq).
 func (r *lineageRig) reconcileStore() (reconcile.StoreReport, string, int) {
 	r.t.Helper()
-	out, err := exec.Command(r.bin, "central", "reconcile", "--server", r.url, "--no-ask", "--grace", "1ms", "--store", runStore, "--json").Output()
+	out, err := exec.Command(agentbin.BuildHQ(r.t), "reconcile", "--server", r.url, "--no-ask", "--grace", "1ms", "--store", runStore, "--json").Output()
 	code := 0
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
@@ -196,7 +198,7 @@ func (r *lineageRig) reconcileStore() (reconcile.StoreReport, string, int) {
 	if err := json.Unmarshal(out, &rep); err != nil || len(rep.Stores) != 1 {
 		r.t.Fatalf("reconcile --json: %v\n%s", err, out)
 	}
-	text, _ := exec.Command(r.bin, "central", "reconcile", "--server", r.url, "--no-ask", "--grace", "1ms", "--store", runStore).CombinedOutput()
+	text, _ := exec.Command(agentbin.BuildHQ(r.t), "reconcile", "--server", r.url, "--no-ask", "--grace", "1ms", "--store", runStore).CombinedOutput()
 	return rep.Stores[0], string(text), code
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/settings"
 )
 
@@ -45,7 +46,7 @@ func TestServeLogsForJournald(t *testing.T) {
 			}
 			t.Setenv("JOURNAL_STREAM", env)
 			opts := settings.Options{LogLevel: "info", LogFormat: tt.format}
-			serve(&streams{in: strings.NewReader(""), out: os.Stdout, err: f}, opts, func(ctx context.Context, log *slog.Logger) error {
+			serve(&cli.Streams{In: strings.NewReader(""), Out: os.Stdout, Err: f}, opts, func(ctx context.Context, log *slog.Logger) error {
 				log.Debug("HIDDEN")
 				log.Info("HELLO", "store", "S1")
 				log.Warn("CAREFUL", "store", "S1")

@@ -5,13 +5,13 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/rxedge/agent/internal/cli"
 )
 
 func main() {
@@ -35,7 +35,7 @@ const ownSignals = "rxedge/own-signals"
 // handler of main's may catch its signals, or a second Ctrl-C would not
 // end it at once.
 func ownsSignals(args []string) bool {
-	c, _, err := newRoot(&streams{in: strings.NewReader(""), out: io.Discard, err: io.Discard}).Find(args)
+	c, _, err := newRoot(&cli.Streams{In: strings.NewReader(""), Out: io.Discard, Err: io.Discard}).Find(args)
 	return err == nil && c.Annotations[ownSignals] != ""
 }
 
@@ -50,48 +50,9 @@ func interruptContext(parent context.Context) (context.Context, context.CancelFu
 // run executes the command line args and returns its error; main turns it
 // into the exit code, so the whole CLI can be tested with buffers.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	root := newRoot(&streams{in: stdin, out: stdout, err: stderr})
-	root.SetArgs(args)
-	root.SetIn(stdin)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	return checkUsage(args, stdout, root.ExecuteContext(ctx))
+	s := &cli.Streams{In: stdin, Out: stdout, Err: stderr}
+	return checkUsage(args, stdout, cli.Execute(ctx, newRoot(s), args, s))
 }
 
-// Exit codes (DESIGN §7).
-const (
-	exitOK        = 0
-	exitError     = 1
-	exitUsage     = 2
-	exitAttention = 3 // `agent status`: quarantined or old pending movements
-)
-
-// exitErr carries an exit code; its message, if any, is printed.
-type exitErr struct {
-	code int
-	msg  string
-	// plugin marks the answer of `status --check`, whose exit code is the
-	// plugin contract's (2 is CRITICAL there, not a usage error).
-	plugin bool
-}
-
-func (e *exitErr) Error() string { return e.msg }
-
-func usageError(format string, args ...any) error {
-	return &exitErr{code: exitUsage, msg: fmt.Sprintf(format, args...)}
-}
-
-func exitCode(err error, stderr io.Writer) int {
-	if err == nil {
-		return exitOK
-	}
-	var e *exitErr
-	if errors.As(err, &e) {
-		if e.msg != "" {
-			fmt.Fprintln(stderr, "agent:", e.msg)
-		}
-		return e.code
-	}
-	fmt.Fprintln(stderr, "agent:", err)
-	return exitError
-}
+// exitCode is the exit code of run's error, which it prints (cli.ExitCode).
+func exitCode(err error, stderr io.Writer) int { return cli.ExitCode("agent", err, stderr) }

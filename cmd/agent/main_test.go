@@ -9,8 +9,8 @@ import (
 )
 
 // TestMain keeps the tests from reading the nats CLI's contexts and
-// variables of whoever runs them: `agent remote` and `provision` would;
-// and removes the agent binary the ledger tests built.
+// variables of whoever runs them: the head-office commands some tests run
+// (hq reconcile, verify) would; and removes the binaries tests built.
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "rxedge-agent-test-xdg")
 	if err != nil {

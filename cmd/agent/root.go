@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -14,16 +13,12 @@ import (
 
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/installer"
+	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/settings"
 )
 
-type streams struct {
-	in       io.Reader
-	out, err io.Writer
-}
-
-func newRoot(s *streams) *cobra.Command {
+func newRoot(s *cli.Streams) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "agent",
 		Short: "RxEdge edge agent: durable local queue of pharmacy inventory movements, synced exactly once to central",
@@ -32,54 +27,32 @@ func newRoot(s *streams) *cobra.Command {
 The agent stores every inventory movement it acknowledges in a local data file
 (fsynced before it answers), then delivers it exactly once to central storage
 (a NATS JetStream stream), pausing while offline. Movements that cannot be
-delivered wait in a local quarantine for an operator.`,
-		SilenceUsage:  true,
-		SilenceErrors: true,
+delivered wait in a local quarantine for an operator.
+
+Head office's commands (provision, sink, verify, reconcile, remote, ...)
+are in its own binary, rxedge-hq.`,
 	}
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return usageError("%v (see `%s --help`)", err, c.CommandPath())
-	})
 	root.AddCommand(
 		newRunCmd(s),
 		newEnqueueCmd(s),
 		newStatusCmd(s),
 		newDoctorCmd(s),
-		newHubCmd(s),
-		newProvisionCmd(s),
-		newCentralConfigCmd(s),
 		newDLQCmd(s),
 		newAuditCmd(s),
-		newRemoteCmd(s),
-		newCentralCmd(s),
-		newVerifyProofCmd(s),
 		newCompactCmd(s),
 		newDataCmd(s),
 		newLedgerCmd(s),
-		newVersionCmd(s),
+		cli.Version(s),
 	)
 	root.AddCommand(newServiceCmds(s)...)
-	return group(root)
-}
-
-// usageArgs turns an argument check's failure into a usage error (exit 2).
-func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
-	return func(cmd *cobra.Command, args []string) error {
-		if err := check(cmd, args); err != nil {
-			return usageError("%v (see `%s --help`)", err, cmd.CommandPath())
-		}
-		return nil
+	for _, name := range []string{"provision", "central-config", "hub", "verify-proof"} {
+		root.AddCommand(movedCmd(name, name))
 	}
-}
-
-// noArgs refuses arguments with a usage error.
-var noArgs = usageArgs(cobra.NoArgs)
-
-// group makes a command that only holds subcommands refuse an unknown one
-// with a usage error (exit 2) instead of printing help and succeeding.
-func group(cmd *cobra.Command) *cobra.Command {
-	cmd.Args = noArgs
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
-	return cmd
+	root.AddCommand(
+		movedCmd("central", "", "reconcile", "migrate", "durability", "sink", "report", "verify", "prove", "witness", "witness-key"),
+		movedCmd("remote", "remote", "status", "list", "redrive"),
+	)
+	return cli.Root(root)
 }
 
 // location are the flags that say which agent a command talks to.
@@ -153,7 +126,7 @@ func (l *location) resolveDataDir() (string, error) {
 		return "", err
 	}
 	if c.DataDir == "" {
-		return "", usageError("which agent? pass --data-dir DIR or --config FILE (or set RXEDGE_DATA_DIR)")
+		return "", cli.UsageError("which agent? pass --data-dir DIR or --config FILE (or set RXEDGE_DATA_DIR)")
 	}
 	return filepath.Abs(c.DataDir)
 }

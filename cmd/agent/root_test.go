@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/status"
 )
 
@@ -38,24 +39,24 @@ func TestDefaultConfigBehindAClosedDirectory(t *testing.T) {
 // list` too), and with --json writes a JSON document on stdout.
 func TestStatusBeforeTheFirstStart(t *testing.T) {
 	dir := t.TempDir()
-	_, stderr, code := cli(t, "status", "--data-dir", dir)
-	if code != exitError || !strings.Contains(stderr, "service: ") || !strings.Contains(stderr, "no agent data file") || strings.Contains(stderr, "&{") {
-		t.Errorf("exit %d, stderr %q; want exit %d naming the service state and the missing data file", code, stderr, exitError)
+	_, stderr, code := runCLI(t, "status", "--data-dir", dir)
+	if code != cli.ExitError || !strings.Contains(stderr, "service: ") || !strings.Contains(stderr, "no agent data file") || strings.Contains(stderr, "&{") {
+		t.Errorf("exit %d, stderr %q; want exit %d naming the service state and the missing data file", code, stderr, cli.ExitError)
 	}
-	if _, _, dcode := cli(t, "dlq", "list", "--data-dir", dir); dcode != code {
+	if _, _, dcode := runCLI(t, "dlq", "list", "--data-dir", dir); dcode != code {
 		t.Errorf("dlq list exits %d on the same missing file, status %d", dcode, code)
 	}
-	out, _, code := cli(t, "status", "--json", "--data-dir", dir)
+	out, _, code := runCLI(t, "status", "--json", "--data-dir", dir)
 	var doc struct {
 		Error   string          `json:"error"`
 		Service *status.Service `json:"service"`
 	}
-	if code != exitError || json.Unmarshal([]byte(out), &doc) != nil || !strings.Contains(doc.Error, "no agent data file") || doc.Service == nil || doc.Service.State == "" {
-		t.Errorf("status --json: exit %d, stdout %q; want exit %d and a JSON document with the error and the service", code, out, exitError)
+	if code != cli.ExitError || json.Unmarshal([]byte(out), &doc) != nil || !strings.Contains(doc.Error, "no agent data file") || doc.Service == nil || doc.Service.State == "" {
+		t.Errorf("status --json: exit %d, stdout %q; want exit %d and a JSON document with the error and the service", code, out, cli.ExitError)
 	}
 	// A data directory that does not exist at all: the same.
-	_, stderr, code = cli(t, "status", "--data-dir", filepath.Join(dir, "nope"))
-	if code != exitError || strings.Contains(stderr, "&{") {
+	_, stderr, code = runCLI(t, "status", "--data-dir", filepath.Join(dir, "nope"))
+	if code != cli.ExitError || strings.Contains(stderr, "&{") {
 		t.Errorf("status of a missing directory: exit %d, stderr %q", code, stderr)
 	}
 }

@@ -15,9 +15,8 @@ import (
 
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/daemon"
-	"github.com/rxedge/agent/headoffice/provision"
-	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/installer"
+	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/internal/logging"
 	"github.com/rxedge/agent/settings"
 )
@@ -35,7 +34,7 @@ type runFlags struct {
 	asapDir   string
 }
 
-func newRunCmd(s *streams) *cobra.Command {
+func newRunCmd(s *cli.Streams) *cobra.Command {
 	var f runFlags
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -50,7 +49,7 @@ lets publishes in flight finish briefly, and closes the data file, within
 that deadline, and when it stops on its own (the service manager then
 restarts it).
 Flags win over RXEDGE_* environment variables, which win over the file.`,
-		Args:        noArgs,
+		Args:        cli.NoArgs,
 		Annotations: map[string]string{ownSignals: "true"},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.dev {
@@ -84,7 +83,7 @@ Flags win over RXEDGE_* environment variables, which win over the file.`,
 	fs.StringVar(&f.hl7Listen, "hl7-listen", "", `HL7 v2 MLLP listener address host:port, or "off" (intake.hl7.listen)`)
 	fs.StringVar(&f.asapDir, "asap-dir", "", "ASAP 4.2 drop folder (intake.asap.dir)")
 	fs.BoolVar(&f.dev, "dev", false, "trial mode: also run a local central (embedded hub) in this process; data under ./rxedge-dev unless --data-dir")
-	fs.StringVar(&f.devHub, "dev-hub", hub.DefaultListen, "with --dev: the embedded hub's address")
+	fs.StringVar(&f.devHub, "dev-hub", settings.DevHubListen, "with --dev: the embedded hub's address")
 	return cmd
 }
 
@@ -146,7 +145,7 @@ func (f *runFlags) apply(c *settings.Config) {
 
 // runDev runs the agent and a local central in one process: the README's
 // first command. Defaults: store DEV0001, data in ./rxedge-dev.
-func (f *runFlags) runDev(s *streams) error {
+func (f *runFlags) runDev(s *cli.Streams) error {
 	c, err := f.devConfig()
 	if err != nil {
 		return err
@@ -167,9 +166,12 @@ func (f *runFlags) runDev(s *streams) error {
 	}
 	c.DataDir = filepath.Join(base, "agent")
 	if len(c.NATS.Servers) > 0 {
-		return usageError("--dev runs its own central: leave out --nats / nats.servers")
+		return cli.UsageError("--dev runs its own central: leave out --nats / nats.servers")
 	}
-	h, err := hub.Start(hub.Options{Listen: f.devHub, StoreDir: filepath.Join(base, "hub"), Provision: provision.Provision})
+	h, err := startDevHub(f.devHub, filepath.Join(base, "hub"))
+	if errors.Is(err, errNoDevHub) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("dev hub: %w%s", err, daemon.InUseHint(err, fmt.Sprintf("another hub or nats-server listens on %s: stop it, or give the trial's hub another address with --dev-hub 127.0.0.1:4223", f.devHub)))
 	}
@@ -202,8 +204,8 @@ func (f *runFlags) devConfig() (settings.Config, error) {
 }
 
 // printDev greets the trial user with the addresses and a first command.
-func printDev(s *streams, hubURL string, opts settings.Options, addr string) {
-	fmt.Fprintf(s.out, `RxEdge agent (trial mode) for store %s
+func printDev(s *cli.Streams, hubURL string, opts settings.Options, addr string) {
+	fmt.Fprintf(s.Out, `RxEdge agent (trial mode) for store %s
   central (embedded hub):  %s
   ingest:                  http://%s%s
   data:                    %s
@@ -230,11 +232,11 @@ func splitList(s string) []string {
 // journald's stream each line starts with its syslog priority, so the
 // journal records the level; as a Windows service, start, stop, warnings
 // and errors also go to the Application event log at their level.
-func serve(s *streams, opts settings.Options, run func(ctx context.Context, log *slog.Logger) error) error {
+func serve(s *cli.Streams, opts settings.Options, run func(ctx context.Context, log *slog.Logger) error) error {
 	var l slog.Level
 	l.UnmarshalText([]byte(opts.LogLevel))
-	f, isFile := s.err.(*os.File)
-	base := logging.New(s.err, logging.Options{Format: opts.LogFormat, Level: l, Journal: isFile && logging.IsJournal(f)})
+	f, isFile := s.Err.(*os.File)
+	base := logging.New(s.Err, logging.Options{Format: opts.LogFormat, Level: l, Journal: isFile && logging.IsJournal(f)})
 	h, closer, err := installer.EventLogHandler(installer.ServiceName, base)
 	log := slog.New(h)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/configs"
 	"github.com/rxedge/agent/installer"
+	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/settings"
 )
 
@@ -23,7 +24,7 @@ const adminNote = `Needs root (sudo) on Linux, an elevated prompt (Run as Admini
 Windows.`
 
 // newServiceCmds are install, uninstall, start, stop and restart.
-func newServiceCmds(s *streams) []*cobra.Command {
+func newServiceCmds(s *cli.Streams) []*cobra.Command {
 	return []*cobra.Command{
 		newInstallCmd(s),
 		newUninstallCmd(s),
@@ -87,7 +88,7 @@ func (c centralFlags) apply(tmpl []byte) ([]byte, error) {
 		}
 		pw := strings.TrimRight(string(b), "\r\n")
 		if pw == "" {
-			return nil, usageError("--password-file %s is empty", c.passwordFile)
+			return nil, cli.UsageError("--password-file %s is empty", c.passwordFile)
 		}
 		set = append(set, [2]string{"user", c.user}, [2]string{"password", pw})
 	case c.tokenFile != "":
@@ -97,7 +98,7 @@ func (c centralFlags) apply(tmpl []byte) ([]byte, error) {
 		}
 		tok := strings.TrimSpace(string(b))
 		if tok == "" {
-			return nil, usageError("--token-file %s is empty", c.tokenFile)
+			return nil, cli.UsageError("--token-file %s is empty", c.tokenFile)
 		}
 		set = append(set, [2]string{"token", tok})
 	}
@@ -133,21 +134,21 @@ func (c centralFlags) check() error {
 	}
 	switch {
 	case n > 1:
-		return usageError("give one of --creds, --nkey-seed, --token-file or --nats-user with --password-file")
+		return cli.UsageError("give one of --creds, --nkey-seed, --token-file or --nats-user with --password-file")
 	case (c.user == "") != (c.passwordFile == ""):
-		return usageError("--nats-user and --password-file go together")
+		return cli.UsageError("--nats-user and --password-file go together")
 	case n > 0 && c.servers == "":
-		return usageError("credentials for central were given without --nats: add --nats nats://central.chain.example:4222 (the chain's servers)")
+		return cli.UsageError("credentials for central were given without --nats: add --nats nats://central.chain.example:4222 (the chain's servers)")
 	}
 	for _, f := range []struct{ flag, path string }{{"--creds", c.credsFile}, {"--nkey-seed", c.nkeySeedFile}, {"--password-file", c.passwordFile}, {"--token-file", c.tokenFile}, {"--ca-file", c.caFile}} {
 		if f.path != "" && !filepath.IsAbs(f.path) {
-			return usageError("%s %q: give an absolute path (the service does not run in this directory)", f.flag, f.path)
+			return cli.UsageError("%s %q: give an absolute path (the service does not run in this directory)", f.flag, f.path)
 		}
 	}
 	return nil
 }
 
-func newInstallCmd(s *streams) *cobra.Command {
+func newInstallCmd(s *cli.Streams) *cobra.Command {
 	var f installFlags
 	def := installer.DefaultPaths(runtime.GOOS)
 	cmd := &cobra.Command{
@@ -166,7 +167,7 @@ config, and changes nothing; it needs no administrator rights.
 ` + adminNote,
 		Example: `  sudo agent install --store-id S0107
   agent install --store-id S0107 --dry-run`,
-		Args: noArgs,
+		Args: cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return f.run(cmd.Context(), s)
 		},
@@ -187,9 +188,9 @@ config, and changes nothing; it needs no administrator rights.
 	return cmd
 }
 
-func (f *installFlags) run(ctx context.Context, s *streams) error {
+func (f *installFlags) run(ctx context.Context, s *cli.Streams) error {
 	if f.storeID != "" && !central.ValidStoreID(f.storeID) {
-		return usageError("--store-id %q: use 1-32 letters, digits, '-' or '_', the store's id as central knows it (e.g. S0107)", f.storeID)
+		return cli.UsageError("--store-id %q: use 1-32 letters, digits, '-' or '_', the store's id as central knows it (e.g. S0107)", f.storeID)
 	}
 	if err := f.central.check(); err != nil {
 		return err
@@ -211,7 +212,7 @@ func (f *installFlags) run(ctx context.Context, s *streams) error {
 	// this binary is), so every refusal is a usage error.
 	p, err := installer.Prepare(spec)
 	if err != nil {
-		return &exitErr{code: exitUsage, msg: err.Error()}
+		return &cli.Error{Code: cli.ExitUsage, Msg: err.Error()}
 	}
 	nc, err := f.newConfig(p.Paths.ConfigFile, s)
 	if err != nil {
@@ -222,7 +223,7 @@ func (f *installFlags) run(ctx context.Context, s *streams) error {
 	}
 	spec.ConfigTemplate = nc.template
 	if p, err = installer.Prepare(spec); err != nil {
-		return &exitErr{code: exitUsage, msg: err.Error()}
+		return &cli.Error{Code: cli.ExitUsage, Msg: err.Error()}
 	}
 	p.Check = checkConfig
 	if f.dryRun {
@@ -231,18 +232,18 @@ func (f *installFlags) run(ctx context.Context, s *streams) error {
 		if err := p.CheckDry(); err != nil {
 			return err
 		}
-		if err := p.Render(s.out); err != nil {
+		if err := p.Render(s.Out); err != nil {
 			return err
 		}
-		fmt.Fprintf(s.out, "Ingest token: %s\n", tokenPlan(nc, p))
-		fmt.Fprintf(s.out, "Before registering the service, install checks the config as `%s run` does.\n", installer.Command())
+		fmt.Fprintf(s.Out, "Ingest token: %s\n", tokenPlan(nc, p))
+		fmt.Fprintf(s.Out, "Before registering the service, install checks the config as `%s run` does.\n", installer.Command())
 		return nil
 	}
-	if err := installer.Install(ctx, p, s.out); err != nil {
+	if err := installer.Install(ctx, p, s.Out); err != nil {
 		return err
 	}
 	if nc.written && !f.central.given() {
-		fmt.Fprintf(s.out, "nats.servers is empty in %s: the agent collects movements but sends none until you set central's servers and credentials there (or install with --nats and --creds)\n", p.Paths.ConfigFile)
+		fmt.Fprintf(s.Out, "nats.servers is empty in %s: the agent collects movements but sends none until you set central's servers and credentials there (or install with --nats and --creds)\n", p.Paths.ConfigFile)
 	}
 	return nil
 }
@@ -290,13 +291,13 @@ type newConfig struct {
 // config gets --store-id as store_id, so no installation ever runs with the
 // example's id; an existing config is kept, and --store-id, when given,
 // must agree with it.
-func (f *installFlags) newConfig(path string, s *streams) (newConfig, error) {
+func (f *installFlags) newConfig(path string, s *cli.Streams) (newConfig, error) {
 	example := storeIDOf(configs.AgentExample)
 	existing, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		if f.storeID == "" {
-			return newConfig{}, usageError("--store-id is required: %s does not exist yet, and install writes it with this store's id as central knows it (e.g. `"+installer.Command()+" install --store-id S0107`)", path)
+			return newConfig{}, cli.UsageError("--store-id is required: %s does not exist yet, and install writes it with this store's id as central knows it (e.g. `"+installer.Command()+" install --store-id S0107`)", path)
 		}
 		tmpl, err := withStoreID(configs.AgentExample, f.storeID)
 		return newConfig{template: tmpl, written: true}, err
@@ -304,23 +305,23 @@ func (f *installFlags) newConfig(path string, s *streams) (newConfig, error) {
 		if f.storeID == "" {
 			return newConfig{}, fmt.Errorf("cannot tell whether %s exists: %w; run install as root (sudo) or from an elevated prompt, or pass --store-id for a dry run", path, err)
 		}
-		fmt.Fprintf(s.err, "note: cannot read %s (%v): install keeps it if it exists, and otherwise writes it with store_id %s\n", path, err, f.storeID)
+		fmt.Fprintf(s.Err, "note: cannot read %s (%v): install keeps it if it exists, and otherwise writes it with store_id %s\n", path, err, f.storeID)
 		tmpl, err := withStoreID(configs.AgentExample, f.storeID)
 		return newConfig{template: tmpl}, err
 	}
 	if f.central.given() {
-		return newConfig{}, usageError("%s exists and install keeps it, so --nats and the credential flags would be ignored: edit nats in %s, or move it away and install again", path, path)
+		return newConfig{}, cli.UsageError("%s exists and install keeps it, so --nats and the credential flags would be ignored: edit nats in %s, or move it away and install again", path, path)
 	}
 	if c, err := installer.ReadConfig(existing); err == nil && !c.HasTokenSource() {
-		return newConfig{}, &exitErr{code: exitError, msg: errNoIngestToken(path).Error()}
+		return newConfig{}, &cli.Error{Code: cli.ExitError, Msg: errNoIngestToken(path).Error()}
 	}
 	id := storeIDOf(existing)
 	if f.storeID != "" && f.storeID != id {
-		return newConfig{}, usageError("--store-id %s: %s already exists with store_id %q, and install keeps an existing config; edit store_id there, or leave --store-id out", f.storeID, path, id)
+		return newConfig{}, cli.UsageError("--store-id %s: %s already exists with store_id %q, and install keeps an existing config; edit store_id there, or leave --store-id out", f.storeID, path, id)
 	}
-	fmt.Fprintf(s.err, "note: %s exists and is kept (store_id %q); the config in the plan is written only where none exists\n", path, id)
+	fmt.Fprintf(s.Err, "note: %s exists and is kept (store_id %q); the config in the plan is written only where none exists\n", path, id)
 	if id == example {
-		fmt.Fprintf(s.err, "warning: %s has the example's store_id %s; set this store's id there before `"+installer.Command()+" start`\n", path, id)
+		fmt.Fprintf(s.Err, "warning: %s has the example's store_id %s; set this store's id there before `"+installer.Command()+" start`\n", path, id)
 	}
 	tmpl, err := withStoreID(configs.AgentExample, id)
 	return newConfig{template: tmpl}, err
@@ -351,7 +352,7 @@ func withStoreID(tmpl []byte, id string) ([]byte, error) {
 	return out, nil
 }
 
-func newUninstallCmd(s *streams) *cobra.Command {
+func newUninstallCmd(s *cli.Streams) *cobra.Command {
 	def := installer.DefaultPaths(runtime.GOOS)
 	return &cobra.Command{
 		Use:   "uninstall",
@@ -363,16 +364,16 @@ their paths printed (by default ` + def.ConfigFile + `, ` + def.TokenFile + ` an
 ` + def.DataDir + `). Install again to pick them up.
 
 ` + adminNote,
-		Args: noArgs,
+		Args: cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return installer.Uninstall(cmd.Context(), installer.DefaultPaths(runtime.GOOS), s.out)
+			return installer.Uninstall(cmd.Context(), installer.DefaultPaths(runtime.GOOS), s.Out)
 		},
 	}
 }
 
 // newServiceControlCmd is start, stop or restart: do asks the service
 // manager, done (with the service name) is printed after it succeeded.
-func newServiceControlCmd(s *streams, use, short string, do func(context.Context, string) error, done string) *cobra.Command {
+func newServiceControlCmd(s *cli.Streams, use, short string, do func(context.Context, string) error, done string) *cobra.Command {
 	return &cobra.Command{
 		Use:   use,
 		Short: short + " (" + installer.ServiceName + ")",
@@ -381,13 +382,13 @@ service control manager. A stop lets the agent finish in-flight work for up
 to ` + installer.StopTimeout.String() + `; acknowledged movements are in the data file either way.
 
 ` + adminNote,
-		Args: noArgs,
+		Args: cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			name := installer.ServiceName
 			if err := do(cmd.Context(), name); err != nil {
 				return err
 			}
-			fmt.Fprintf(s.out, done+"\n", name)
+			fmt.Fprintf(s.Out, done+"\n", name)
 			if use == "stop" {
 				warnUncleanStop(s, name)
 			}
@@ -399,7 +400,7 @@ to ` + installer.StopTimeout.String() + `; acknowledged movements are in the dat
 // warnUncleanStop says so when the stopped agent ended with an error, most
 // likely because it missed its stop deadline: systemd then shows the unit
 // as failed until the next start.
-func warnUncleanStop(s *streams, name string) {
+func warnUncleanStop(s *cli.Streams, name string) {
 	if st, err := installer.Status(name); err != nil || st != installer.StateFailed {
 		return
 	}
@@ -407,6 +408,6 @@ func warnUncleanStop(s *streams, name string) {
 	if runtime.GOOS == "windows" {
 		hint = "the Application event log, source " + name
 	}
-	fmt.Fprintf(s.err, "warning: %s did not stop cleanly (it missed its %s stop deadline or ended with an error; see %s). Acknowledged movements are in the data file; publishes that were in flight are resent, once, after the next start.\n",
+	fmt.Fprintf(s.Err, "warning: %s did not stop cleanly (it missed its %s stop deadline or ended with an error; see %s). Acknowledged movements are in the data file; publishes that were in flight are resent, once, after the next start.\n",
 		name, installer.StopTimeout, hint)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rxedge/agent/configs"
 	"github.com/rxedge/agent/installer"
+	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/status"
@@ -125,8 +126,8 @@ func TestInstallUsageErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, errs, code := serviceCLI(t, tc.args...)
-			if code != exitUsage || !strings.Contains(errs, tc.flag) {
-				t.Errorf("agent %s: exit %d, stderr %q; want exit %d naming %s (stdout %q)", strings.Join(tc.args, " "), code, errs, exitUsage, tc.flag, out)
+			if code != cli.ExitUsage || !strings.Contains(errs, tc.flag) {
+				t.Errorf("agent %s: exit %d, stderr %q; want exit %d naming %s (stdout %q)", strings.Join(tc.args, " "), code, errs, cli.ExitUsage, tc.flag, out)
 			}
 		})
 	}
@@ -154,14 +155,14 @@ func TestInstallConfigDecision(t *testing.T) {
 		wantStderr          string
 	}{
 		{"new config", missing, "S0107", 0, "S0107", true, ""},
-		{"new config without id", missing, "", exitUsage, "", false, ""},
+		{"new config without id", missing, "", cli.ExitUsage, "", false, ""},
 		{"existing kept", ours, "", 0, "S0107", false, "is kept"},
 		{"existing same id", ours, "S0107", 0, "S0107", false, "is kept"},
-		{"existing other id", ours, "S0999", exitUsage, "", false, ""},
+		{"existing other id", ours, "S0999", cli.ExitUsage, "", false, ""},
 		{"existing example id", example, "", 0, "S0042", false, "example's store_id"},
 		{"unreadable with id", notDir, "S0107", 0, "S0107", false, "cannot read"},
-		{"unreadable without id", notDir, "", exitError, "", false, ""},
-		{"existing without a token", noToken, "", exitError, "", false, ""},
+		{"unreadable without id", notDir, "", cli.ExitError, "", false, ""},
+		{"existing without a token", noToken, "", cli.ExitError, "", false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.path == notDir && runtime.GOOS == "windows" {
@@ -169,7 +170,7 @@ func TestInstallConfigDecision(t *testing.T) {
 			}
 			var errb bytes.Buffer
 			f := installFlags{storeID: tc.storeID}
-			nc, err := f.newConfig(tc.path, &streams{err: &errb})
+			nc, err := f.newConfig(tc.path, &cli.Streams{Err: &errb})
 			if code := exitCode(err, &errb); code != tc.wantCode {
 				t.Fatalf("exit %d (%v), want %d", code, err, tc.wantCode)
 			}

@@ -33,6 +33,7 @@ import (
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/central/ledger"
 	"github.com/rxedge/agent/control"
+	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/status"
@@ -308,7 +309,7 @@ func agentStatus(t *testing.T, bin, dataDir string) *status.Status {
 	t.Helper()
 	out, err := exec.Command(bin, "status", "--json", "--data-dir", dataDir, "--max-age", "0").Output()
 	var ee *exec.ExitError
-	if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == exitAttention) {
+	if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == cli.ExitAttention) {
 		t.Fatalf("agent status: %v\n%s", err, out)
 	}
 	var st status.Status
@@ -526,8 +527,8 @@ func TestServiceControlNeedsAdmin(t *testing.T) {
 			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 			out, err := cmd.CombinedOutput()
 			var ee *exec.ExitError
-			if !errors.As(err, &ee) || ee.ExitCode() != exitError {
-				t.Fatalf("agent %s: %v, want exit %d\n%s", args[0], err, exitError, out)
+			if !errors.As(err, &ee) || ee.ExitCode() != cli.ExitError {
+				t.Fatalf("agent %s: %v, want exit %d\n%s", args[0], err, cli.ExitError, out)
 			}
 			if !strings.Contains(string(out), "administrator rights") || !strings.Contains(string(out), "sudo") {
 				t.Errorf("agent %s does not say it needs root:\n%s", args[0], out)

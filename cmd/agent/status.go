@@ -17,6 +17,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/rxedge/agent/installer"
+	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/notary"
 	"github.com/rxedge/agent/status"
 )
@@ -41,7 +42,7 @@ stable code.
 judged by the --warn-* and --crit-* thresholds (0 turns one off). An agent
 that does not run is CRITICAL; a status that cannot be read is UNKNOWN.`
 
-func newStatusCmd(s *streams) *cobra.Command {
+func newStatusCmd(s *cli.Streams) *cobra.Command {
 	var (
 		loc      location
 		asJSON   bool
@@ -55,7 +56,7 @@ func newStatusCmd(s *streams) *cobra.Command {
 		Use:   "status",
 		Short: "Show the agent's state, counts and health (exit 3 when it needs attention)",
 		Long:  statusLong,
-		Args:  noArgs,
+		Args:  cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if check {
 				return runCheck(cmd.Context(), s, &loc, th)
@@ -100,7 +101,7 @@ func newStatusCmd(s *streams) *cobra.Command {
 // statusOnce prints the status document of dataDir once, judged by th,
 // as the plain view or JSON; it exits 3 when the document has problems,
 // 1 when there is no data file yet.
-func statusOnce(ctx context.Context, s *streams, dataDir, keyFile string, th status.Thresholds, maxAge time.Duration, asJSON bool) error {
+func statusOnce(ctx context.Context, s *cli.Streams, dataDir, keyFile string, th status.Thresholds, maxAge time.Duration, asJSON bool) error {
 	st, err := readStatus(ctx, dataDir, keyFile)
 	if errors.Is(err, errNoDataFile) {
 		// Installed but never started: the service state is part of
@@ -109,25 +110,25 @@ func statusOnce(ctx context.Context, s *streams, dataDir, keyFile string, th sta
 		svc := serviceState()
 		msg := fmt.Sprintf("service: %s\n%v; after install, start it with `%s start`", svc, err, installer.Command())
 		if asJSON {
-			printJSON(s.out, map[string]any{"error": err.Error(), "service": svc})
+			cli.PrintJSON(s.Out, map[string]any{"error": err.Error(), "service": svc})
 		}
-		return &exitErr{code: exitError, msg: msg}
+		return &cli.Error{Code: cli.ExitError, Msg: msg}
 	}
 	if err != nil {
 		return err
 	}
 	st.Judged = st.Judge(th)
 	if asJSON {
-		enc := json.NewEncoder(s.out)
+		enc := json.NewEncoder(s.Out)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(st); err != nil {
 			return err
 		}
 	} else {
-		status.Render(s.out, st, maxAge)
+		status.Render(s.Out, st, maxAge)
 	}
 	if len(st.Judged) > 0 {
-		return &exitErr{code: exitAttention}
+		return &cli.Error{Code: cli.ExitAttention}
 	}
 	return nil
 }
@@ -147,14 +148,14 @@ func defaultCheckThresholds() status.Thresholds {
 // contract's UNKNOWN (exit 3, one line on stdout): a monitoring system
 // reads exit 2 as CRITICAL.
 func checkUsage(args []string, stdout io.Writer, err error) error {
-	var e *exitErr
-	if !errors.As(err, &e) || e.plugin || e.code != exitUsage || len(args) == 0 || args[0] != "status" {
+	var e *cli.Error
+	if !errors.As(err, &e) || e.Plugin || e.Code != cli.ExitUsage || len(args) == 0 || args[0] != "status" {
 		return err
 	}
 	for _, a := range args[1:] {
 		if a == "--check" || strings.HasPrefix(a, "--check=") && a != "--check=false" {
-			fmt.Fprintln(stdout, "RXEDGE UNKNOWN - usage: "+strings.ReplaceAll(strings.ReplaceAll(e.msg, "\n", " "), "|", "/"))
-			return &exitErr{code: status.CheckUnknown, msg: e.msg, plugin: true}
+			fmt.Fprintln(stdout, "RXEDGE UNKNOWN - usage: "+strings.ReplaceAll(strings.ReplaceAll(e.Msg, "\n", " "), "|", "/"))
+			return &cli.Error{Code: status.CheckUnknown, Msg: e.Msg, Plugin: true}
 		}
 	}
 	return err
@@ -162,18 +163,18 @@ func checkUsage(args []string, stdout io.Writer, err error) error {
 
 // runCheck is `status --check`: whatever goes wrong, the answer is one
 // line and a plugin exit code.
-func runCheck(ctx context.Context, s *streams, loc *location, th status.Thresholds) error {
+func runCheck(ctx context.Context, s *cli.Streams, loc *location, th status.Thresholds) error {
 	var st *status.Status
 	dataDir, err := loc.resolveDataDir()
 	if err == nil {
 		st, err = readStatus(ctx, dataDir, loc.ledgerKeyFile(dataDir))
 	}
 	code, line := status.Check(st, err, th)
-	fmt.Fprintln(s.out, line)
+	fmt.Fprintln(s.Out, line)
 	if code == status.CheckOK {
 		return nil
 	}
-	return &exitErr{code: code, plugin: true}
+	return &cli.Error{Code: code, Plugin: true}
 }
 
 // byteSize is a flag holding a number of bytes, written with an optional
@@ -307,10 +308,10 @@ func isTerminal(w io.Writer) bool {
 // watchStatus refreshes the status every interval until ctx ends. On a
 // terminal it redraws the screen; into a pipe it writes one view (or one
 // JSON document per line) per refresh, with no escape codes.
-func watchStatus(ctx context.Context, s *streams, dataDir, keyFile string, interval time.Duration, th status.Thresholds, asJSON bool) error {
+func watchStatus(ctx context.Context, s *cli.Streams, dataDir, keyFile string, interval time.Duration, th status.Thresholds, asJSON bool) error {
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	tty := isTerminal(s.out)
+	tty := isTerminal(s.Out)
 	for {
 		var b strings.Builder
 		st, err := readStatus(ctx, dataDir, keyFile)
@@ -337,7 +338,7 @@ func watchStatus(ctx context.Context, s *streams, dataDir, keyFile string, inter
 				fmt.Fprintf(&b, "\n(refreshing every %s; Ctrl-C to stop)\n", interval)
 			}
 		}
-		fmt.Fprint(s.out, b.String())
+		fmt.Fprint(s.Out, b.String())
 		select {
 		case <-ctx.Done():
 			return nil

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/settings"
@@ -28,23 +29,23 @@ func TestStatusExitCodes(t *testing.T) {
 	os.WriteFile(file, []byte(enqueueLine("OK-1", 1)+"\n"), 0o600)
 	mustCLI(t, "enqueue", "-f", file, "--data-dir", dir, "--store-id", cliStore)
 
-	out, _, code := cli(t, "status", "--data-dir", dir)
+	out, _, code := runCLI(t, "status", "--data-dir", dir)
 	if code != 0 || strings.Contains(out, "Needs attention") {
 		t.Fatalf("a fresh pending movement: exit %d\n%s", code, out)
 	}
 	time.Sleep(50 * time.Millisecond)
-	out, _, code = cli(t, "status", "--data-dir", dir, "--max-age", "10ms")
-	if code != exitAttention || !strings.Contains(out, "oldest pending movement is") {
+	out, _, code = runCLI(t, "status", "--data-dir", dir, "--max-age", "10ms")
+	if code != cli.ExitAttention || !strings.Contains(out, "oldest pending movement is") {
 		t.Fatalf("pending older than --max-age: exit %d\n%s", code, out)
 	}
 
-	qdir, _ := quarantinedDataDir(t, mv{id: "Q-1"})
-	out, _, code = cli(t, "status", "--data-dir", qdir, "--json")
-	if code != exitAttention || !strings.Contains(out, `"quarantined"`) {
+	qdir, _ := quarantinedDataDir(t, mv{ID: "Q-1"})
+	out, _, code = runCLI(t, "status", "--data-dir", qdir, "--json")
+	if code != cli.ExitAttention || !strings.Contains(out, `"quarantined"`) {
 		t.Fatalf("with a quarantined movement: exit %d\n%s", code, out)
 	}
-	out, _, code = cli(t, "status", "--data-dir", qdir)
-	if code != exitAttention || !strings.Contains(out, "1 movement(s) quarantined") {
+	out, _, code = runCLI(t, "status", "--data-dir", qdir)
+	if code != cli.ExitAttention || !strings.Contains(out, "1 movement(s) quarantined") {
 		t.Fatalf("with a quarantined movement: exit %d\n%s", code, out)
 	}
 }
@@ -52,18 +53,18 @@ func TestStatusExitCodes(t *testing.T) {
 // TestUnknownCommandsAreUsageErrors: a typo must not succeed in a script.
 func TestUnknownCommandsAreUsageErrors(t *testing.T) {
 	for _, args := range [][]string{{"bogus"}, {"dlq", "purg"}, {"remote", "bogus"}, {"status", "extra"}, {"version", "x"}, {"compact", "x"}} {
-		if _, _, code := cli(t, args...); code != exitUsage {
-			t.Errorf("agent %s: exit %d, want %d", strings.Join(args, " "), code, exitUsage)
+		if _, _, code := runCLI(t, args...); code != cli.ExitUsage {
+			t.Errorf("agent %s: exit %d, want %d", strings.Join(args, " "), code, cli.ExitUsage)
 		}
 	}
 	dir := t.TempDir()
 	file := filepath.Join(t.TempDir(), "in.jsonl")
 	os.WriteFile(file, []byte(enqueueLine("OK-1", 1)+"\n"), 0o600)
 	mustCLI(t, "enqueue", "-f", file, "--data-dir", dir, "--store-id", cliStore)
-	if _, errs, code := cli(t, "audit", "--action", "bogus", "--data-dir", dir); code != exitUsage || !strings.Contains(errs, "--action") {
+	if _, errs, code := runCLI(t, "audit", "--action", "bogus", "--data-dir", dir); code != cli.ExitUsage || !strings.Contains(errs, "--action") {
 		t.Errorf("audit --action bogus: exit %d %s", code, errs)
 	}
-	if out, _, code := cli(t, "dlq"); code != 0 || !strings.Contains(out, "redrive") {
+	if out, _, code := runCLI(t, "dlq"); code != 0 || !strings.Contains(out, "redrive") {
 		t.Errorf("agent dlq: exit %d\n%s", code, out)
 	}
 }
@@ -80,7 +81,7 @@ func TestStatusCheck(t *testing.T) {
 	running := t.TempDir()
 	runDaemon(t, localOptions(t, running), nil)
 
-	qdir, _ := quarantinedDataDir(t, mv{id: "Q-1"})
+	qdir, _ := quarantinedDataDir(t, mv{ID: "Q-1"})
 
 	tests := []struct {
 		name   string
@@ -102,7 +103,7 @@ func TestStatusCheck(t *testing.T) {
 			if !strings.Contains(strings.Join(tt.args, " "), "free-disk") {
 				args = append(args, noDisk...)
 			}
-			out, errs, code := cli(t, args...)
+			out, errs, code := runCLI(t, args...)
 			if tt.name == "free disk threshold" {
 				// EiB is not a unit: a usage error, which the plugin
 				// contract answers UNKNOWN (3), one line on stdout.
@@ -122,13 +123,13 @@ func TestStatusCheck(t *testing.T) {
 // stable codes, and the service as a state word.
 func TestStatusJSONProblems(t *testing.T) {
 	asServiceDataDir(t)
-	qdir, _ := quarantinedDataDir(t, mv{id: "Q-1"})
-	out, _, code := cli(t, "status", "--json", "--data-dir", qdir)
+	qdir, _ := quarantinedDataDir(t, mv{ID: "Q-1"})
+	out, _, code := runCLI(t, "status", "--json", "--data-dir", qdir)
 	var st status.Status
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatal(err)
 	}
-	if code != exitAttention || len(st.Judged) != 1 || st.Judged[0].Code != status.CodeQuarantined || st.Judged[0].Severity != status.SeverityWarning {
+	if code != cli.ExitAttention || len(st.Judged) != 1 || st.Judged[0].Code != status.CodeQuarantined || st.Judged[0].Severity != status.SeverityWarning {
 		t.Errorf("got exit %d, problems %+v; want 3 and one %q", code, st.Judged, status.CodeQuarantined)
 	}
 	if st.Service == nil || st.Service.State == "" || strings.Contains(st.Service.State, " ") {
@@ -211,7 +212,7 @@ func TestStatusNamesWhyCentralIsUnreachable(t *testing.T) {
 	}
 	runDaemon(t, opts, nil)
 	out, code := waitStatus(t, dir, "offline: connection refused")
-	if code != exitAttention || !strings.Contains(out, "cannot use central: refused") || !strings.Contains(out, "from "+closed) {
+	if code != cli.ExitAttention || !strings.Contains(out, "cannot use central: refused") || !strings.Contains(out, "from "+closed) {
 		t.Fatalf("a new store that cannot reach central: exit %d\n%s", code, out)
 	}
 
@@ -241,7 +242,7 @@ func waitStatus(t *testing.T, dir, want string, args ...string) (string, int) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		out, _, code := cli(t, append([]string{"status", "--data-dir", dir}, args...)...)
+		out, _, code := runCLI(t, append([]string{"status", "--data-dir", dir}, args...)...)
 		if strings.Contains(out, want) {
 			return out, code
 		}
@@ -255,7 +256,7 @@ func waitStatus(t *testing.T, dir, want string, args ...string) (string, int) {
 // TestStatusJSONAndCheckAgreeOnSeverity: a state has one severity whether
 // `status --json` or `status --check` judges it, with the same thresholds.
 func TestStatusJSONAndCheckAgreeOnSeverity(t *testing.T) {
-	dir, _ := quarantinedDataDir(t, mv{id: "POS-1", reason: "permanent:too_large"}, mv{id: "POS-2", reason: "exhausted:timeout"})
+	dir, _ := quarantinedDataDir(t, mv{ID: "POS-1", Reason: "permanent:too_large"}, mv{ID: "POS-2", Reason: "exhausted:timeout"})
 	for _, tc := range []struct {
 		flags []string
 		want  string
@@ -264,7 +265,7 @@ func TestStatusJSONAndCheckAgreeOnSeverity(t *testing.T) {
 		{[]string{"--crit-quarantined", "2"}, status.SeverityCritical},       // the same flag for both
 		{[]string{"--warn-quarantined", "3", "--crit-quarantined", "0"}, ""}, // below the warning: no problem
 	} {
-		out, _, code := cli(t, append([]string{"status", "--json", "--data-dir", dir}, tc.flags...)...)
+		out, _, code := runCLI(t, append([]string{"status", "--json", "--data-dir", dir}, tc.flags...)...)
 		var st status.Status
 		if err := json.Unmarshal([]byte(out), &st); err != nil {
 			t.Fatalf("%v\n%s", err, out)
@@ -275,7 +276,7 @@ func TestStatusJSONAndCheckAgreeOnSeverity(t *testing.T) {
 				got = p.Severity
 			}
 		}
-		check, _, _ := cli(t, append([]string{"status", "--check", "--data-dir", dir}, tc.flags...)...)
+		check, _, _ := runCLI(t, append([]string{"status", "--check", "--data-dir", dir}, tc.flags...)...)
 		inCheck := strings.Contains(check, "2 movement(s) quarantined")
 		if got != tc.want || inCheck != (tc.want != "") {
 			t.Errorf("flags %v: --json severity %q (exit %d), --check line %q; want %q in both", tc.flags, got, code, check, tc.want)
@@ -297,14 +298,14 @@ func TestStatusCheckUsageIsUnknown(t *testing.T) {
 		{"status", "--check", "extra-argument"},
 		{"status", "--warn-quarantined", "x", "--check"},
 	} {
-		out, _, code := cli(t, args...)
+		out, _, code := runCLI(t, args...)
 		if code != status.CheckUnknown || !strings.HasPrefix(out, "RXEDGE UNKNOWN - usage: ") {
 			t.Errorf("%v: exit %d, stdout %q; want 3 and an UNKNOWN line", args, code, out)
 		}
 	}
 	// Without --check a usage error stays exit 2.
-	if _, _, code := cli(t, "status", "--bogus"); code != exitUsage {
-		t.Errorf("status --bogus: exit %d, want %d", code, exitUsage)
+	if _, _, code := runCLI(t, "status", "--bogus"); code != cli.ExitUsage {
+		t.Errorf("status --bogus: exit %d, want %d", code, cli.ExitUsage)
 	}
 }
 
@@ -330,14 +331,14 @@ func TestStatusOfATrialHasNoServiceNoise(t *testing.T) {
 		t.Fatal(err)
 	}
 	q.Close()
-	out, errs, code := cli(t, "status", "--data-dir", dir)
+	out, errs, code := runCLI(t, "status", "--data-dir", dir)
 	if code != 0 || strings.Contains(out, "\nService") || strings.Contains(out+errs, "installer:") {
 		t.Errorf("status of a trial: exit %d, mentions the service:\n%s%s", code, out, errs)
 	}
 	if strings.Contains(out, "never") {
 		t.Errorf("a stopped agent that synced shows never:\n%s", out)
 	}
-	js, _, _ := cli(t, "status", "--json", "--data-dir", dir)
+	js, _, _ := runCLI(t, "status", "--json", "--data-dir", dir)
 	var st status.Status
 	if err := json.Unmarshal([]byte(js), &st); err != nil || st.Service != nil || st.Connection.LastSyncAt == nil {
 		t.Errorf("status --json of a trial: service %+v, last sync %v (%v)", st.Service, st.Connection.LastSyncAt, err)

@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/rxedge/agent/central"
-	"github.com/rxedge/agent/headoffice/provision"
+	"github.com/rxedge/agent/central/streams"
 	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/settings"
@@ -193,7 +193,7 @@ func (b *bench) herdRun(ctx context.Context, name string, jitter time.Duration) 
 	}
 
 	// Central comes back on the same port and store.
-	h2, err := restartHub(hub.Options{Listen: addr, StoreDir: hubDir, Provision: provision.Provision})
+	h2, err := restartHub(hub.Options{Listen: addr, StoreDir: hubDir, Provision: streams.Provision})
 	if err != nil {
 		return res, err
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxedge/agent/central"
-	"github.com/rxedge/agent/headoffice/provision"
+	"github.com/rxedge/agent/central/streams"
 	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
@@ -221,7 +221,7 @@ func rates(rs []syncResult) string {
 
 // startHub starts a fresh hub on a free loopback port.
 func startHub(dir string, noSync bool) (*hub.Hub, error) {
-	return hub.Start(hub.Options{Listen: "127.0.0.1:0", StoreDir: dir, NoSync: noSync, Provision: provision.Provision})
+	return hub.Start(hub.Options{Listen: "127.0.0.1:0", StoreDir: dir, NoSync: noSync, Provision: streams.Provision})
 }
 
 // rawMessage is the message the agent publishes for a movement of the

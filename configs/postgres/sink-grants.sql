@@ -1,11 +1,11 @@
--- Grants of head office's sink database (agent central sink).
+-- Grants of head office's sink database (hq sink).
 --
 -- Three roles, made once by a superuser (passwords set there, kept in files):
 --   CREATE ROLE rxedge_owner  LOGIN PASSWORD '…';  -- owns the schema: --migrate-only
 --   CREATE ROLE rxedge_sink   LOGIN PASSWORD '…';  -- the service: appends rows, moves positions
---   CREATE ROLE rxedge_report LOGIN PASSWORD '…';  -- agent central report: reads the views
+--   CREATE ROLE rxedge_report LOGIN PASSWORD '…';  -- hq report: reads the views
 --   CREATE DATABASE rxedge OWNER rxedge_owner;
--- Then, as rxedge_owner: agent central sink --migrate-only, and this file:
+-- Then, as rxedge_owner: hq sink --migrate-only, and this file:
 --   psql "postgres://rxedge_owner@HOST/rxedge" -f sink-grants.sql
 -- Run it again after a migration that adds tables or views (0004 made
 -- the views anew: run it after upgrading to it).

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rxedge/agent/headoffice/provision"
+	"github.com/rxedge/agent/central/streams"
 	"github.com/rxedge/agent/hub"
 )
 
@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 // and an fsync for each of the hundred thousand records a test writes
 // would take minutes on a busy machine.
 func serveHub(dir string) int {
-	h, err := hub.Start(hub.Options{Listen: "127.0.0.1:0", StoreDir: dir, Provision: provision.Provision, NoSync: true})
+	h, err := hub.Start(hub.Options{Listen: "127.0.0.1:0", StoreDir: dir, Provision: streams.Provision, NoSync: true})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "hub:", err)
 		return 1

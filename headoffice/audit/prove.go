@@ -202,7 +202,7 @@ func (pr *prover) selectCheckpoint(ctx context.Context) error {
 		}
 	}
 	if pr.skipped > 0 && pr.o.Note != nil {
-		pr.o.Note(fmt.Sprintf("%d records under store %s's checkpoint tokens are not checkpoints signed by a roster key of the store: passed over (agent central verify reports them)", pr.skipped, store))
+		pr.o.Note(fmt.Sprintf("%d records under store %s's checkpoint tokens are not checkpoints signed by a roster key of the store: passed over (hq verify reports them)", pr.skipped, store))
 	}
 	if pr.found == nil || data == nil {
 		return ErrNotFound
@@ -212,7 +212,7 @@ func (pr *prover) selectCheckpoint(ctx context.Context) error {
 		return errors.New("audit: the archived movement has no usable sequence, key or digest")
 	}
 	if !payloadMatches(leaf, data) {
-		return errors.New("audit: the archived payload does not match its digest: run agent central verify")
+		return errors.New("audit: the archived payload does not match its digest: run hq verify")
 	}
 	pr.leaf, pr.found.data = leaf, data
 	best, ok := sel.Covering(store, leaf.Seq)
@@ -276,7 +276,7 @@ func (pr *prover) prove(ctx context.Context) (ledger.Proof, error) {
 		next++
 	}
 	lacks := func() error {
-		return fmt.Errorf("audit: the archive lacks sequence %d of the log: run agent central verify", next)
+		return fmt.Errorf("audit: the archive lacks sequence %d of the log: run hq verify", next)
 	}
 	for _, name := range pr.names {
 		_, err := scan(ctx, pr.js, name, pr.last[name], []string{central.ArchiveSubject(pr.found.store)}, true, func(r record) error {
@@ -311,7 +311,7 @@ func (pr *prover) prove(ctx context.Context) (ledger.Proof, error) {
 		return ledger.Proof{}, lacks()
 	}
 	if tree.Root() != best.Root {
-		return ledger.Proof{}, errors.New("audit: the archive's leaves do not give the checkpoint's root: run agent central verify")
+		return ledger.Proof{}, errors.New("audit: the archive's leaves do not give the checkpoint's root: run hq verify")
 	}
 	incl, err := b.Proof()
 	if err != nil {

@@ -55,9 +55,9 @@ type WitnessOptions struct {
 	// state's for its log.
 	StateFile string
 	// Stream is the witness stream; default central.WitnessStreamName.
-	// `agent provision` creates it; when it does not exist the witness
+	// `hq provision` creates it; when it does not exist the witness
 	// tries to create it (a development hub) and, when that is denied,
-	// says to run agent provision.
+	// says to run hq provision.
 	Stream string
 	// CreateTimeout bounds that attempt, which a server that denies it
 	// does not answer; default 5s.
@@ -245,7 +245,11 @@ func (w *Witness) refuse(run *WitnessRun, why, store, log string, sizes ...int64
 	w.counter.WithLabelValues("refused", why).Inc()
 	switch n := refusals(run); {
 	case n <= maxRefusalLines:
-		w.o.Log.Warn("witness: checkpoint refused", "reason", why, "store", store, "log", log, "sizes", fmt.Sprint(sizes))
+		s := make([]string, len(sizes))
+		for i, n := range sizes {
+			s[i] = strconv.FormatInt(n, 10)
+		}
+		w.o.Log.Warn("witness: checkpoint refused", "reason", why, "store", store, "log", log, "sizes", strings.Join(s, ", "))
 	case n == maxRefusalLines+1:
 		w.o.Log.Warn("witness: more checkpoints refused in this pass: counted in rxedge_witness_checkpoints_total and the pass's summary, not logged one by one")
 	}
@@ -465,9 +469,9 @@ func (w *Witness) stream(ctx context.Context) (jetstream.Stream, error) {
 		// caller sees a timeout, and the violation goes to the
 		// connection's error handler.
 		return nil, fmt.Errorf("audit: the witness stream %s does not exist and this identity may not create it (%v): "+
-			"run agent provision as central's administrator, which creates it", w.o.Stream, err)
+			"run hq provision as central's administrator, which creates it", w.o.Stream, err)
 	}
-	w.o.Log.Warn("witness: created the witness stream: in production agent provision creates it", "stream", w.o.Stream)
+	w.o.Log.Warn("witness: created the witness stream: in production hq provision creates it", "stream", w.o.Stream)
 	return st, nil
 }
 

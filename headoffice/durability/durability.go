@@ -324,7 +324,7 @@ func Judge(source string, servers []Server, streams []Stream) Report {
 	slices.SortFunc(r.Streams, func(a, b Stream) int { return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Account, b.Account)) })
 	if len(r.Streams) == 0 {
 		r.Findings = append(r.Findings, Finding{Severity: Warning, Detail: "no server reported a movement stream or archive",
-			Fix: "create them with `agent provision` (and check that the system account sees the account holding them)"})
+			Fix: "create them with `hq provision` (and check that the system account sees the account holding them)"})
 	}
 	for _, s := range r.Streams {
 		f := Finding{Severity: OK, Stream: s.Name, Detail: fmt.Sprintf("R%d on a cluster of %d", s.Replicas, r.ClusterSize)}
@@ -332,11 +332,11 @@ func Judge(source string, servers []Server, streams []Stream) Report {
 		case r.ClusterSize >= 3 && s.Replicas < 3:
 			f.Severity = Error
 			f.Detail = fmt.Sprintf("R%d on a cluster of %d: losing the server (or disk) that holds it loses acknowledged movements", s.Replicas, r.ClusterSize)
-			f.Fix = fmt.Sprintf("give it three replicas: `agent provision --replicas 3` (or `nats stream edit %s --replicas 3`)", s.Name)
+			f.Fix = fmt.Sprintf("give it three replicas: `hq provision --replicas 3` (or `nats stream edit %s --replicas 3`)", s.Name)
 		case r.ClusterSize < 3 && s.Replicas < 3:
 			f.Severity = Warning
 			f.Detail = fmt.Sprintf("R%d on %s: one lost disk loses it; fine for a trial, not for production", s.Replicas, servers1(r.ClusterSize))
-			f.Fix = "run central as a three-node cluster and give the streams three replicas (`agent provision --replicas 3`)"
+			f.Fix = "run central as a three-node cluster and give the streams three replicas (`hq provision --replicas 3`)"
 		}
 		r.Findings = append(r.Findings, f)
 	}

@@ -73,7 +73,7 @@ func (c *Client) Send(ctx context.Context, e command.Envelope, out any) error {
 	case errors.Is(err, nats.ErrNoResponders):
 		return fmt.Errorf("%w on %s: the agent of store %s is not connected to this server (or has another store id)", ErrNoAgent, subject, e.Store)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
-		return fmt.Errorf("remote: store %s did not answer %s in time: it may be slow, or its answer was lost (for a redrive, check with `agent remote list` what was done): %w", e.Store, e.Cmd, err)
+		return fmt.Errorf("remote: store %s did not answer %s in time: it may be slow, or its answer was lost (for a redrive, check with `hq remote list` what was done): %w", e.Store, e.Cmd, err)
 	case err != nil:
 		return fmt.Errorf("remote: %s to store %s: %w", e.Cmd, e.Store, err)
 	}

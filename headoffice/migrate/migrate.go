@@ -159,12 +159,12 @@ func Check(ctx context.Context, js jetstream.JetStream, o Options) (*jetstream.S
 			case err != nil:
 				return nil, fmt.Errorf("migrate: stream %s: %w", name, err)
 			case !central.IsArchiveStream(name) && (len(si.Config.Subjects) != 1 || si.Config.Subjects[0] != central.PartitionSubjects(p, o.Partitions)):
-				return nil, fmt.Errorf("migrate: stream %s takes %v, want %s: is it a layout of %d partitions?", name, si.Config.Subjects, central.PartitionSubjects(p, o.Partitions), o.Partitions)
+				return nil, fmt.Errorf("migrate: stream %s takes %s, want %s: is it a layout of %d partitions?", name, strings.Join(si.Config.Subjects, ", "), central.PartitionSubjects(p, o.Partitions), o.Partitions)
 			}
 		}
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("%w: %s: create the %d partitions first (agent provision --partitions %d)", ErrMissingStream, strings.Join(missing, ", "), o.Partitions, o.Partitions)
+		return nil, fmt.Errorf("%w: %s: create the %d partitions first (hq provision --partitions %d)", ErrMissingStream, strings.Join(missing, ", "), o.Partitions, o.Partitions)
 	}
 	return info, nil
 }

@@ -32,7 +32,7 @@ func testContext(t *testing.T) context.Context {
 }
 
 // createStreams creates the old one-partition layout and, with n > 1, the
-// partitions (what `agent provision --partitions n` creates).
+// partitions (what `hq provision --partitions n` creates).
 func createStreams(t *testing.T, js jetstream.JetStream, n int) {
 	t.Helper()
 	createReplicated(t, js, n, 1)

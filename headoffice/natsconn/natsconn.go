@@ -1,6 +1,6 @@
 // Package natsconn resolves how head office's commands reach a NATS
 // server, the way the nats CLI does: each setting comes from the first
-// source that gives it (the command's flags, then the nats CLI's
+// source that gives it (the command's flags, Flags, then the nats CLI's
 // environment variables NATS_URL, NATS_USER, …, then a nats CLI context
 // file), and each resolved setting says where it came from, so an error
 // can name its source without showing a secret. The credentials (user and

@@ -8,7 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/rxedge/agent/headoffice/provision"
+	"github.com/rxedge/agent/central/streams"
 	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/testkit/natstest"
 )
@@ -17,7 +17,7 @@ import (
 // free loopback port with a fresh store, stopped when the test ends.
 func startHub(t *testing.T, o hub.Options) *hub.Hub {
 	t.Helper()
-	o.Provision = provision.Provision
+	o.Provision = streams.Provision
 	return startBareHub(t, o)
 }
 

@@ -22,6 +22,7 @@ import (
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/central/command"
+	"github.com/rxedge/agent/central/streams"
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/headoffice/fleet"
@@ -522,7 +523,7 @@ func testAdminOnlyProvisions(t *testing.T, n int) {
 	h := startProduction(t, n)
 	ad := dial(t, h.URL(), admin)
 
-	changes, err := provision.Provision(testContext(t), ad.js, central.StreamOptions{Partitions: n, DuplicateWindow: 5 * time.Minute})
+	changes, err := streams.Provision(testContext(t), ad.js, central.StreamOptions{Partitions: n, DuplicateWindow: 5 * time.Minute})
 	if err != nil {
 		t.Fatalf("admin provisions: %v", err)
 	}

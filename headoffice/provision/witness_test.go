@@ -55,7 +55,7 @@ func witnessMsgs(t *testing.T, ad *client) uint64 {
 // TestProductionConfigWitness runs head office's witness under each
 // layout as the production configuration's witness user: it reads the
 // archives and countersigns a store's checkpoints into RX_WITNESS, which
-// agent provision created, and the auditor, with its own grants, verifies
+// hq provision created, and the auditor, with its own grants, verifies
 // them with the witness key and proves a movement with a countersigned
 // checkpoint. Then what the stores, the auditor, the operator and the
 // witness itself must not do with RX_WITNESS, and what the witness must
@@ -336,7 +336,7 @@ func testWitness(t *testing.T, n int) {
 
 // TestProductionConfigWitnessNeedsProvision: on a central where agent
 // provision has not created RX_WITNESS, the witness user's attempt to
-// create it is denied, and the witness says to run agent provision.
+// create it is denied, and the witness says to run hq provision.
 func TestProductionConfigWitnessNeedsProvision(t *testing.T) {
 	h := startBareHub(t, hub.Options{ConfigFile: productionConfig})
 	wi := dial(t, h.URL(), witness)
@@ -348,8 +348,8 @@ func TestProductionConfigWitnessNeedsProvision(t *testing.T) {
 	_, err = hoaudit.NewWitness(testContext(t), hoaudit.WitnessOptions{Conn: wi.nc, APIPrefix: central.WitnessAPIPrefix, Archives: central.ArchiveStreams(1),
 		Roster: roster, Signer: signer, StateFile: filepath.Join(t.TempDir(), "witness.state"), CreateTimeout: time.Second,
 		Log: slog.New(slog.DiscardHandler)})
-	if err == nil || !strings.Contains(err.Error(), "run agent provision") {
-		t.Fatalf("the witness on an unprovisioned central: %v, want an error that says to run agent provision", err)
+	if err == nil || !strings.Contains(err.Error(), "run hq provision") {
+		t.Fatalf("the witness on an unprovisioned central: %v, want an error that says to run hq provision", err)
 	}
 	wi.wantViolation(t, `Publish to "`+central.WitnessAPIPrefix+"STREAM.CREATE."+central.WitnessStreamName+`"`)
 	ad := dial(t, h.URL(), admin)

@@ -49,7 +49,7 @@ func faultN(t *testing.T) int {
 	return 20000
 }
 
-// sinkProc is the built agent running agent central sink.
+// sinkProc is the built hq running hq sink.
 type sinkProc struct {
 	cmd    *exec.Cmd
 	out    bytes.Buffer
@@ -60,7 +60,7 @@ type sinkProc struct {
 func startSink(t *testing.T, bin string, args ...string) *sinkProc {
 	t.Helper()
 	p := &sinkProc{done: make(chan struct{})}
-	p.cmd = exec.Command(bin, append([]string{"central", "sink"}, args...)...)
+	p.cmd = exec.Command(bin, append([]string{"sink"}, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -84,13 +84,13 @@ func (p *sinkProc) kill() {
 // an immediate shutdown while the sink writes, and an archive's leader is
 // stopped so another node takes over. Afterwards every movement is in the
 // table exactly once, each stored position is its archive's last
-// sequence, and agent central sink --verify agrees.
+// sequence, and hq sink --verify agrees.
 func TestFaults(t *testing.T) {
 	n := faultN(t)
 	const stores, parts = 200, 2
 	pg := pgtest.Start(t)
 	db := newDB(t, pg)
-	bin := agentbin.Build(t)
+	bin := agentbin.BuildHQ(t)
 	c := natstest.StartCluster(t, 3, natstest.WithStream(central.StreamOptions{Partitions: parts}))
 	urls := strings.Join(c.URLs(), ",")
 	nc := natstest.Connect(t, urls, nats.MaxReconnects(-1))
@@ -220,7 +220,7 @@ func TestFaults(t *testing.T) {
 	if reps := db.count(t, `SELECT count(*) FROM movement_repeats`); uint64(reps) != archived-uint64(n) {
 		t.Errorf("%d repeats, the archives hold %d messages for %d movements", reps, archived, n)
 	}
-	v := exec.Command(bin, append([]string{"central", "sink", "--verify"}, args...)...)
+	v := exec.Command(bin, append([]string{"sink", "--verify"}, args...)...)
 	out, err := v.CombinedOutput()
 	if err != nil {
 		t.Fatalf("sink --verify: %v\n%s", err, out)

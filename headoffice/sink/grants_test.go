@@ -141,7 +141,7 @@ func TestShippedSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		`ExecStart=/usr/bin/rxedge-agent "central" "sink" "--config" "/etc/rxedge/sink.yaml"`,
+		`ExecStart=/usr/bin/rxedge-hq "sink" "--config" "/etc/rxedge/sink.yaml"`,
 		"Environment=" + EnvPostgresPasswordFile + "=%d/postgres-password",
 		"Environment=" + EnvNATSPasswordFile + "=%d/nats-password",
 	} {

@@ -17,7 +17,7 @@ import (
 	"github.com/rxedge/agent/movement"
 )
 
-// Reports are the views agent central report prints.
+// Reports are the views hq report prints.
 const (
 	ReportBalances   = "balances"
 	ReportInventory  = "inventory"

@@ -129,14 +129,14 @@ func CheckSchema(ctx context.Context, conn *pgx.Conn) error {
 		return fmt.Errorf("sink: schema version: %w", err)
 	}
 	if !exists {
-		return fmt.Errorf("sink: the database has no sink schema: run agent central sink --migrate-only")
+		return fmt.Errorf("sink: the database has no sink schema: run hq sink --migrate-only")
 	}
 	v, err := currentVersion(ctx, conn)
 	if err != nil {
 		return err
 	}
 	if want := SchemaVersion(); v != want {
-		return fmt.Errorf("sink: the database's schema is version %d, this sink writes version %d: run agent central sink --migrate-only", v, want)
+		return fmt.Errorf("sink: the database's schema is version %d, this sink writes version %d: run hq sink --migrate-only", v, want)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -524,8 +525,12 @@ func (f *follower) setAside(log *slog.Logger, rows []Row) {
 	for i, n := range names {
 		parts[i] = fmt.Sprintf("%s: %d", n, reasons[n])
 	}
+	first := make([]string, len(seqs))
+	for i, q := range seqs {
+		first[i] = strconv.FormatUint(q, 10)
+	}
 	log.Warn("set aside archive messages the sink cannot take (see sink_rejects)",
-		"reasons", strings.Join(parts, ", "), "first_archive_seqs", seqs)
+		"reasons", strings.Join(parts, ", "), "first_archive_seqs", strings.Join(first, ", "))
 }
 
 // retryDB runs fn until it succeeds or ctx ends.

@@ -31,8 +31,8 @@ var (
 	testKit    = under(module + "/testkit")
 	contract   = under(module + "/central")
 	// store is every product package that runs at the store: all but the
-	// contract, head office, the embedded server, the commands (which
-	// carry both sides), the test kit and this test.
+	// contract, head office, the embedded server, the commands (what each
+	// binary links is held by binaryRules), the test kit and this test.
 	store = func(p string) bool {
 		return ours(p) && !anyOf(contract, headOffice, testKit, under(module+"/hub"), under(module+"/cmd"), under(module+"/internal/deptest"))(p)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/central/streams"
 	"github.com/rxedge/agent/headoffice/provision"
 	"github.com/rxedge/agent/hub"
 )
@@ -44,7 +45,7 @@ type clusterNode struct {
 
 // StartCluster starts an n-node cluster (n at least 3), each node with its
 // own store in a new temporary directory, and provisions central's streams
-// (provision.Provision) with three replicas, for as many partitions as the
+// (streams.Provision) with three replicas, for as many partitions as the
 // stream options (WithStream) give. It returns once every movement stream
 // and archive has a leader. Options apply to every node; the streams'
 // Replicas is set to 3. With WithConfigFile, such as the generated
@@ -119,7 +120,7 @@ func StartCluster(tb testing.TB, n int, opts ...Option) *Cluster {
 	for {
 		// Fails until the nodes have met and elected a meta leader.
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_, err := provision.Provision(ctx, js, so)
+		_, err := streams.Provision(ctx, js, so)
 		cancel()
 		if err == nil {
 			break

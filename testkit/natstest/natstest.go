@@ -22,7 +22,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxedge/agent/central"
-	"github.com/rxedge/agent/headoffice/provision"
+	"github.com/rxedge/agent/central/streams"
 	"github.com/rxedge/agent/hub"
 )
 
@@ -73,7 +73,7 @@ type Server struct {
 // temporary directory. It is stopped when the test ends.
 func StartHub(tb testing.TB, opts ...Option) *Server {
 	tb.Helper()
-	o := hub.Options{Listen: "127.0.0.1:0", StoreDir: tb.TempDir(), Provision: provision.Provision}
+	o := hub.Options{Listen: "127.0.0.1:0", StoreDir: tb.TempDir(), Provision: streams.Provision}
 	for _, f := range opts {
 		f(&o)
 	}

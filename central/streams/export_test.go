@@ -1,0 +1,4 @@
+package streams
+
+// ArchiveCaughtUp exposes archiveCaughtUp to the table test.
+var ArchiveCaughtUp = archiveCaughtUp

@@ -1,0 +1,28 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/rxedge/agent/internal/cli"
+	"github.com/rxedge/agent/testkit/agentbin"
+)
+
+// TestUsageErrors: an unknown command or flag is a usage error (exit 2),
+// as in the store's binary.
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{{"bogus"}, {"version", "x"}, {"version", "--bogus"}} {
+		if _, stderr, code := runCLI(t, args...); code != cli.ExitUsage || !strings.HasPrefix(stderr, "hq: ") {
+			t.Errorf("hq %v: exit %d, stderr %q; want exit 2 with the hq: prefix", args, code, stderr)
+		}
+	}
+}
+
+// TestBinary: the built binary runs and says what it is.
+func TestBinary(t *testing.T) {
+	out, err := exec.Command(agentbin.BuildHQ(t), "version", "--json").Output()
+	if err != nil || !strings.Contains(string(out), `"go_version"`) {
+		t.Fatalf("hq version --json: %v\n%s", err, out)
+	}
+}

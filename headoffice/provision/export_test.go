@@ -1,4 +1,0 @@
-package provision
-
-// ArchiveCaughtUp exposes archiveCaughtUp to the table test.
-var ArchiveCaughtUp = archiveCaughtUp
