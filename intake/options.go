@@ -39,9 +39,15 @@ type HL7Options struct {
 	KeyFile  string `yaml:"key_file"`
 	// MaxConnections bounds concurrent connections. Default 32.
 	MaxConnections int `yaml:"max_connections"`
+	// MaxConnectionsPerPeer bounds concurrent connections from one
+	// address, so one sender cannot hold every connection. Default 8
+	// (at most MaxConnections).
+	MaxConnectionsPerPeer int `yaml:"max_connections_per_peer"`
 	// MaxMessageBytes bounds one message. Default 1 MiB.
 	MaxMessageBytes int `yaml:"max_message_bytes"`
-	// IdleTimeout closes a connection that sends nothing. Default 5m.
+	// IdleTimeout closes a connection that sends no message the agent
+	// accepts for that long (a sender of refused frames is idle too).
+	// Default 5m.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// WriteTimeout closes a connection that does not read its
 	// acknowledgement. Default 10s.
@@ -64,6 +70,7 @@ type ASAPOptions struct {
 // Defaults.
 const (
 	DefaultMaxConnections  = 32
+	DefaultMaxPerPeer      = 8
 	DefaultMaxMessageBytes = 1 << 20
 	DefaultIdleTimeout     = 5 * time.Minute
 	DefaultWriteTimeout    = 10 * time.Second
@@ -108,6 +115,7 @@ func (o *Options) Validate() []string {
 		bad("hl7.ca_file", "requires intake.hl7.cert_file and key_file (client certificates need TLS)")
 	}
 	h.MaxConnections = positive(&errs, "hl7.max_connections", h.MaxConnections, DefaultMaxConnections)
+	h.MaxConnectionsPerPeer = min(positive(&errs, "hl7.max_connections_per_peer", h.MaxConnectionsPerPeer, DefaultMaxPerPeer), max(h.MaxConnections, 1))
 	h.MaxMessageBytes = positive(&errs, "hl7.max_message_bytes", h.MaxMessageBytes, DefaultMaxMessageBytes)
 	if h.MaxMessageBytes > 64<<20 {
 		bad("hl7.max_message_bytes", "must be at most 64 MiB")

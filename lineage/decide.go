@@ -11,6 +11,15 @@ import "github.com/rxedge/agent/queue"
 // ten heartbeat intervals, and years of a busy pharmacy's movements.
 const MaxLead = 1 << 24
 
+// MaxStart is the highest sequence a data file that gave none before this
+// start (a new file: a replaced PC) takes from a record it cannot verify.
+// Such a file has no sequence of its own to hold a claim against, so the
+// bound is absolute: 2^40 is more than a trillion movements, beyond any
+// store, and far enough below queue.MaxSeq (2^53) that a file which
+// continues after it gives sequences every reader still takes for the
+// store's own for as long as any store runs.
+const MaxStart = 1 << 40
+
 // Where the record a file continued after came from.
 const (
 	FromNone       = "none"       // nothing the store could take: the file starts as a new file would
@@ -54,17 +63,28 @@ type Verdict struct {
 // key, and a copy of another's is skipped) and a checkpoint signed with
 // its own key. A movement or checkpoint whose headers agree with each
 // other and with the store is taken at its word for its sequence, which
-// can only move the file's sequences forward, and only up to MaxLead past
-// the summary; it names a data file that holds this one (a cloned PC)
-// only when the summary names that file too. The higher claim wins, the
-// trusted one on a tie; with none, the file starts as a new file would.
+// can only move the file's sequences forward; it names a data file that
+// holds this one (a cloned PC) only when the summary names that file too.
+// The higher claim wins, the trusted one on a tie; with none, the file
+// starts as a new file would.
+//
+// Only a signed checkpoint is beyond forgery: the store's own credentials
+// write its summary and its movements, so a claim that is not signed moves
+// the file's sequences only as far as a store could have given them
+// (implausible): a claim farther is skipped as SkipImplausible, and the
+// check decides from what is left.
 func Decide(e Evidence) Verdict {
 	last, sum := e.Last, e.Summary
 	v := Verdict{From: FromNone}
 	trustedSum := sum.Found == FoundSummary
 	lastOK := last.Found == FoundMovement || last.Found == FoundCheckpoint
-	if lastOK && !last.Signed && trustedSum && last.Seq > sum.Seq && last.Seq-sum.Seq > MaxLead {
+	lastBad := lastOK && implausible(last, e.File, sum, trustedSum)
+	sumBad := trustedSum && implausible(sum, e.File, last, lastOK)
+	if lastBad {
 		last, lastOK = last.skip(SkipImplausible), false
+	}
+	if sumBad {
+		sum, trustedSum = sum.skip(SkipImplausible), false
 	}
 	for _, c := range []Claim{last, sum} {
 		if c.Found == FoundSkipped {
@@ -94,4 +114,25 @@ func Decide(e Evidence) Verdict {
 		}
 	}
 	return v
+}
+
+// implausible reports whether claim c, which is not signed, is farther
+// than a store gives its sequences: more than MaxLead past the last
+// sequence the data file gave before this start, or past the other claim
+// (found, when otherOK); or, for a file that gave none, past MaxStart.
+// Without this bound one forged summary or movement moved the store to
+// the top of its range, where its own records are out of range and a
+// replacement PC, finding nothing it could take, gave its sequences again.
+func implausible(c Claim, file queue.Lineage, other Claim, otherOK bool) bool {
+	if c.Signed {
+		return false
+	}
+	ahead := func(ref uint64) bool { return c.Seq > ref && c.Seq-ref > MaxLead }
+	if file.Fence > 1 && ahead(file.Fence-1) {
+		return true
+	}
+	if otherOK && ahead(other.Seq) {
+		return true
+	}
+	return file.Fence <= 1 && c.Seq > MaxStart
 }

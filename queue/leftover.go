@@ -1,12 +1,13 @@
 package queue
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,6 +20,12 @@ import (
 // writes it once the file exists; a marker without its data file means
 // the directory held a file that is gone, and the agent does not start
 // an empty one over it.
+//
+// The marker holds one identity a line. It holds two only while the file
+// changes its identity (Confirm, for a restored copy): the identity it
+// has and the one it takes, written before the file's transaction, so
+// that a crash or a power cut at any moment leaves a marker naming the
+// file beside it. The next open writes the one identity again.
 const MarkerSuffix = ".id"
 
 // ErrLeftover is wrapped by the errors of a data file that is missing or
@@ -137,10 +144,29 @@ func checkMissing(path string) error {
 		}
 		return &LeftoverError{Path: path, Why: why, Adoptable: f.ok}
 	}
-	if id, err := os.ReadFile(path + MarkerSuffix); err == nil {
-		return &LeftoverError{Path: path, Why: fmt.Sprintf("the data file is missing, but this directory held data file %s (%s)", orNone(string(bytes.TrimSpace(id))), filepath.Base(path+MarkerSuffix))}
+	if ids, err := readMarker(path); err == nil {
+		return &LeftoverError{Path: path, Why: fmt.Sprintf("the data file is missing, but this directory held data file %s (%s)", orNone(strings.Join(ids, " or ")), filepath.Base(path+MarkerSuffix))}
 	}
 	return nil
+}
+
+// maxMarker bounds what is read of a marker: a few identities, never a
+// file someone put in its place.
+const maxMarker = 4096
+
+// readMarker reads the identities the marker beside path names (none for
+// an empty marker); an error when there is no marker to read.
+func readMarker(path string) ([]string, error) {
+	f, err := os.Open(path + MarkerSuffix)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxMarker))
+	if err != nil {
+		return nil, err
+	}
+	return strings.Fields(string(b)), nil
 }
 
 func orNone(id string) string {
@@ -168,11 +194,9 @@ func CheckLeftovers(path string) error {
 		return &LeftoverError{Path: path, Adoptable: true,
 			Why: fmt.Sprintf("central's record of the store names data file %s, which this file (%s) does not know: another data file gives the store's sequences (a cloned PC or VM?), and this one has sent nothing since", data.foreign, orNone(data.id))}
 	}
-	if m, err := os.ReadFile(path + MarkerSuffix); err == nil {
-		if marked := string(bytes.TrimSpace(m)); marked != "" && data.id != "" && marked != data.id {
-			return &LeftoverError{Path: path, Adoptable: true,
-				Why: fmt.Sprintf("the data file is file %s, but this directory held file %s (%s): the file was replaced", data.id, marked, filepath.Base(path+MarkerSuffix))}
-		}
+	if ids, err := readMarker(path); err == nil && len(ids) > 0 && data.id != "" && !slices.Contains(ids, data.id) {
+		return &LeftoverError{Path: path, Adoptable: true,
+			Why: fmt.Sprintf("the data file is file %s, but this directory held file %s (%s): the file was replaced", data.id, strings.Join(ids, " or "), filepath.Base(path+MarkerSuffix))}
 	}
 	return checkCompactLeftover(path, data)
 }
@@ -212,9 +236,14 @@ func removeCompactLeftover(path string, data fileFacts) error {
 // directory holds, durably (written to a temporary file, synced, renamed,
 // directory synced).
 func WriteMarker(path, id string) error {
-	m := path + MarkerSuffix
-	if cur, err := os.ReadFile(m); err == nil && string(bytes.TrimSpace(cur)) == id {
+	return writeMarker(path, id)
+}
+
+// writeMarker records ids beside the data file, one a line, unless the
+// marker names them already.
+func writeMarker(path string, ids ...string) error {
+	if cur, err := readMarker(path); err == nil && slices.Equal(cur, ids) {
 		return nil
 	}
-	return disk.WriteFile(m, []byte(id+"\n"), 0o600)
+	return disk.WriteFile(path+MarkerSuffix, []byte(strings.Join(ids, "\n")+"\n"), 0o600)
 }

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -127,5 +128,82 @@ func TestCompactKeepsForeignLeftover(t *testing.T) {
 	}
 	if _, err := os.Stat(path + CompactSuffix); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("partial copy kept: %v", err)
+	}
+}
+
+// TestRestoredFileStartsAgain: a file that took a new identity as a
+// restored copy (Confirm) is not refused at the next start as a file that
+// replaced itself: the marker follows the identity.
+func TestRestoredFileStartsAgain(t *testing.T) {
+	clk := newClock()
+	path := filepath.Join(t.TempDir(), "agent.db")
+	q := openLineage(t, path, clk)
+	if _, err := q.Confirm(CentralRecord{}); err != nil {
+		t.Fatal(err)
+	}
+	enqueueN(t, q, "a", 4)
+	old := q.Lineage().FileID
+	q.Close()
+
+	q = openLineage(t, path, clk)
+	c, err := q.Confirm(CentralRecord{Highest: 40, FileID: old})
+	if err != nil || c.Origin != OriginRestored || c.FileID == old {
+		t.Fatalf("confirm of a restored copy: %+v, %v", c, err)
+	}
+	if m := markerIDs(t, path); fmt.Sprint(m) != fmt.Sprint([]string{c.FileID}) {
+		t.Fatalf("marker names %q once the file is file %s", m, c.FileID)
+	}
+	q.Close()
+	if err := CheckLeftovers(path); err != nil {
+		t.Fatalf("the start after a restore is refused: %v", err)
+	}
+	q = openLineage(t, path, clk)
+	if got := q.Lineage().FileID; got != c.FileID {
+		t.Fatalf("file %s after the restart, want %s", got, c.FileID)
+	}
+}
+
+// markerIDs is what the marker beside path names, line by line.
+func markerIDs(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path + MarkerSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Fields(string(b))
+}
+
+// TestMarkerNamingTwoIdentities: a marker left naming two identities (a
+// stop while a restored copy took its new one) lets the file start with
+// either, and the next open names the file's alone; a missing file's
+// refusal names both.
+func TestMarkerNamingTwoIdentities(t *testing.T) {
+	clk := newClock()
+	path := filepath.Join(t.TempDir(), "agent.db")
+	q := openLineage(t, path, clk)
+	id := q.Lineage().FileID
+	q.Close()
+	for _, ids := range [][]string{{id, "next-id"}, {"before-id", id}} {
+		if err := writeMarker(path, ids...); err != nil {
+			t.Fatal(err)
+		}
+		if err := CheckLeftovers(path); err != nil {
+			t.Fatalf("marker %q: %v", ids, err)
+		}
+		q := openLineage(t, path, clk)
+		q.Close()
+		if m := markerIDs(t, path); fmt.Sprint(m) != fmt.Sprint([]string{id}) {
+			t.Fatalf("marker %q after an open, want %s alone", m, id)
+		}
+	}
+	if err := writeMarker(path, "before-id", "next-id"); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckLeftovers(path); !errors.Is(err, ErrLeftover) || !strings.Contains(err.Error(), "before-id or next-id") {
+		t.Fatalf("a marker naming two other files: %v", err)
+	}
+	os.Remove(path)
+	if err := CheckLeftovers(path); !errors.Is(err, ErrLeftover) || !strings.Contains(err.Error(), "before-id or next-id") {
+		t.Fatalf("a missing file: %v", err)
 	}
 }

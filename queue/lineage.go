@@ -223,13 +223,31 @@ func (q *Queue) held(seq uint64) bool {
 // rec.Highest and the file continues after it, recording rec.FileID as its
 // predecessor; either way the fence is lifted and the held movements
 // become due. It journals a change of lineage. Calling it on a confirmed
-// file does nothing.
+// file changes nothing in the file.
+//
+// A restored copy takes a new identity, and the directory's marker
+// (MarkerSuffix) follows it: with Options.Lineage, the marker names both
+// identities before the transaction and the new one after it, so the
+// next start never takes the file for one that replaced itself, whenever
+// the process stops. A marker left naming both after a failure here is
+// accepted and rewritten by the next open, or by the next Confirm.
 func (q *Queue) Confirm(rec CentralRecord) (Confirmation, error) {
+	next, err := newFileID()
+	if err != nil {
+		return Confirmation{}, err
+	}
+	if q.opts.Lineage {
+		if l := q.Lineage(); restores(l, rec) {
+			if err := writeMarker(q.opts.Path, l.FileID, next); err != nil {
+				return Confirmation{}, fmt.Errorf("queue: confirm: record the data file's next identity beside it: %w", err)
+			}
+		}
+	}
 	var out Confirmation
 	var lin Lineage
-	err := q.do(&op{apply: func(tx *bolt.Tx) error {
+	err = q.do(&op{apply: func(tx *bolt.Tx) error {
 		out = Confirmation{}
-		l, err := q.confirm(tx, rec, &out)
+		l, err := q.confirm(tx, rec, next, &out)
 		if err != nil {
 			return err
 		}
@@ -241,12 +259,24 @@ func (q *Queue) Confirm(rec CentralRecord) (Confirmation, error) {
 		q.leaseMu.Unlock()
 		q.notify()
 	}})
+	if err == nil && q.opts.Lineage {
+		if err := WriteMarker(q.opts.Path, out.FileID); err != nil {
+			return out, fmt.Errorf("queue: confirm: record the data file's identity beside it: %w", err)
+		}
+	}
 	return out, err
 }
 
+// restores reports whether Confirm of rec makes a file of lineage l a
+// restored copy, which takes a new identity: it gave sequences before
+// this start and rec reaches its fence.
+func restores(l Lineage, rec CentralRecord) bool {
+	return l.Fence > 1 && rec.Highest >= l.Fence && rec.Highest <= MaxSeq
+}
+
 // confirm is Confirm's transaction: it fills out and returns the file's
-// lineage once rec is applied.
-func (q *Queue) confirm(tx *bolt.Tx, rec CentralRecord, out *Confirmation) (Lineage, error) {
+// lineage once rec is applied; a restored copy takes the identity next.
+func (q *Queue) confirm(tx *bolt.Tx, rec CentralRecord, next string, out *Confirmation) (Lineage, error) {
 	b := buckets(tx)
 	cur := readLineage(b.meta)
 	if cur.Fence == 0 {
@@ -259,7 +289,7 @@ func (q *Queue) confirm(tx *bolt.Tx, rec CentralRecord, out *Confirmation) (Line
 	now := q.opts.Clock()
 	if rec.Highest >= cur.Fence {
 		out.Behind = true
-		if err := continueAfter(tx, b, rec, cur, now, out); err != nil {
+		if err := continueAfter(tx, b, rec, cur, next, now, out); err != nil {
 			return Lineage{}, err
 		}
 	}
@@ -287,7 +317,7 @@ func (q *Queue) confirm(tx *bolt.Tx, rec CentralRecord, out *Confirmation) (Line
 // continueAfter gives the movements held back, in a file behind central's
 // record, the sequences after rec.Highest, continues the file after it and
 // records its new lineage; it fills out's renumbering.
-func continueAfter(tx *bolt.Tx, b txBuckets, rec CentralRecord, cur Lineage, now time.Time, out *Confirmation) error {
+func continueAfter(tx *bolt.Tx, b txBuckets, rec CentralRecord, cur Lineage, next string, now time.Time, out *Confirmation) error {
 	fence := cur.Fence
 	last := getU64(b.meta, metaNextSeq)
 	shift := rec.Highest - fence + 1
@@ -306,14 +336,14 @@ func continueAfter(tx *bolt.Tx, b txBuckets, rec CentralRecord, cur Lineage, now
 	if err := b.meta.Put(metaNextSeq, u64(newLast)); err != nil {
 		return err
 	}
-	return recordContinuation(tx, b, rec, cur, n, now)
+	return recordContinuation(tx, b, rec, cur, next, n, now)
 }
 
 // recordContinuation writes the lineage of a file that continues after
 // central's record, with rec.FileID as its predecessor, and journals it:
 // a file that gave sequences before this start is an older copy, and
-// continues under a new identity.
-func recordContinuation(tx *bolt.Tx, b txBuckets, rec CentralRecord, cur Lineage, renumbered int, now time.Time) error {
+// continues under the new identity next.
+func recordContinuation(tx *bolt.Tx, b txBuckets, rec CentralRecord, cur Lineage, next string, renumbered int, now time.Time) error {
 	fence := cur.Fence
 	origin, id := OriginReplaced, cur.FileID
 	reason := "the data file is new and continues after central's record of the store"
@@ -321,11 +351,7 @@ func recordContinuation(tx *bolt.Tx, b txBuckets, rec CentralRecord, cur Lineage
 		// The file gave sequences before this start: an older copy.
 		origin = OriginRestored
 		reason = "the data file is older than central's record of the store (restored from a backup or a rolled-back snapshot): it continues after central's record under a new identity"
-		nid, err := newFileID()
-		if err != nil {
-			return err
-		}
-		id = nid
+		id = next
 		if err := b.meta.Put(metaRestored, u64(uint64(now.UnixNano()))); err != nil {
 			return err
 		}

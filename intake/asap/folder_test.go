@@ -328,3 +328,109 @@ func TestDoneMustBeAFolder(t *testing.T) {
 		t.Errorf("%d set aside, %d stored; want 2 and 1", in.FilesSetAside, len(pending(t, q)))
 	}
 }
+
+// TestFolderSwappedDuringTheMoveIsNotFollowed: a writer of the drop
+// folder swaps done/ (or rejected/) for a link to a folder outside it
+// between the watcher's last look and its rename. The watcher used to
+// look the folder up by name for each step, so the file and its report
+// landed where the link pointed. Now it moves and writes relative to the
+// folders it opened without following a link: nothing lands outside, the
+// file is left in the drop folder, set aside and counted, and it is taken
+// once the folder is back.
+func TestFolderSwappedDuringTheMoveIsNotFollowed(t *testing.T) {
+	for _, c := range []struct {
+		folder string
+		file   []byte
+	}{
+		{DoneDir, asapOne("S1", "RXSWAP", 0)},
+		{RejectedDir, []byte(strings.Replace(string(asapOne("S2", "RXSWAP", 0)), "*00406055262*", "*99999999999*", 1))},
+	} {
+		t.Run(c.folder, func(t *testing.T) {
+			w, _ := newWatcher(t)
+			outside := t.TempDir()
+			folder := filepath.Join(w.Dir, c.folder)
+			path := filepath.Join(w.Dir, "swap.asap")
+			must(t, os.WriteFile(path, c.file, 0o600))
+			var once atomic.Bool
+			testHookBeforeRename = func(p string) {
+				if p == path && once.CompareAndSwap(false, true) {
+					must(t, os.Rename(folder, folder+".real"))
+					if err := os.Symlink(outside, folder); err != nil {
+						t.Errorf("no symbolic links here: %v", err)
+					}
+				}
+			}
+			t.Cleanup(func() { testHookBeforeRename = nil })
+			if reps := scanBounded(t, w, context.Background()); len(reps) != 0 {
+				t.Fatalf("reports %+v, want none taken", reps)
+			}
+			if got := entries(t, outside); len(got) != 0 {
+				t.Errorf("outside the drop folder: %v, want nothing", got)
+			}
+			if got := entries(t, folder+".real"); len(got) != 0 {
+				t.Errorf("in the swapped-out folder: %v, want nothing", got)
+			}
+			if b, err := os.ReadFile(path); err != nil || string(b) != string(c.file) {
+				t.Errorf("the drop folder holds %q, %v; want the file left in place", b, err)
+			}
+			if in := snapshot(w); in.FilesSetAside != 1 || in.FilesDone+in.FilesRejected != 0 {
+				t.Errorf("%d set aside, %d done, %d rejected; want 1, 0, 0", in.FilesSetAside, in.FilesDone, in.FilesRejected)
+			}
+			must(t, os.Remove(folder))
+			must(t, os.Rename(folder+".real", folder))
+			if reps := scanBounded(t, w, context.Background()); len(reps) != 1 {
+				t.Fatalf("reports %+v once the folder is back, want the file taken", reps)
+			}
+			if got := entries(t, folder); len(got) == 0 || got[0] != "swap.asap" {
+				t.Errorf("%s/ holds %v, want swap.asap", c.folder, got)
+			}
+		})
+	}
+}
+
+// TestRewrittenInPlaceIsNotMoved: a writer rewrites the file in place
+// after the watcher read it (the same size) and puts its modification
+// time back, as any owner may. Size and time said nothing changed, so the
+// file went to done/ holding records never stored. Now what arrived in
+// done/ is compared with what was read, from the descriptor: the file is
+// put back and read again at the next scan, and done/ keeps what was read.
+func TestRewrittenInPlaceIsNotMoved(t *testing.T) {
+	w, q := newWatcher(t)
+	path := filepath.Join(w.Dir, "daily.asap")
+	first, second := asapOne("P1", "RXREAD", 10), asapOne("P2", "RXKEPT", 10)
+	if len(first) != len(second) {
+		t.Fatalf("the two files differ in size: %d and %d", len(first), len(second))
+	}
+	must(t, os.WriteFile(path, first, 0o600))
+	fi, err := os.Stat(path)
+	must(t, err)
+	var once atomic.Bool
+	testHookBeforeRename = func(p string) {
+		if p == path && once.CompareAndSwap(false, true) {
+			f, err := os.OpenFile(path, os.O_WRONLY, 0)
+			must(t, err)
+			_, err = f.WriteAt(second, 0)
+			must(t, err)
+			must(t, f.Close())
+			must(t, os.Chtimes(path, fi.ModTime(), fi.ModTime()))
+		}
+	}
+	t.Cleanup(func() { testHookBeforeRename = nil })
+	scanBounded(t, w, context.Background())
+	if b, err := os.ReadFile(path); err != nil || string(b) != string(second) {
+		t.Fatalf("the drop folder holds %q, %v; want the rewritten file put back", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(w.Dir, DoneDir, "daily.asap")); err != nil || string(b) != string(first) {
+		t.Fatalf("done/daily.asap holds %q, %v; want what was read", b, err)
+	}
+	scanBounded(t, w, context.Background())
+	got := pending(t, q)
+	for _, id := range []string{"asap:RXREAD:0:20260301", "asap:RXKEPT:0:20260301"} {
+		if _, ok := got[id]; !ok {
+			t.Errorf("%s not stored; stored %v", id, keys(got))
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(w.Dir, DoneDir, "daily.asap.1")); err != nil || string(b) != string(second) {
+		t.Errorf("done/daily.asap.1 holds %q, %v; want the rewritten file", b, err)
+	}
+}

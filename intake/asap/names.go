@@ -3,51 +3,41 @@ package asap
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strconv"
 	"unicode/utf8"
-
-	"github.com/rxedge/agent/internal/disk"
 )
 
 // maxCopies bounds the copies of one name free looks through: a name
 // reused daily fills it in about 180 years.
 const maxCopies = 1 << 16
 
-// free is a path in dir for a file named name that no entry holds:
-// dir/name, or dir/name.N for the first N not taken, so a file sent twice
-// under one name keeps both copies. Every name it tries fits the file
-// system with reserve bytes to spare (for a suffix such as .report.json):
-// a longer one is cut and ends in a hash of the whole (see fit). Only a
+// free is a name in folder d for a file named name that no entry holds:
+// name, or name.N for the first N not taken, so a file sent twice under
+// one name keeps both copies. Every name it tries fits the file system
+// with reserve bytes to spare (for a suffix such as .report.json): a
+// longer one is cut and ends in a hash of the whole (see fit). Only a
 // name that does not exist is free; any other answer from the file system
-// is an error, and the look ends after maxCopies names. dir must be a
-// folder, not a link to one.
-func free(dir, name string, reserve int) (string, error) {
-	// The folder itself must be one, not a link others could point
-	// elsewhere (done/ and rejected/ are writable by the folder's writers).
-	if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
-		return "", fmt.Errorf("%s is not a folder (or not one the agent can see): it must be a folder, not a link", filepath.Base(dir))
-	}
-	limit := disk.NameMax(dir) - reserve
+// is an error, and the look ends after maxCopies names. Names are looked
+// up in the folder d holds open, so a link put in its place is not
+// followed.
+func free(d *dir, name string, reserve int) (string, error) {
+	limit := d.nameMax() - reserve
 	for n := range maxCopies {
 		cand := name
 		if n > 0 {
 			cand = name + "." + strconv.Itoa(n)
 		}
-		p := filepath.Join(dir, fit(cand, limit))
-		_, err := os.Lstat(p)
-		if errors.Is(err, fs.ErrNotExist) {
+		p := fit(cand, limit)
+		there, err := d.exists(p)
+		if err != nil {
+			return "", fmt.Errorf("find a free name in %s: %w", d.name, err)
+		}
+		if !there {
 			return p, nil
 		}
-		if err != nil {
-			return "", fmt.Errorf("find a free name in %s: %w", filepath.Base(dir), err)
-		}
 	}
-	return "", fmt.Errorf("find a free name in %s: %d copies of the name are there already: move older ones away", filepath.Base(dir), maxCopies)
+	return "", fmt.Errorf("find a free name in %s: %d copies of the name are there already: move older ones away", d.name, maxCopies)
 }
 
 // hashLen is how many hex digits of SHA-256 end a name fit cut.

@@ -33,18 +33,21 @@ func TestFit(t *testing.T) {
 // used to take any answer but "not there" as "taken" and try the next
 // name for ever.
 func TestFreeEnds(t *testing.T) {
-	dir := t.TempDir()
-	p, err := free(dir, "a.asap", 0)
-	if err != nil || p != filepath.Join(dir, "a.asap") {
+	path := t.TempDir()
+	d, err := openDrop(path)
+	must(t, err)
+	defer d.Close()
+	p, err := free(d, "a.asap", 0)
+	if err != nil || p != "a.asap" {
 		t.Fatalf("free: %q, %v", p, err)
 	}
-	must(t, os.WriteFile(p, nil, 0o600))
-	must(t, os.WriteFile(p+".1", nil, 0o600))
-	if p, err = free(dir, "a.asap", 0); err != nil || p != filepath.Join(dir, "a.asap.2") {
+	must(t, os.WriteFile(filepath.Join(path, p), nil, 0o600))
+	must(t, os.WriteFile(filepath.Join(path, p+".1"), nil, 0o600))
+	if p, err = free(d, "a.asap", 0); err != nil || p != "a.asap.2" {
 		t.Errorf("free with two copies: %q, %v; want a.asap.2", p, err)
 	}
-	// A "folder" that is a file: every look fails with ENOTDIR.
-	if p, err = free(filepath.Join(dir, "a.asap"), "b.asap", 0); err == nil {
-		t.Errorf("free in a file: %q, want an error", p)
+	// A name under a file: every look fails with ENOTDIR.
+	if p, err = free(d, "a.asap/b.asap", 0); err == nil {
+		t.Errorf("free under a file: %q, want an error", p)
 	}
 }

@@ -20,9 +20,10 @@ import (
 const (
 	ReasonNotAllowed   = "not_allowed"          // the peer is neither loopback nor in intake.hl7.allowed_hosts; closed at once
 	ReasonTooMany      = "too_many_connections" // max_connections are open; closed at once
+	ReasonPeerLimit    = "too_many_from_peer"   // max_connections_per_peer are open from the address; closed at once
 	ReasonShuttingDown = "shutting_down"        // the agent is stopping; closed at once
 	ReasonTooLarge     = "too_large"            // a frame over max_message_bytes; closed unanswered
-	ReasonIdle         = "idle_timeout"         // nothing sent for idle_timeout; closed
+	ReasonIdle         = "idle_timeout"         // no message accepted for idle_timeout; closed
 	ReasonAckTimeout   = "ack_timeout"          // an ACK not read within write_timeout; closed
 	ReasonMidMessage   = "ended_mid_message"    // the sender closed inside a frame
 	ReasonNotTLS       = "not_tls"              // not TLS, on a TLS listener
@@ -36,7 +37,7 @@ const (
 
 // RefusalReasons are every reason, in the order metrics list them.
 var RefusalReasons = []string{
-	ReasonNotAllowed, ReasonTooMany, ReasonShuttingDown, ReasonTooLarge, ReasonIdle, ReasonAckTimeout,
+	ReasonNotAllowed, ReasonTooMany, ReasonPeerLimit, ReasonShuttingDown, ReasonTooLarge, ReasonIdle, ReasonAckTimeout,
 	ReasonMidMessage, ReasonNotTLS, ReasonBadCert, ReasonConnError,
 	ReasonMalformed, ReasonUnsupported, ReasonInvalid, ReasonUnavailable,
 }

@@ -33,6 +33,7 @@ type Server struct {
 
 	mu      stdsync.Mutex
 	conns   map[*conn]struct{}
+	perPeer map[string]int // open connections by address
 	closing bool
 	wg      stdsync.WaitGroup
 }
@@ -49,6 +50,9 @@ func Listen(opts intake.HL7Options, h *Handler, log *slog.Logger) (*Server, erro
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if opts.MaxConnectionsPerPeer <= 0 || opts.MaxConnectionsPerPeer > opts.MaxConnections {
+		opts.MaxConnectionsPerPeer = opts.MaxConnections // options not validated: one bound
+	}
 	ln, err := net.Listen("tcp", opts.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("intake.hl7.listen %s: %w", opts.Listen, err)
@@ -61,7 +65,7 @@ func Listen(opts intake.HL7Options, h *Handler, log *slog.Logger) (*Server, erro
 		}
 		ln = tls.NewListener(ln, cfg)
 	}
-	return &Server{opts: opts, h: h, ln: ln, log: log, refused: newRefusals(log), conns: map[*conn]struct{}{}}, nil
+	return &Server{opts: opts, h: h, ln: ln, log: log, refused: newRefusals(log), conns: map[*conn]struct{}{}, perPeer: map[string]int{}}, nil
 }
 
 func tlsConfig(o intake.HL7Options) (*tls.Config, error) {
@@ -124,29 +128,43 @@ func (s *Server) admit(nc net.Conn) {
 		nc.Close()
 		return
 	}
-	s.mu.Lock()
-	if s.closing || len(s.conns) >= s.opts.MaxConnections {
-		closing := s.closing
-		s.mu.Unlock()
-		if closing {
-			s.refused.note(ReasonShuttingDown, c.peer, refusalDetail{})
-		} else {
-			s.refused.note(ReasonTooMany, c.peer, refusalDetail{limit: s.opts.MaxConnections})
-		}
+	if reason, limit := s.enter(c); reason != "" {
+		s.refused.note(reason, c.peer, refusalDetail{limit: limit})
 		nc.Close()
 		return
 	}
-	s.conns[c] = struct{}{}
-	s.wg.Add(1)
-	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
 		s.serve(c)
 		s.mu.Lock()
 		delete(s.conns, c)
+		if s.perPeer[c.peer]--; s.perPeer[c.peer] <= 0 {
+			delete(s.perPeer, c.peer)
+		}
 		s.mu.Unlock()
 		c.Close()
 	}()
+}
+
+// enter admits c to the connection set, or says why not (a refusal
+// reason and the limit crossed): the agent is stopping, max_connections
+// are open, or max_connections_per_peer from c's address, so that one
+// sender cannot hold every connection.
+func (s *Server) enter(c *conn) (reason string, limit int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closing:
+		return ReasonShuttingDown, 0
+	case len(s.conns) >= s.opts.MaxConnections:
+		return ReasonTooMany, s.opts.MaxConnections
+	case s.perPeer[c.peer] >= s.opts.MaxConnectionsPerPeer:
+		return ReasonPeerLimit, s.opts.MaxConnectionsPerPeer
+	}
+	s.conns[c] = struct{}{}
+	s.perPeer[c.peer]++
+	s.wg.Add(1)
+	return "", 0
 }
 
 // Refusals is the count of refusals by reason (RefusalReasons) since the
@@ -179,21 +197,27 @@ func (s *Server) shutdown() {
 	}
 }
 
-// waitFrame sets the idle deadline, unless the server is closing.
-func (c *conn) waitFrame(idle time.Duration) bool {
+// waitFrame sets the read deadline, unless the server is closing.
+func (c *conn) waitFrame(deadline time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closing {
 		return false
 	}
-	c.SetReadDeadline(time.Now().Add(idle))
+	c.SetReadDeadline(deadline)
 	return true
 }
 
+// serve reads frames from c and answers each until c ends. The idle
+// deadline runs from the last message accepted (or the connection's
+// start), not from the last frame: a sender that keeps a connection open
+// with frames the agent refuses, or trickles one frame's bytes, is idle,
+// and is closed after idle_timeout like one that sends nothing.
 func (s *Server) serve(c *conn) {
 	fr := NewFrameReader(c, s.opts.MaxMessageBytes)
+	deadline := time.Now().Add(s.opts.IdleTimeout)
 	for {
-		if !c.waitFrame(s.opts.IdleTimeout) {
+		if !c.waitFrame(deadline) {
 			return
 		}
 		msg, err := fr.Next()
@@ -207,6 +231,8 @@ func (s *Server) serve(c *conn) {
 		if out.Code != AA {
 			reason, d := messageRefusal(out)
 			s.refused.note(reason, c.peer, d)
+		} else {
+			deadline = time.Now().Add(s.opts.IdleTimeout)
 		}
 		c.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
 		if _, err := c.Write(AppendFrame(nil, ack)); err != nil {

@@ -181,3 +181,71 @@ func TestPermitted(t *testing.T) {
 		t.Errorf("a wildcard listener without allowed hosts: %v", errs)
 	}
 }
+
+// dialFrom connects to s from the loopback address ip, so that one test
+// can be several peers; it skips the test where ip cannot be bound.
+func dialFrom(t *testing.T, s *Server, ip string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+	c, err := d.Dial("tcp", s.Addr().String())
+	if err != nil {
+		t.Skipf("cannot connect from %s here: %v", ip, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(time.Minute)) // a hung test fails, it does not hang
+	return c
+}
+
+// TestOnePeerCannotHoldEveryConnection: one peer opened every connection
+// the listener takes and kept each open past idle_timeout with a tiny
+// frame the agent refuses, so every other sender was refused for as long
+// as it liked. Now a peer holds at most max_connections_per_peer (the
+// rest are refused and counted as too_many_from_peer), another peer still
+// gets through, and a connection that sends only refused frames is closed
+// after idle_timeout.
+func TestOnePeerCannotHoldEveryConnection(t *testing.T) {
+	h, _ := newHandler(t)
+	s := startServer(t, h, intake.HL7Options{MaxConnections: 32, MaxConnectionsPerPeer: 4, IdleTimeout: time.Second})
+	holder := make([]net.Conn, 32)
+	for i := range holder {
+		holder[i] = dialFrom(t, s, "127.0.0.1")
+	}
+	deadline := time.Now().Add(time.Minute)
+	for s.Refusals()[ReasonPeerLimit] < 28 {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited a minute for 28 refusals of the holder's connections; refusals %v, %d open", s.Refusals(), s.Conns())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := s.Conns(); n > 4 {
+		t.Fatalf("%d connections open from one peer, want at most 4", n)
+	}
+	other := dialFrom(t, s, "127.0.0.2")
+	if code := roundTrip(t, other, NewFrameReader(other, 0), rds("P1", "RX990", "1", "12345-6789-01", "1", "EA", "")); code != AA {
+		t.Fatalf("another peer: %s, want AA", code)
+	}
+
+	// The holder's admitted connections send a refused frame every
+	// tenth of idle_timeout: each is still closed.
+	closed := 0
+	for _, c := range holder {
+		fr := NewFrameReader(c, 0)
+		for {
+			if _, err := c.Write(AppendFrame(nil, []byte("MSH|^~\\&|X"))); err != nil {
+				break
+			}
+			if _, err := fr.Next(); err != nil {
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Timeout() {
+					t.Fatal("a connection sending only refused frames was not closed within a minute")
+				}
+				break
+			}
+			time.Sleep(100 * time.Millisecond) // the sender's pace, not a wait for the server
+		}
+		closed++
+	}
+	if closed != 32 || s.Refusals()[ReasonIdle] < 4 {
+		t.Errorf("%d of 32 closed, %d idle refusals; want every one closed and the 4 admitted as idle", closed, s.Refusals()[ReasonIdle])
+	}
+}

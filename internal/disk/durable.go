@@ -45,9 +45,16 @@ func WriteFile(path string, b []byte, perm os.FileMode) error {
 // tmpName is where WriteFile writes path's content before it renames it.
 func tmpName(path string) string {
 	dir, base := filepath.Split(path)
+	return filepath.Join(dir, TmpName(dir, base))
+}
+
+// TmpName is the name, in folder dir, of the temporary file WriteFile
+// writes base's content to before it renames it: base.tmp, or
+// .NAMEHASH.tmp when that is longer than the file system takes.
+func TmpName(dir, base string) string {
 	if len(base)+len(".tmp") <= NameMax(dir) {
-		return path + ".tmp"
+		return base + ".tmp"
 	}
 	sum := sha256.Sum256([]byte(base))
-	return filepath.Join(dir, "."+hex.EncodeToString(sum[:16])+".tmp")
+	return "." + hex.EncodeToString(sum[:16]) + ".tmp"
 }
