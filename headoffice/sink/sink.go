@@ -29,6 +29,9 @@ import (
 const (
 	DefaultBatch         = 5000
 	DefaultFlushInterval = 200 * time.Millisecond
+	// InFlightBound bounds the commit of the batch being written when
+	// Run is asked to stop: it is finished, not aborted.
+	InFlightBound = 15 * time.Second
 	// maxBackoff caps the wait between attempts at a failing write.
 	maxBackoff = 5 * time.Second
 )
@@ -510,11 +513,16 @@ func (f *follower) write(ctx context.Context, batch []Row) error {
 		start := time.Now()
 		var c Counts
 		var staged bool
-		err := f.pool.AcquireFunc(ctx, func(conn *pgxpool.Conn) error {
+		// A stop asked while the batch is written does not abort it: the
+		// transaction in flight commits (within InFlightBound), and no
+		// other starts.
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), InFlightBound)
+		err := f.pool.AcquireFunc(wctx, func(conn *pgxpool.Conn) error {
 			var err error
-			c, staged, err = writeBatch(ctx, conn.Conn(), f.name, f.pos, rows, !f.stage)
+			c, staged, err = writeBatch(wctx, conn.Conn(), f.name, f.pos, rows, !f.stage)
 			return err
 		})
+		cancel()
 		if err == nil {
 			// After a batch that held a key already written, the next
 			// ones are staged until one holds none: a run of repeats
