@@ -80,11 +80,17 @@ func installed(t *testing.T) string {
 // data directory and ingest address once it has started.
 func runStore(t *testing.T, agent, url, pub string) (string, string) {
 	t.Helper()
+	return runStoreAs(t, agent, url, "S0001", pub)
+}
+
+// runStoreAs is runStore for store.
+func runStoreAs(t *testing.T, agent, url, store, pub string) (string, string) {
+	t.Helper()
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
 	conf := filepath.Join(dir, "agent.yaml")
-	if err := os.WriteFile(conf, fmt.Appendf(nil, "store_id: S0001\ndata_dir: %q\nnats:\n  servers: [%q]\n  user: S0001\n  password: CHANGE-ME-S0001\n"+
-		"remote:\n  operator_keys: [%s]\nledger:\n  checkpoint_interval: 1s\n", data, url, pub), 0o600); err != nil {
+	if err := os.WriteFile(conf, fmt.Appendf(nil, "store_id: %s\ndata_dir: %q\nnats:\n  servers: [%q]\n  user: %s\n  password: CHANGE-ME-%s\n"+
+		"remote:\n  operator_keys: [%s]\nledger:\n  checkpoint_interval: 1s\n", store, data, url, store, store, pub), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(agent, "run", "--config", conf, "--ingest", agentbin.FreeAddr(t))

@@ -29,6 +29,7 @@ func newRoot(s *cli.Streams) *cobra.Command {
 		newHubCmd(s),
 		newDurabilityCmd(s),
 		newMigrateCmd(s),
+		newRunCmd(s),
 		newSinkCmd(s),
 		newReportCmd(s),
 		newReconcileCmd(s),

@@ -181,6 +181,7 @@ Exit status: 0 done; 1 error; 2 usage; 3 --verify found a difference.`
 type sinkCmd struct {
 	f                                                  sinkFlags
 	untilCaught, verify, allowLag, migrateOnly, asJSON bool
+	connectTimeout                                     time.Duration
 	log                                                *slog.Logger
 }
 
@@ -202,7 +203,29 @@ func newSinkCmd(s *cli.Streams) *cobra.Command {
 	fs.StringVar(&c.f.listen, "listen", "", "serve /metrics and /readyz here, e.g. 127.0.0.1:9465 (env "+sink.EnvListen+")")
 	fs.IntVar(&c.f.batch, "batch", sink.DefaultBatch, "archive messages per transaction")
 	fs.BoolVar(&c.asJSON, "json", false, "print the result as JSON")
+	fs.DurationVar(&c.connectTimeout, "connect-timeout", sink.DefaultBatchConnectTimeout,
+		"with --until-caught-up, --verify or --migrate-only: fail when PostgreSQL or central does not answer within this (connect_timeout in --config)")
 	return cmd
+}
+
+// batch says the run ends by itself: it fails when PostgreSQL or central
+// cannot be reached within the connect timeout instead of waiting.
+func (c *sinkCmd) batch() bool { return c.untilCaught || c.verify || c.migrateOnly }
+
+// bound is the connect timeout of a batch run: the flag, else the
+// settings file's, else the default; zero for the service.
+func (c *sinkCmd) bound(cmd *cobra.Command) (time.Duration, error) {
+	if !c.batch() {
+		return 0, nil
+	}
+	d := c.connectTimeout
+	if !cmd.Flags().Changed("connect-timeout") && c.f.set.ConnectTimeout != 0 {
+		d = c.f.set.ConnectTimeout
+	}
+	if d <= 0 {
+		return 0, cli.UsageError("--connect-timeout must be positive")
+	}
+	return d, nil
 }
 
 func (c *sinkCmd) run(cmd *cobra.Command, s *cli.Streams) error {
@@ -212,6 +235,11 @@ func (c *sinkCmd) run(cmd *cobra.Command, s *cli.Streams) error {
 	if err := c.f.resolve(cmd); err != nil {
 		return err
 	}
+	bound, err := c.bound(cmd)
+	if err != nil {
+		return err
+	}
+	c.connectTimeout = bound
 	ctx := cmd.Context()
 	c.log = slog.New(slog.NewTextHandler(s.Err, nil))
 	conn, err := c.connectPG(ctx)
@@ -247,18 +275,29 @@ func (c *sinkCmd) run(cmd *cobra.Command, s *cli.Streams) error {
 	return c.follow(ctx, s, nc)
 }
 
-// connectPG connects to PostgreSQL; a service (following the archives)
-// waits for its database, a one-off command does not.
+// connectPG connects to PostgreSQL. A service (following the archives)
+// waits for its database; --until-caught-up waits at most the connect
+// timeout, and --verify and --migrate-only try once, within it.
 func (c *sinkCmd) connectPG(ctx context.Context) (*pgx.Conn, error) {
+	if c.batch() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.connectTimeout)
+		defer cancel()
+	}
 	conn, err := c.f.connectPG(ctx)
 	for attempt := 0; err != nil && !c.verify && !c.migrateOnly && sink.Retryable(err); attempt++ {
 		if attempt%10 == 0 {
 			c.log.Warn("cannot reach PostgreSQL yet; retrying", "error", err)
 		}
+		t := time.NewTimer(sink.Backoff(attempt))
 		select {
 		case <-ctx.Done():
+			t.Stop()
+			if c.batch() && ctx.Err() == context.DeadlineExceeded {
+				return nil, fmt.Errorf("%w (%s, --connect-timeout): %w: check the URL, the server and its TLS settings", sink.ErrUnreachable, c.connectTimeout, err)
+			}
 			return nil, ctx.Err()
-		case <-time.After(sink.Backoff(attempt)):
+		case <-t.C:
 		}
 		conn, err = c.f.connectPG(ctx)
 	}
@@ -281,7 +320,7 @@ func (c *sinkCmd) follow(ctx context.Context, s *cli.Streams, nc *nats.Conn) err
 	res, err := sink.Run(ctx, sink.Options{
 		Conn: nc, APIPrefix: c.f.set.NATS.APIPrefix, Archives: c.f.archives(), Postgres: c.f.pg,
 		Batch: c.f.set.Batch, FlushInterval: c.f.set.FlushInterval, UntilCaughtUp: c.untilCaught,
-		Logger: c.log, Metrics: m,
+		Logger: c.log, Metrics: m, ConnectTimeout: c.connectTimeout,
 	})
 	if err != nil && !(errors.Is(err, context.Canceled) && !c.untilCaught) {
 		return err

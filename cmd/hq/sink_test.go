@@ -60,7 +60,7 @@ func TestSinkCLI(t *testing.T) {
 	waitArchive(t, js, 3)
 
 	out := mustCLI(t, append([]string{"sink", "--migrate-only"}, pgArgs...)...)
-	if !strings.Contains(out, "schema at version 4 (applied 4 migration(s))") {
+	if !strings.Contains(out, "schema at version 5 (applied 5 migration(s))") {
 		t.Errorf("--migrate-only: %q", out)
 	}
 	out = mustCLI(t, append([]string{"sink", "--until-caught-up", "--json", "--server", srv.URL()}, pgArgs...)...)

@@ -19,8 +19,9 @@ import (
 // one that has them), and the text of any error nats.go returns is
 // scrubbed of the password and the token all the same. A setting that
 // cannot work as given (no servers, half a client certificate) is an
-// ErrSetting.
-func Connect(name string, s Settings, timeout time.Duration) (*nats.Conn, error) {
+// ErrSetting. extra options come after the settings' (a service's
+// nats.RetryOnFailedConnect).
+func Connect(name string, s Settings, timeout time.Duration, extra ...nats.Option) (*nats.Conn, error) {
 	if s.Servers.Value == "" {
 		return nil, invalid("--server URL is required (or set NATS_URL, or name a nats CLI context with --context NAME)")
 	}
@@ -33,7 +34,7 @@ func Connect(name string, s Settings, timeout time.Duration) (*nats.Conn, error)
 	if err != nil {
 		return nil, err
 	}
-	nc, err := nats.Connect(s.Servers.Value, opts...)
+	nc, err := nats.Connect(s.Servers.Value, append(opts, extra...)...)
 	if err != nil {
 		err = redact.Error(err, s.Password.Value, s.Token.Value)
 		return nil, fmt.Errorf("connect to %s (from %s; %s): %w", redact.URLs(s.Servers.Value), s.Servers.From, identity, err)

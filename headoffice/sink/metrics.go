@@ -176,6 +176,10 @@ func (m *Metrics) Ready() bool { return m.ready.Load() && !m.dbDown.Load() }
 
 func (m *Metrics) setReady(v bool) { m.ready.Store(v) }
 
+// Gatherer is the registry of the sink's metrics, for a service that
+// serves them with its own (hq run).
+func (m *Metrics) Gatherer() prometheus.Gatherer { return m.reg }
+
 // Handler serves /metrics and /readyz: ready once the sink has checked
 // the schema and started following every archive, until it stops, and
 // while PostgreSQL answers.

@@ -43,7 +43,16 @@ type Settings struct {
 	Listen        string        `yaml:"listen"`
 	Batch         int           `yaml:"batch"`
 	FlushInterval time.Duration `yaml:"flush_interval"`
+	// ConnectTimeout bounds how long a batch run (--until-caught-up)
+	// waits for PostgreSQL or central before it fails; zero is
+	// DefaultBatchConnectTimeout. A service following the archives
+	// retries for as long as it runs.
+	ConnectTimeout time.Duration `yaml:"connect_timeout"`
 }
+
+// DefaultBatchConnectTimeout is a batch run's bound on waiting for
+// PostgreSQL or central (Settings.ConnectTimeout, --connect-timeout).
+const DefaultBatchConnectTimeout = time.Minute
 
 // LoadSettings reads a settings file; an unknown key is an error.
 func LoadSettings(path string) (Settings, error) {

@@ -29,6 +29,9 @@ import (
 const (
 	DefaultBatch         = 5000
 	DefaultFlushInterval = 200 * time.Millisecond
+	// InFlightBound bounds the commit of the batch being written when
+	// Run is asked to stop: it is finished, not aborted.
+	InFlightBound = 15 * time.Second
 	// maxBackoff caps the wait between attempts at a failing write.
 	maxBackoff = 5 * time.Second
 )
@@ -58,6 +61,61 @@ type Options struct {
 	Logger *slog.Logger
 	// Metrics, when set, is kept up to date.
 	Metrics *Metrics
+	// ConnectTimeout, when positive, bounds how long the database or
+	// central may go on failing to answer: past it Run ends with
+	// ErrUnreachable. A batch run sets it (--connect-timeout); zero, a
+	// service's, retries until ctx ends.
+	ConnectTimeout time.Duration
+}
+
+// ErrUnreachable is Run's error when, with Options.ConnectTimeout, the
+// database or central did not answer within it: a batch run ends with
+// it rather than waiting.
+var ErrUnreachable = errors.New("not reached within the connect timeout")
+
+// retrying paces the attempts at something failing: a capped, jittered
+// backoff until ctx ends or, with Options.ConnectTimeout, until the
+// failures have gone on that long. A streak starts at its first failure.
+type retrying struct {
+	o     *Options
+	what  string
+	since time.Time
+	n     int
+}
+
+// again waits before the next attempt after err, or returns why there is
+// none: ctx's error, or ErrUnreachable once the streak has lasted the
+// bound. Its text is the database's scrubbed (safeErr).
+func (r *retrying) again(ctx context.Context, err error) error {
+	if r.n == 0 {
+		r.since = time.Now()
+	}
+	d := backoff(r.n)
+	r.n++
+	if b := r.o.ConnectTimeout; b > 0 {
+		left := b - time.Since(r.since)
+		if left <= 0 {
+			return fmt.Errorf("sink: %s: %w (%s): %s", r.what, ErrUnreachable, b, r.o.safeErr(err))
+		}
+		d = min(d, left)
+	}
+	if !sleep(ctx, d) {
+		return ctx.Err()
+	}
+	return nil
+}
+
+// bounded is ctx bounded by what is left of the streak's ConnectTimeout,
+// so that one attempt cannot outlast it.
+func (r *retrying) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	if r.o.ConnectTimeout <= 0 {
+		return ctx, func() {}
+	}
+	since := r.since
+	if r.n == 0 {
+		since = time.Now()
+	}
+	return context.WithDeadline(ctx, since.Add(r.o.ConnectTimeout))
 }
 
 func (o *Options) defaults() {
@@ -121,7 +179,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return res, fmt.Errorf("sink: postgres: %w", err)
 	}
 	defer pool.Close()
-	if err := retryDB(ctx, o, "check the schema", func() error {
+	if err := retryDB(ctx, o, "check the schema", func(ctx context.Context) error {
 		return pool.AcquireFunc(ctx, func(c *pgxpool.Conn) error { return CheckSchema(ctx, c.Conn()) })
 	}); err != nil {
 		return res, err
@@ -129,15 +187,18 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	// Central may be electing a leader, or not reachable yet: the archives
 	// are asked for until they answer.
 	var names []string
-	for attempt := 0; ; attempt++ {
-		names, err = archiveStreams(ctx, js, o.Archives)
+	r := retrying{o: &o, what: "list the archives"}
+	for {
+		actx, cancel := r.bounded(ctx)
+		names, err = archiveStreams(actx, js, o.Archives)
+		cancel()
 		if err == nil || ctx.Err() != nil {
 			break
 		}
-		if attempt == 0 || attempt%10 == 0 {
+		if r.n%10 == 0 {
 			o.Logger.Warn("cannot list the archives yet; retrying", "error", err)
 		}
-		if !sleep(ctx, backoff(attempt)) {
+		if err = r.again(ctx, err); err != nil {
 			break
 		}
 	}
@@ -260,7 +321,7 @@ func (f *follower) session(ctx context.Context) error {
 // start reads the stored position and the archive's last sequence, the
 // target of a sink that stops when caught up; done says it already is.
 func (f *follower) start(ctx context.Context, log *slog.Logger) (target uint64, done bool, err error) {
-	if err := retryDB(ctx, f.o, "read the position of "+f.name, func() error {
+	if err := retryDB(ctx, f.o, "read the position of "+f.name, func(ctx context.Context) error {
 		return f.pool.AcquireFunc(ctx, func(c *pgxpool.Conn) error {
 			p, err := ensurePosition(ctx, c.Conn(), f.name)
 			f.pos = p
@@ -331,8 +392,11 @@ func (f *follower) follow(ctx context.Context, log *slog.Logger, target uint64, 
 }
 
 func (f *follower) streamInfo(ctx context.Context) (jetstream.StreamState, error) {
-	for attempt := 0; ; attempt++ {
-		s, err := f.js.Stream(ctx, f.name)
+	r := retrying{o: &f.o, what: "read the state of " + f.name}
+	for {
+		actx, cancel := r.bounded(ctx)
+		s, err := f.js.Stream(actx, f.name)
+		cancel()
 		if err == nil {
 			return s.CachedInfo().State, nil
 		}
@@ -343,8 +407,8 @@ func (f *follower) streamInfo(ctx context.Context) (jetstream.StreamState, error
 			return jetstream.StreamState{}, fmt.Errorf("sink: stream %s: %w", f.name, err)
 		}
 		f.o.Logger.Warn("archive info failed; retrying", "archive", f.name, "error", err)
-		if !sleep(ctx, backoff(attempt)) {
-			return jetstream.StreamState{}, ctx.Err()
+		if err := r.again(ctx, err); err != nil {
+			return jetstream.StreamState{}, err
 		}
 	}
 }
@@ -382,7 +446,8 @@ func (f *follower) read(ctx context.Context, out chan<- Row) error {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, f.pos+1
 	}
 	var cons jetstream.Consumer
-	for attempt := 0; ; attempt++ {
+	r := retrying{o: &f.o, what: "read " + f.name}
+	for {
 		var err error
 		cons, err = f.js.OrderedConsumer(ctx, f.name, cfg)
 		if err == nil {
@@ -392,8 +457,8 @@ func (f *follower) read(ctx context.Context, out chan<- Row) error {
 			return ctx.Err()
 		}
 		f.o.Logger.Warn("archive consumer failed; retrying", "archive", f.name, "error", err)
-		if !sleep(ctx, backoff(attempt)) {
-			return ctx.Err()
+		if err := r.again(ctx, err); err != nil {
+			return err
 		}
 	}
 	it, err := cons.Messages(jetstream.PullMaxMessages(2 * f.o.Batch))
@@ -436,6 +501,7 @@ func (f *follower) read(ctx context.Context, out chan<- Row) error {
 // from the position it then holds.
 func (f *follower) write(ctx context.Context, batch []Row) error {
 	log := f.o.Logger.With("archive", f.name)
+	r := retrying{o: &f.o, what: "write " + f.name}
 	for attempt := 0; ; attempt++ {
 		rows := batch
 		for len(rows) > 0 && rows[0].StreamSeq <= f.pos {
@@ -447,11 +513,16 @@ func (f *follower) write(ctx context.Context, batch []Row) error {
 		start := time.Now()
 		var c Counts
 		var staged bool
-		err := f.pool.AcquireFunc(ctx, func(conn *pgxpool.Conn) error {
+		// A stop asked while the batch is written does not abort it: the
+		// transaction in flight commits (within InFlightBound), and no
+		// other starts.
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), InFlightBound)
+		err := f.pool.AcquireFunc(wctx, func(conn *pgxpool.Conn) error {
 			var err error
-			c, staged, err = writeBatch(ctx, conn.Conn(), f.name, f.pos, rows, !f.stage)
+			c, staged, err = writeBatch(wctx, conn.Conn(), f.name, f.pos, rows, !f.stage)
 			return err
 		})
+		cancel()
 		if err == nil {
 			// After a batch that held a key already written, the next
 			// ones are staged until one holds none: a run of repeats
@@ -476,8 +547,8 @@ func (f *follower) write(ctx context.Context, batch []Row) error {
 		}
 		if !errors.Is(err, ErrPositionMoved) {
 			log.Warn("write failed; retrying from the stored position", "error", f.o.safeErr(err), "attempt", attempt+1)
-			if !sleep(ctx, backoff(attempt)) {
-				return ctx.Err()
+			if err := r.again(ctx, err); err != nil {
+				return err
 			}
 		}
 		// The commit may have happened (its answer lost) or another sink
@@ -533,10 +604,15 @@ func (f *follower) setAside(log *slog.Logger, rows []Row) {
 		"reasons", strings.Join(parts, ", "), "first_archive_seqs", strings.Join(first, ", "))
 }
 
-// retryDB runs fn until it succeeds or ctx ends.
-func retryDB(ctx context.Context, o Options, what string, fn func() error) error {
-	for attempt := 0; ; attempt++ {
-		err := fn()
+// retryDB runs fn until it succeeds, ctx ends or, with
+// o.ConnectTimeout, the failures have lasted that long; each attempt's
+// context ends with the bound.
+func retryDB(ctx context.Context, o Options, what string, fn func(context.Context) error) error {
+	r := retrying{o: &o, what: what}
+	for {
+		actx, cancel := r.bounded(ctx)
+		err := fn(actx)
+		cancel()
 		if err == nil {
 			return nil
 		}
@@ -547,11 +623,11 @@ func retryDB(ctx context.Context, o Options, what string, fn func() error) error
 		if errors.As(err, &pe) && !retryable(pe) {
 			return fmt.Errorf("sink: %s: %w", what, err)
 		}
-		if attempt == 0 || attempt%10 == 0 {
+		if r.n%10 == 0 {
 			o.Logger.Warn("postgres unavailable; retrying", "doing", what, "error", o.safeErr(err))
 		}
-		if !sleep(ctx, backoff(attempt)) {
-			return ctx.Err()
+		if err := r.again(ctx, err); err != nil {
+			return err
 		}
 	}
 }
