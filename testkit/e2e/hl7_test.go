@@ -54,7 +54,7 @@ func ordinaryMessage(conn int) []byte {
 }
 
 // TestHL7PeakRSS sends the built agent 32 connections at once (the default
-// max_connections), each with one message of the largest accepted size
+// max_connections), from 32 addresses, each with one message of the largest accepted size
 // (max_message_bytes, 1 MiB): once made of field separators only, and on
 // a second run of the agent an ordinary message of as many dispenses as
 // fit (499 each, all stored). The peak resident memory (VmHWM) above the
@@ -91,7 +91,11 @@ func TestHL7PeakRSS(t *testing.T) {
 			idle := peakRSS(t, a.cmd.Process.Pid)
 			cs := make([]net.Conn, conns)
 			for i := range cs {
-				c, err := net.Dial("tcp", hl7Addr)
+				// Each from an address of its own (127.0.0.0/8 is all
+				// loopback on Linux): 32 senders, within the limit per
+				// peer.
+				d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 1, byte(i+1))}}
+				c, err := d.Dial("tcp", hl7Addr)
 				if err != nil {
 					t.Fatal(err)
 				}
