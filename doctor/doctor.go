@@ -37,6 +37,7 @@ import (
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/installer"
+	"github.com/rxedge/agent/internal/listen"
 	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/status"
 	"github.com/rxedge/agent/sync"
@@ -224,7 +225,7 @@ func token(o Options) Check {
 		return Check{Name: CheckToken, Detail: "the ingest listener takes movements without a token",
 			Fix: "add `token_file: <config dir>/ingest.token` under `ingest:` and install again (it writes the token)"}
 	case in.TokenFile != "":
-		if b, err := os.ReadFile(in.TokenFile); err != nil || len(strings.TrimSpace(string(b))) < 16 {
+		if _, err := listen.Token("ingest", "", in.TokenFile); err != nil {
 			return Check{Name: CheckToken, Detail: fmt.Sprintf("%s: missing, unreadable or short (%v)", in.TokenFile, err),
 				Fix: fmt.Sprintf("run `%s install` as an administrator: it writes a fresh token to %s", o.Command, in.TokenFile)}
 		}

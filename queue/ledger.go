@@ -383,41 +383,47 @@ func (q *Queue) SignCheckpoint(now time.Time, sign func(ledger.Checkpoint) ([]by
 	if sc.Frontier, err = cur.MarshalBinary(); err != nil {
 		return StoredCheckpoint{}, err
 	}
-	err = q.do(&op{apply: func(tx *bolt.Tx) error {
-		lb, cb := tx.Bucket(bucketLedger), tx.Bucket(bucketLedgerCPs)
-		if string(lb.Get(ledgerLog)) != sc.Log || int64(getU64(lb, ledgerSigned)) >= sc.Size {
-			return errors.New("queue: log: the log changed while its checkpoint was signed")
+	err = q.do(&op{apply: func(tx *bolt.Tx) error { return storeSigned(tx, &sc, pub.Size) }})
+	return sc, err
+}
+
+// storeSigned stores a checkpoint just signed, under the next id, unless
+// the log changed or a checkpoint was acknowledged while it was signed;
+// the unpublished checkpoints before it are superseded (their message and
+// frontier dropped: only the newest is ever published).
+func storeSigned(tx *bolt.Tx, sc *StoredCheckpoint, pubSize int64) error {
+	lb, cb := tx.Bucket(bucketLedger), tx.Bucket(bucketLedgerCPs)
+	if string(lb.Get(ledgerLog)) != sc.Log || int64(getU64(lb, ledgerSigned)) >= sc.Size {
+		return errors.New("queue: log: the log changed while its checkpoint was signed")
+	}
+	if p, err := readFrontier(lb, ledgerPublished); err != nil || p.Size != pubSize {
+		return errors.New("queue: log: a checkpoint was acknowledged while another was signed")
+	}
+	c := cb.Cursor()
+	for k, v := c.Last(); k != nil; k, v = c.Prev() {
+		var o StoredCheckpoint
+		if err := json.Unmarshal(v, &o); err != nil {
+			return err
 		}
-		if p, err := readFrontier(lb, ledgerPublished); err != nil || p.Size != pub.Size {
-			return errors.New("queue: log: a checkpoint was acknowledged while another was signed")
+		if o.Log != sc.Log || o.Published {
+			break
 		}
-		c := cb.Cursor()
-		for k, v := c.Last(); k != nil; k, v = c.Prev() {
-			var o StoredCheckpoint
-			if err := json.Unmarshal(v, &o); err != nil {
+		if !o.Superseded {
+			o.Superseded, o.Message, o.Frontier = true, nil, nil
+			if err := putCheckpoint(cb, o); err != nil {
 				return err
 			}
-			if o.Log != sc.Log || o.Published {
-				break
-			}
-			if !o.Superseded {
-				o.Superseded, o.Message, o.Frontier = true, nil, nil
-				if err := putCheckpoint(cb, o); err != nil {
-					return err
-				}
-			}
 		}
-		id := getU64(lb, ledgerCPSeq) + 1
-		sc.ID = id
-		if err := lb.Put(ledgerCPSeq, u64(id)); err != nil {
-			return err
-		}
-		if err := lb.Put(ledgerSigned, u64(uint64(sc.Size))); err != nil {
-			return err
-		}
-		return putCheckpoint(cb, sc)
-	}})
-	return sc, err
+	}
+	id := getU64(lb, ledgerCPSeq) + 1
+	sc.ID = id
+	if err := lb.Put(ledgerCPSeq, u64(id)); err != nil {
+		return err
+	}
+	if err := lb.Put(ledgerSigned, u64(uint64(sc.Size))); err != nil {
+		return err
+	}
+	return putCheckpoint(cb, *sc)
 }
 
 func putCheckpoint(cb *bolt.Bucket, c StoredCheckpoint) error {

@@ -130,91 +130,112 @@ func (q *Queue) Prune(syncedHorizon, journalRetention time.Duration, limit int) 
 	err := q.do(&op{apply: func(tx *bolt.Tx) error {
 		now := q.opts.Clock()
 		n = 0
-		b := buckets(tx)
 		if syncedHorizon > 0 {
-			cutoff := now.Add(-syncedHorizon)
-			type rewrite struct {
-				k     []byte
-				left  []syncedEntry
-				drops []syncedEntry
-			}
-			var (
-				rewrites []rewrite
-				dropped  int
-				passed   int
-			)
-			err := b.forEachSyncedBlock(func(k []byte, es []syncedEntry) (bool, error) {
-				rw := rewrite{k: bytes.Clone(k)}
-				for i, e := range es {
-					if dropped >= limit || passed >= limit {
-						rw.left = append(rw.left, es[i:]...)
-						break
-					}
-					if e.At.Before(cutoff) {
-						rw.drops = append(rw.drops, e)
-						dropped++
-					} else {
-						rw.left = append(rw.left, e)
-						passed++
-					}
-				}
-				if len(rw.drops) > 0 {
-					rewrites = append(rewrites, rw)
-				}
-				return dropped < limit && passed < limit, nil
-			})
-			if err != nil {
+			var err error
+			if n, err = buckets(tx).pruneSynced(now.Add(-syncedHorizon), limit); err != nil {
 				return err
-			}
-			for _, rw := range rewrites {
-				for _, e := range rw.drops {
-					v, err := b.keys.Get(e.Key[:])
-					if err != nil {
-						return err
-					}
-					if v != nil {
-						ke, err := unmarshalKeyEntry(v)
-						if err != nil {
-							return err
-						}
-						if ke.Seq == e.Seq && (!ke.Long || ke.State == Pending) {
-							if err := b.keys.Delete(e.Key[:]); err != nil {
-								return err
-							}
-						}
-					}
-					if err := b.count(Synced, e.Class, -1); err != nil {
-						return err
-					}
-					n++
-				}
-				if err := b.replaceSyncedBlock(rw.k, rw.left); err != nil {
-					return err
-				}
 			}
 		}
 		if journalRetention > 0 {
-			cutoff := now.Add(-journalRetention)
-			j := tx.Bucket(bucketJournal)
-			c := j.Cursor()
-			var drop [][]byte
-			for k, v := c.First(); k != nil && n+len(drop) < limit; k, v = c.Next() {
-				var e struct{ At time.Time }
-				if err := json.Unmarshal(v, &e); err != nil || !e.At.Before(cutoff) {
-					break
-				}
-				drop = append(drop, bytes.Clone(k))
-			}
-			for _, k := range drop {
-				if err := j.Delete(k); err != nil {
-					return err
-				}
-				n++
-			}
+			dropped, err := pruneJournal(tx.Bucket(bucketJournal), now.Add(-journalRetention), limit-n)
+			n += dropped
+			return err
 		}
 		return nil
 	}})
 	return n, err
+}
+
+// pruneSynced drops synced keys acknowledged before cutoff, from the
+// lowest sequence, until it has dropped or passed over limit of them (see
+// Prune). It returns how many it dropped.
+func (b txBuckets) pruneSynced(cutoff time.Time, limit int) (int, error) {
+	type rewrite struct {
+		k     []byte
+		left  []syncedEntry
+		drops []syncedEntry
+	}
+	var (
+		rewrites []rewrite
+		dropped  int
+		passed   int
+	)
+	err := b.forEachSyncedBlock(func(k []byte, es []syncedEntry) (bool, error) {
+		rw := rewrite{k: bytes.Clone(k)}
+		for i, e := range es {
+			if dropped >= limit || passed >= limit {
+				rw.left = append(rw.left, es[i:]...)
+				break
+			}
+			if e.At.Before(cutoff) {
+				rw.drops = append(rw.drops, e)
+				dropped++
+			} else {
+				rw.left = append(rw.left, e)
+				passed++
+			}
+		}
+		if len(rw.drops) > 0 {
+			rewrites = append(rewrites, rw)
+		}
+		return dropped < limit && passed < limit, nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, rw := range rewrites {
+		for _, e := range rw.drops {
+			if err := b.dropSynced(e); err != nil {
+				return 0, err
+			}
+		}
+		if err := b.replaceSyncedBlock(rw.k, rw.left); err != nil {
+			return 0, err
+		}
+	}
+	return dropped, nil
+}
+
+// dropSynced forgets one synced key: its entry in the keys bucket, unless
+// the key was submitted again since (another sequence) or is a long-lived
+// key that is not pending, and its count.
+func (b txBuckets) dropSynced(e syncedEntry) error {
+	v, err := b.keys.Get(e.Key[:])
+	if err != nil {
+		return err
+	}
+	if v != nil {
+		ke, err := unmarshalKeyEntry(v)
+		if err != nil {
+			return err
+		}
+		if ke.Seq == e.Seq && (!ke.Long || ke.State == Pending) {
+			if err := b.keys.Delete(e.Key[:]); err != nil {
+				return err
+			}
+		}
+	}
+	return b.count(Synced, e.Class, -1)
+}
+
+// pruneJournal drops up to limit journal events older than cutoff, oldest
+// first, and returns how many it dropped.
+func pruneJournal(j *bolt.Bucket, cutoff time.Time, limit int) (int, error) {
+	c := j.Cursor()
+	var drop [][]byte
+	for k, v := c.First(); k != nil && len(drop) < limit; k, v = c.Next() {
+		var e struct{ At time.Time }
+		if err := json.Unmarshal(v, &e); err != nil || !e.At.Before(cutoff) {
+			break
+		}
+		drop = append(drop, bytes.Clone(k))
+	}
+	for _, k := range drop {
+		if err := j.Delete(k); err != nil {
+			return 0, err
+		}
+	}
+	return len(drop), nil
 }
 
 // Verify scans the whole file and checks the queue's invariants: every key
@@ -224,26 +245,15 @@ func (q *Queue) Prune(syncedHorizon, journalRetention time.Duration, limit int) 
 func (q *Queue) Verify() error {
 	return q.db.View(func(tx *bolt.Tx) error {
 		b := buckets(tx)
-		counts := make(map[[2]byte]uint64)
-		seqs := make(map[uint64][16]byte)
-		due := make(map[uint64]time.Time)
-		err := b.due.ForEach(func(k, _ []byte) error {
-			if len(k) != 16 {
-				return fmt.Errorf("due entry of %d bytes", len(k))
-			}
-			t, seq := parseDueKey(k)
-			if _, dup := due[seq]; dup {
-				return fmt.Errorf("sequence %d is due twice", seq)
-			}
-			due[seq] = t
-			return nil
-		})
+		due, err := b.dueEntries()
 		if err != nil {
 			return err
 		}
 		if err := b.keys.check(); err != nil {
 			return err
 		}
+		counts := make(map[[2]byte]uint64)
+		seqs := make(map[uint64][16]byte)
 		err = b.keys.ForEach(func(k, v []byte) error {
 			e, err := unmarshalKeyEntry(v)
 			if err != nil {
@@ -258,81 +268,112 @@ func (q *Queue) Verify() error {
 				return fmt.Errorf("keys %x and %x share sequence %d", prev, k, en.Seq)
 			}
 			seqs[en.Seq] = [16]byte(k)
-			pv := b.pending.Get(u64(en.Seq))
-			qv := b.quarantine.Get(k)
-			_, sv, err := b.syncedGet(en.Seq)
-			if err != nil {
-				return err
-			}
-			switch en.State {
-			case Pending:
-				if qv != nil || sv {
-					return fmt.Errorf("pending key %x: quarantine record %v, synced entry %v", k, qv != nil, sv)
-				}
-				r := en.Record
-				if r == nil || r.Key != [16]byte(k) || r.Seq != en.Seq {
-					return fmt.Errorf("pending key %x: record does not match", k)
-				}
-				if t, ok := due[r.Seq]; !ok || !t.Equal(time.Unix(0, max(r.NextAt.UnixNano(), 0))) {
-					return fmt.Errorf("pending key %x: no due entry at its next attempt", k)
-				}
-			case Quarantined:
-				if pv != nil || qv == nil || sv {
-					return fmt.Errorf("quarantined key %x: pending record %v, quarantine record %v, synced entry %v", k, pv != nil, qv != nil, sv)
-				}
-				if r := en.Record; r == nil || r.Seq != en.Seq || r.Class != e.Class {
-					return fmt.Errorf("quarantined key %x: record does not match", k)
-				}
-			case Synced:
-				if pv != nil || qv != nil {
-					return fmt.Errorf("synced key %x still has a record", k)
-				}
-			case Purged:
-				if pv != nil || qv != nil || sv {
-					return fmt.Errorf("purged key %x still has a record", k)
-				}
-			default:
-				return fmt.Errorf("key %x in unknown state %d", k, en.State)
-			}
-			return nil
+			return b.checkKey(k, e, en, due)
 		})
 		if err != nil {
 			return err
 		}
-		total := func(st State) uint64 { return counts[[2]byte{byte(st), 0}] + counts[[2]byte{byte(st), 1}] }
-		for _, st := range States {
-			for _, c := range movement.Classes {
-				got := getU64(b.meta, counterKey(st, c))
-				if want := counts[[2]byte{byte(st), byte(c)}]; got != want {
-					return fmt.Errorf("counter %s/%s = %d, full scan counts %d", st, c, got, want)
-				}
-			}
+		return b.checkTotals(counts, uint64(len(due)))
+	})
+}
+
+// dueEntries reads the due bucket: each pending sequence's next attempt.
+func (b txBuckets) dueEntries() (map[uint64]time.Time, error) {
+	due := make(map[uint64]time.Time)
+	err := b.due.ForEach(func(k, _ []byte) error {
+		if len(k) != 16 {
+			return fmt.Errorf("due entry of %d bytes", len(k))
 		}
-		if n := uint64(b.pending.Stats().KeyN); n != total(Pending) {
-			return fmt.Errorf("%d pending records for %d pending keys", n, total(Pending))
+		t, seq := parseDueKey(k)
+		if _, dup := due[seq]; dup {
+			return fmt.Errorf("sequence %d is due twice", seq)
 		}
-		if n := uint64(len(due)); n != total(Pending) {
-			return fmt.Errorf("%d due entries for %d pending keys", n, total(Pending))
-		}
-		var synced uint64
-		var last uint64
-		err = b.forEachSyncedBlock(func(k []byte, es []syncedEntry) (bool, error) {
-			if synced > 0 && es[0].Seq <= last {
-				return false, fmt.Errorf("synced block %x starts at or below sequence %d, which the block before holds", k, last)
-			}
-			synced += uint64(len(es))
-			last = es[len(es)-1].Seq
-			return true, nil
-		})
-		if err != nil {
-			return err
-		}
-		if synced != total(Synced) {
-			return fmt.Errorf("%d synced entries for %d synced keys", synced, total(Synced))
-		}
-		if n, want := uint64(b.quarantine.Stats().KeyN), total(Quarantined); n != want {
-			return fmt.Errorf("%d quarantine records for %d quarantined keys", n, want)
-		}
+		due[seq] = t
 		return nil
 	})
+	return due, err
+}
+
+// checkKey checks that one key's state agrees with the buckets: a pending
+// key has its record and due entry and nothing else, a quarantined key
+// only its quarantine record, a synced key only its synced entry, a purged
+// key none.
+func (b txBuckets) checkKey(k []byte, e keyEntry, en Entry, due map[uint64]time.Time) error {
+	pv := b.pending.Get(u64(en.Seq))
+	qv := b.quarantine.Get(k)
+	_, sv, err := b.syncedGet(en.Seq)
+	if err != nil {
+		return err
+	}
+	switch en.State {
+	case Pending:
+		if qv != nil || sv {
+			return fmt.Errorf("pending key %x: quarantine record %v, synced entry %v", k, qv != nil, sv)
+		}
+		r := en.Record
+		if r == nil || r.Key != [16]byte(k) || r.Seq != en.Seq {
+			return fmt.Errorf("pending key %x: record does not match", k)
+		}
+		if t, ok := due[r.Seq]; !ok || !t.Equal(time.Unix(0, max(r.NextAt.UnixNano(), 0))) {
+			return fmt.Errorf("pending key %x: no due entry at its next attempt", k)
+		}
+	case Quarantined:
+		if pv != nil || qv == nil || sv {
+			return fmt.Errorf("quarantined key %x: pending record %v, quarantine record %v, synced entry %v", k, pv != nil, qv != nil, sv)
+		}
+		if r := en.Record; r == nil || r.Seq != en.Seq || r.Class != e.Class {
+			return fmt.Errorf("quarantined key %x: record does not match", k)
+		}
+	case Synced:
+		if pv != nil || qv != nil {
+			return fmt.Errorf("synced key %x still has a record", k)
+		}
+	case Purged:
+		if pv != nil || qv != nil || sv {
+			return fmt.Errorf("purged key %x still has a record", k)
+		}
+	default:
+		return fmt.Errorf("key %x in unknown state %d", k, en.State)
+	}
+	return nil
+}
+
+// checkTotals checks the counters and the buckets' sizes against the
+// counts of a full scan of the keys (per state and class), and that the
+// synced blocks hold ascending sequences.
+func (b txBuckets) checkTotals(counts map[[2]byte]uint64, due uint64) error {
+	total := func(st State) uint64 { return counts[[2]byte{byte(st), 0}] + counts[[2]byte{byte(st), 1}] }
+	for _, st := range States {
+		for _, c := range movement.Classes {
+			got := getU64(b.meta, counterKey(st, c))
+			if want := counts[[2]byte{byte(st), byte(c)}]; got != want {
+				return fmt.Errorf("counter %s/%s = %d, full scan counts %d", st, c, got, want)
+			}
+		}
+	}
+	if n := uint64(b.pending.Stats().KeyN); n != total(Pending) {
+		return fmt.Errorf("%d pending records for %d pending keys", n, total(Pending))
+	}
+	if due != total(Pending) {
+		return fmt.Errorf("%d due entries for %d pending keys", due, total(Pending))
+	}
+	var synced, last uint64
+	err := b.forEachSyncedBlock(func(k []byte, es []syncedEntry) (bool, error) {
+		if synced > 0 && es[0].Seq <= last {
+			return false, fmt.Errorf("synced block %x starts at or below sequence %d, which the block before holds", k, last)
+		}
+		synced += uint64(len(es))
+		last = es[len(es)-1].Seq
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	if synced != total(Synced) {
+		return fmt.Errorf("%d synced entries for %d synced keys", synced, total(Synced))
+	}
+	if n, want := uint64(b.quarantine.Stats().KeyN), total(Quarantined); n != want {
+		return fmt.Errorf("%d quarantine records for %d quarantined keys", n, want)
+	}
+	return nil
 }

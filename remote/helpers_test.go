@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nkeys"
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/central/command"
@@ -178,24 +177,6 @@ func (s *store) events(t *testing.T, action string) []queue.Event {
 		t.Fatal(err)
 	}
 	return out
-}
-
-// operator is a new operator key pair.
-func operator(t *testing.T) *command.Signer {
-	t.Helper()
-	kp, err := nkeys.CreateUser()
-	if err != nil {
-		t.Fatal(err)
-	}
-	seed, err := kp.Seed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := command.NewSigner(seed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
 }
 
 // sendRaw sends data to subject and decodes the reply.

@@ -15,6 +15,7 @@ import (
 	"github.com/rxedge/agent/headoffice/fleet"
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/remote"
+	"github.com/rxedge/agent/testkit/ledgertest"
 	"github.com/rxedge/agent/testkit/natstest"
 )
 
@@ -40,7 +41,7 @@ func askLedger(t *testing.T, c *fleet.Client, op *command.Signer, store string, 
 // where unsigned reads are allowed, and a range over the limit is refused.
 func TestLedgerCommand(t *testing.T) {
 	srv := natstest.StartHub(t)
-	op := operator(t)
+	op := ledgertest.OperatorSigner(t)
 	skey, vkey, _ := ledger.GenerateKey(rand.Reader, "S0001")
 	s := startStoreWith(t, srv.URL(), "S0001", []string{op.PublicKey()}, 2, func(o *remote.Options) {
 		o.AllowUnsignedReads = true

@@ -13,6 +13,7 @@ import (
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/remote"
+	"github.com/rxedge/agent/testkit/ledgertest"
 	"github.com/rxedge/agent/testkit/natstest"
 )
 
@@ -24,7 +25,7 @@ import (
 // without doing anything.
 func TestReconcileCommand(t *testing.T) {
 	srv := natstest.StartHub(t)
-	op := operator(t)
+	op := ledgertest.OperatorSigner(t)
 	s := startStoreWith(t, srv.URL(), "S0001", []string{op.PublicKey()}, 2, func(o *remote.Options) { o.AllowUnsignedReads = true })
 	// Sequences 1 and 2 are quarantined; purge 1 as an operator.
 	k1, _ := movement.ParseKey(s.keys[0])

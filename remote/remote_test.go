@@ -17,6 +17,7 @@ import (
 	"github.com/rxedge/agent/headoffice/fleet"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/remote"
+	"github.com/rxedge/agent/testkit/ledgertest"
 	"github.com/rxedge/agent/testkit/natstest"
 )
 
@@ -26,7 +27,7 @@ import (
 // nothing; a restart does not reopen the replay window.
 func TestSignedCommands(t *testing.T) {
 	srv := natstest.StartHub(t)
-	op := operator(t)
+	op := ledgertest.OperatorSigner(t)
 	s := startStore(t, srv.URL(), "S0001", []string{op.PublicKey()}, 10)
 	opConn := natstest.Connect(t, srv.URL())
 	client := fleet.NewClient(opConn, op)
@@ -145,7 +146,7 @@ func TestSignedCommands(t *testing.T) {
 	})
 
 	t.Run("unknown key", func(t *testing.T) {
-		other := operator(t)
+		other := ledgertest.OperatorSigner(t)
 		e := signedRedrive(other, "S0001", s.keys[1], time.Now(), time.Minute)
 		refused(t, client.Send(ctx, e, nil), command.CodeUnknownKey, "unknown key", remote.ActorUnverified, s.keys[1])
 	})
@@ -283,7 +284,7 @@ func TestSignedCommands(t *testing.T) {
 // not fit the server's max_payload.
 func TestReplyTooLarge(t *testing.T) {
 	srv := natstest.StartHub(t, natstest.WithMaxPayload(4096))
-	op := operator(t)
+	op := ledgertest.OperatorSigner(t)
 	startStore(t, srv.URL(), "S0001", []string{op.PublicKey()}, 20)
 	client := fleet.NewClient(natstest.Connect(t, srv.URL()), op)
 	_, err := client.List(testContext(t), "S0001", command.ListArgs{})
@@ -313,7 +314,7 @@ func TestFleetIsNoStoreID(t *testing.T) {
 // must be neither answered nor journalled.
 func TestReflectedMessagesAreDroppedUnread(t *testing.T) {
 	srv := natstest.StartHub(t)
-	op := operator(t)
+	op := ledgertest.OperatorSigner(t)
 	s := startStore(t, srv.URL(), "S0001", []string{op.PublicKey()}, 1)
 	attacker := natstest.Connect(t, srv.URL())
 	seen, err := attacker.SubscribeSync(command.Subject("S0001", ">"))
@@ -358,7 +359,7 @@ func TestReflectedMessagesAreDroppedUnread(t *testing.T) {
 // sent the arguments it knows.
 func TestRedriveJournalsWhomTheKeySignedFor(t *testing.T) {
 	srv := natstest.StartHub(t)
-	op := operator(t)
+	op := ledgertest.OperatorSigner(t)
 	s := startStore(t, srv.URL(), "S0001", []string{op.PublicKey()}, 2)
 	client := fleet.NewClient(natstest.Connect(t, srv.URL()), op)
 	ctx := testContext(t)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rxedge/agent/central/command"
 	"github.com/rxedge/agent/dlq"
+	"github.com/rxedge/agent/testkit/ledgertest"
 )
 
 // TestSigningBytes pins the bytes an operator signs: a change here breaks
@@ -38,7 +39,7 @@ func TestSigningBytes(t *testing.T) {
 // with nkeys as an agent does, and checks that changing any field, the
 // store and the command among them, breaks it.
 func TestSignatureBindsEveryField(t *testing.T) {
-	op := operator(t)
+	op := ledgertest.OperatorSigner(t)
 	e, err := command.NewEnvelope("S0001", command.CmdDLQRedrive, command.RedriveArgs{Selection: dlq.Selection{All: true}, ReasonText: "a <b> & c"})
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +77,7 @@ func TestSignatureBindsEveryField(t *testing.T) {
 		"args":    func(e *command.Envelope) { e.Args = []byte(`{"all":true,"reason_text":"other"}`) },
 		"nonce":   func(e *command.Envelope) { e.Nonce = "0190a4b2-0000-7000-8000-000000000001" },
 		"expires": func(e *command.Envelope) { e.Expires = "2099-01-01T00:00:00Z" },
-		"key":     func(e *command.Envelope) { e.Key = operator(t).PublicKey() },
+		"key":     func(e *command.Envelope) { e.Key = ledgertest.OperatorSigner(t).PublicKey() },
 	} {
 		c := sent
 		change(&c)
@@ -134,30 +135,12 @@ func TestReconcileLimitsFitAnEnvelope(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := operator(t).Sign(&e, time.Now(), time.Minute); err != nil {
+	if err := ledgertest.OperatorSigner(t).Sign(&e, time.Now(), time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(mustJSON(t, e)); n > command.MaxEnvelopeBytes {
 		t.Errorf("the largest reconcile request is %d bytes, over the envelope's %d", n, command.MaxEnvelopeBytes)
 	}
-}
-
-// operator is a new operator key pair.
-func operator(t *testing.T) *command.Signer {
-	t.Helper()
-	kp, err := nkeys.CreateUser()
-	if err != nil {
-		t.Fatal(err)
-	}
-	seed, err := kp.Seed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := command.NewSigner(seed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
 }
 
 func mustJSON(t *testing.T, v any) []byte {

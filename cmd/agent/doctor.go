@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,6 +12,7 @@ import (
 	"github.com/rxedge/agent/doctor"
 	"github.com/rxedge/agent/installer"
 	"github.com/rxedge/agent/internal/cli"
+	"github.com/rxedge/agent/internal/secret"
 	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/status"
 )
@@ -77,11 +76,11 @@ func newDoctorCmd(s *cli.Streams) *cobra.Command {
 			}
 			o := doctor.Options{ConfigPath: path, Config: c, Timeout: timeout, MaxPendingAge: maxAge, Command: installer.Command(), Trial: dev}
 			if adminUser != "" {
-				pw, err := os.ReadFile(adminPass)
+				pw, err := secret.ReadFile(adminPass)
 				if err != nil {
 					return cli.UsageError("--admin-user needs --admin-password-file: %v", err)
 				}
-				o.Admin = &doctor.Admin{User: adminUser, Password: strings.TrimRight(string(pw), "\r\n")}
+				o.Admin = &doctor.Admin{User: adminUser, Password: pw}
 			}
 			if c.DataDir != "" {
 				keyFile := ""

@@ -16,6 +16,7 @@ import (
 	"github.com/rxedge/agent/configs"
 	"github.com/rxedge/agent/installer"
 	"github.com/rxedge/agent/internal/cli"
+	"github.com/rxedge/agent/internal/secret"
 	"github.com/rxedge/agent/settings"
 )
 
@@ -82,23 +83,21 @@ func (c centralFlags) apply(tmpl []byte) ([]byte, error) {
 	case c.nkeySeedFile != "":
 		set = append(set, [2]string{"nkey_seed_file", c.nkeySeedFile})
 	case c.user != "":
-		b, err := os.ReadFile(c.passwordFile)
+		pw, err := secret.ReadFile(c.passwordFile)
+		if errors.Is(err, secret.ErrEmpty) || errors.Is(err, secret.ErrLines) {
+			return nil, cli.UsageError("--password-file: %v", err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("install: --password-file: %w", err)
 		}
-		pw := strings.TrimRight(string(b), "\r\n")
-		if pw == "" {
-			return nil, cli.UsageError("--password-file %s is empty", c.passwordFile)
-		}
 		set = append(set, [2]string{"user", c.user}, [2]string{"password", pw})
 	case c.tokenFile != "":
-		b, err := os.ReadFile(c.tokenFile)
+		tok, err := secret.ReadFile(c.tokenFile)
+		if errors.Is(err, secret.ErrEmpty) || errors.Is(err, secret.ErrLines) {
+			return nil, cli.UsageError("--token-file: %v", err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("install: --token-file: %w", err)
-		}
-		tok := strings.TrimSpace(string(b))
-		if tok == "" {
-			return nil, cli.UsageError("--token-file %s is empty", c.tokenFile)
 		}
 		set = append(set, [2]string{"token", tok})
 	}

@@ -385,7 +385,7 @@ func TestInstallWritesCentral(t *testing.T) {
 }
 
 // TestInstallRefusesPasswordWithLineBreak: a password file whose password
-// spans lines is refused, naming the key and never the password, rather
+// spans lines is refused, naming the flag and never the password, rather
 // than written as a YAML value that reads back as another password.
 func TestInstallRefusesPasswordWithLineBreak(t *testing.T) {
 	pw := filepath.Join(t.TempDir(), "password")
@@ -395,8 +395,8 @@ func TestInstallRefusesPasswordWithLineBreak(t *testing.T) {
 	if err == nil {
 		t.Fatalf("accepted; config:\n%s", b)
 	}
-	if !strings.Contains(err.Error(), "nats.password") || strings.Contains(err.Error(), "half") {
-		t.Errorf("error %q: want it to name nats.password and not the password", err)
+	if !strings.Contains(err.Error(), "--password-file") || !strings.Contains(err.Error(), "more than one line") || strings.Contains(err.Error(), "half") {
+		t.Errorf("error %q: want it to name --password-file and the reason, not the password", err)
 	}
 }
 

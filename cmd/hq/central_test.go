@@ -26,6 +26,7 @@ import (
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/remote"
 	"github.com/rxedge/agent/status"
+	"github.com/rxedge/agent/testkit/ledgertest"
 	"github.com/rxedge/agent/testkit/natstest"
 )
 
@@ -262,7 +263,7 @@ func (c *chain) answerWith(store string, answer []byte) {
 // whose gaps are explained exits 0. No payload reaches the output.
 func TestCentralReconcileChain(t *testing.T) {
 	c := startChain(t)
-	seed, pub := operatorSeed(t)
+	seed, pub := ledgertest.OperatorFile(t)
 
 	purged := c.agentStore("S0010", 5, pub)
 	c.deliver(purged, 1, 2, 4, 5)

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -15,6 +13,7 @@ import (
 	"github.com/rxedge/agent/headoffice/natsconn"
 	"github.com/rxedge/agent/hub"
 	"github.com/rxedge/agent/internal/cli"
+	"github.com/rxedge/agent/internal/secret"
 )
 
 func newHubCmd(s *cli.Streams) *cobra.Command {
@@ -118,11 +117,11 @@ func (f *provisionFlags) run(ctx context.Context, s *cli.Streams) error {
 	}
 	dnf := &f.nf // who checks durability: the system user when given
 	if f.sysUser != "" {
-		pw, err := os.ReadFile(f.sysPass)
+		pw, err := secret.ReadFile(f.sysPass)
 		if err != nil {
 			return cli.UsageError("--system-user needs --system-password-file: %v", err)
 		}
-		dnf = f.nf.AsUser(f.sysUser, strings.TrimRight(string(pw), "\r\n"))
+		dnf = f.nf.AsUser(f.sysUser, pw)
 	}
 	nc, err := f.nf.Connect("rxedge-provision")
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rxedge/agent/internal/cli"
+	"github.com/rxedge/agent/testkit/ledgertest"
 )
 
 // hiddenPassword is the password the tests below put where a user could,
@@ -45,7 +46,7 @@ func headOfficeCommands(t *testing.T, dir string) [][]string {
 	if err := os.WriteFile(roster, []byte("S0001\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	seed, _ := operatorSeed(t)
+	seed, _ := ledgertest.OperatorFile(t)
 	witnessKey := filepath.Join(dir, "witness.key")
 	mustCLI(t, "witness-key", "--out", witnessKey)
 	pg := "postgres://sink@127.0.0.1:1/rx"

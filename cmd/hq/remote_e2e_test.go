@@ -16,7 +16,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nkeys"
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/central/command"
@@ -29,6 +28,7 @@ import (
 	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/status"
 	"github.com/rxedge/agent/testkit/agenttest"
+	"github.com/rxedge/agent/testkit/ledgertest"
 	"github.com/rxedge/agent/testkit/natstest"
 	"github.com/rxedge/agent/testkit/syncbuf"
 )
@@ -198,29 +198,6 @@ func centralSubjects(t *testing.T, url string) (uint64, map[string]uint64) {
 	return msgs, subjects
 }
 
-// operatorSeed writes a new operator seed file and returns its path and
-// public key.
-func operatorSeed(t *testing.T) (string, string) {
-	t.Helper()
-	kp, err := nkeys.CreateUser()
-	if err != nil {
-		t.Fatal(err)
-	}
-	seed, err := kp.Seed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := kp.PublicKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "operator.nk")
-	if err := os.WriteFile(path, seed, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path, pub
-}
-
 // TestRemoteRedriveEndToEnd: two movements are quarantined as too large by
 // a hub with a small max_payload, and listed with their failure context;
 // the hub's limit is raised; a local redrive delivers the first exactly
@@ -228,7 +205,7 @@ func operatorSeed(t *testing.T) (string, string) {
 // nothing; the journal shows both redrives with who and why.
 func TestRemoteRedriveEndToEnd(t *testing.T) {
 	h := natstest.StartHub(t, natstest.WithMaxPayload(2048))
-	seedFile, pub := operatorSeed(t)
+	seedFile, pub := ledgertest.OperatorFile(t)
 	a := startLiveAgent(t, h.URL(), pub)
 
 	code, body := a.post(t, "["+strings.Join([]string{
@@ -295,7 +272,7 @@ func TestRemoteRedriveEndToEnd(t *testing.T) {
 		t.Errorf("remote redrive of a synced key: exit %d\n%s%s", code, stdout, stderr)
 	}
 	// A key the store does not trust is refused.
-	otherSeed, otherPub := operatorSeed(t)
+	otherSeed, otherPub := ledgertest.OperatorFile(t)
 	if stdout, stderr, code := runCLI(t, "remote", "redrive", "--store", liveStore, "--all", "--reason-text", "x", "--nkey", otherSeed, "--server", h.URL()); code != 1 || !strings.Contains(stderr, "unknown key") {
 		t.Errorf("remote redrive with an unknown key: exit %d\n%s%s", code, stdout, stderr)
 	}
@@ -380,7 +357,7 @@ func TestRemoteRedriveEndToEnd(t *testing.T) {
 func TestNoPatientDataAnywhere(t *testing.T) {
 	const marker = "PATIENT-MARKER-4471"
 	h := natstest.StartHub(t, natstest.WithMaxPayload(2048))
-	seedFile, pub := operatorSeed(t)
+	seedFile, pub := ledgertest.OperatorFile(t)
 
 	// Heartbeats are status output too.
 	watcher := natstest.Connect(t, h.URL())
@@ -454,7 +431,7 @@ func TestNoPatientDataAnywhere(t *testing.T) {
 	run("dlq", "redrive", keys["BIG-A"], "--reason-text", "limit raised", "--data-dir", a.dir)
 	run("remote", "redrive", "--store", liveStore, keys["BIG-B"], "--reason-text", "limit raised", "--nkey", seedFile, "--server", h.URL(), "--json")
 	run("remote", "redrive", "--store", liveStore, keys["BIG-B"], "--reason-text", "again", "--nkey", seedFile, "--server", h.URL())
-	otherSeed, _ := operatorSeed(t)
+	otherSeed, _ := ledgertest.OperatorFile(t)
 	run("remote", "redrive", "--store", liveStore, "--all", "--reason-text", "refused", "--nkey", otherSeed, "--server", h.URL())
 	run("remote", "status", "--store", "S9999", "--wait", "300ms", "--nkey", seedFile, "--server", h.URL())
 	a.waitFor(t, "3 synced", func(st *status.Status) bool { return st.Counts.Synced.Total == 3 })

@@ -15,6 +15,7 @@ import (
 	"github.com/rxedge/agent/remote"
 	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/testkit/agenttest"
+	"github.com/rxedge/agent/testkit/ledgertest"
 	"github.com/rxedge/agent/testkit/natstest"
 )
 
@@ -41,7 +42,7 @@ func serveRemote(t *testing.T, url, dir, storeID string, operatorKey string, opt
 }
 
 func TestRemoteUsageErrors(t *testing.T) {
-	seed, _ := operatorSeed(t)
+	seed, _ := ledgertest.OperatorFile(t)
 	garbage := filepath.Join(t.TempDir(), "garbage.nk")
 	if err := os.WriteFile(garbage, []byte("not a seed\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -82,7 +83,7 @@ func TestRemoteUsageErrors(t *testing.T) {
 func TestRemoteStatusExitCodes(t *testing.T) {
 	h := natstest.StartHub(t)
 	quarantined, _ := agenttest.Quarantined(t, cliStore, agenttest.Movement{ID: "A"})
-	seed, pub := operatorSeed(t)
+	seed, pub := ledgertest.OperatorFile(t)
 	serveRemote(t, h.URL(), quarantined, cliStore, pub)
 	// A second store, with nothing quarantined.
 	clean := t.TempDir()
@@ -105,7 +106,7 @@ func TestRemoteStatusExitCodes(t *testing.T) {
 func TestRemoteAsTheOperatorUser(t *testing.T) {
 	h := natstest.StartHub(t, natstest.WithConfigFile(filepath.Join("..", "..", "configs", "nats", "production.conf.template"),
 		nats.UserInfo("admin", "CHANGE-ME-admin"), nats.CustomInboxPrefix("_INBOX_admin")))
-	seed, pub := operatorSeed(t)
+	seed, pub := ledgertest.OperatorFile(t)
 	serveRemote(t, h.URL(), t.TempDir(), "S0001", pub, nats.UserInfo("S0001", "CHANGE-ME-S0001"), nats.CustomInboxPrefix("_INBOX_S0001"))
 
 	ops := []string{"--nkey", seed, "--server", h.URL(), "--user", "ops", "--password", "CHANGE-ME-ops", "--wait", "2s"}
@@ -146,7 +147,7 @@ func writeContext(t *testing.T, dir, name, body string, selected bool) string {
 func TestRemoteWithANATSContext(t *testing.T) {
 	h := natstest.StartHub(t, natstest.WithConfigFile(filepath.Join("..", "..", "configs", "nats", "production.conf.template"),
 		nats.UserInfo("admin", "CHANGE-ME-admin"), nats.CustomInboxPrefix("_INBOX_admin")))
-	seed, pub := operatorSeed(t)
+	seed, pub := ledgertest.OperatorFile(t)
 	serveRemote(t, h.URL(), t.TempDir(), "S0001", pub, nats.UserInfo("S0001", "CHANGE-ME-S0001"), nats.CustomInboxPrefix("_INBOX_S0001"))
 
 	xdg := t.TempDir()

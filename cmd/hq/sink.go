@@ -20,6 +20,7 @@ import (
 	"github.com/rxedge/agent/headoffice/sink"
 	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/internal/progress"
+	"github.com/rxedge/agent/internal/secret"
 )
 
 // sinkFlags are how the sink and the report reach PostgreSQL and central:
@@ -121,7 +122,7 @@ func (f *sinkFlags) resolve(cmd *cobra.Command) error {
 	fill(&n.Key, s.Key)
 	fill(&n.Inbox, s.InboxPrefix)
 	if s.PasswordFile != "" && n.Password == "" {
-		pw, err := sink.ReadSecret(s.PasswordFile)
+		pw, err := secret.ReadFile(s.PasswordFile)
 		if err != nil {
 			return err
 		}

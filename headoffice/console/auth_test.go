@@ -26,6 +26,7 @@ import (
 	"github.com/rxedge/agent/headoffice/console"
 	"github.com/rxedge/agent/headoffice/fleet"
 	"github.com/rxedge/agent/status"
+	"github.com/rxedge/agent/testkit/ledgertest"
 	"github.com/rxedge/agent/testkit/natstest"
 	"github.com/rxedge/agent/testkit/syncbuf"
 )
@@ -109,7 +110,7 @@ func journal(t *testing.T, h *hqConsole) []console.Entry {
 // refused, header or not, and a user with no role is refused.
 func TestProxyHeaderOnlyFromTheProxy(t *testing.T) {
 	hub := natstest.StartHub(t)
-	h := startConsole(t, hub, operatorSigner(t), nil, nil)
+	h := startConsole(t, hub, ledgertest.OperatorSigner(t), nil, nil)
 	for _, tt := range []struct {
 		name, user, from string
 		want             int
@@ -140,7 +141,7 @@ func TestProxyHeaderOnlyFromTheProxy(t *testing.T) {
 func TestStateChangesNeedTokenRoleAndOrigin(t *testing.T) {
 	hub := natstest.StartHub(t)
 	seed(t, hub, command.Summary{StoreID: "S0001", State: status.Online, Quarantined: 1, GeneratedAt: time.Now(), Version: "1"})
-	h := startConsole(t, hub, operatorSigner(t), nil, nil)
+	h := startConsole(t, hub, ledgertest.OperatorSigner(t), nil, nil)
 	waitFor(t, "the index to hold S0001", func() bool { _, ok := h.index.Get("S0001"); return ok })
 	form := func(csrf string) url.Values {
 		return url.Values{"csrf": {csrf}, "key": {strings.Repeat("a", 32)}, "reason": {"limit raised"}}
@@ -210,7 +211,7 @@ func TestDevLogin(t *testing.T) {
 	hub := natstest.StartHub(t)
 	now := time.Now()
 	clock := func() time.Time { return now }
-	h := startConsole(t, hub, operatorSigner(t), nil, func(o *console.Options) {
+	h := startConsole(t, hub, ledgertest.OperatorSigner(t), nil, func(o *console.Options) {
 		o.Auth, o.ProxyFrom, o.Roles, o.Clock = console.AuthDev, nil, nil, clock
 	})
 	addr := strings.TrimPrefix(h.url, "http://")
@@ -275,7 +276,7 @@ func TestClientCertificates(t *testing.T) {
 	pool.AddCert(ca)
 	serverCert := issue(t, ca, caKey, "console", "", true)
 	hub := natstest.StartHub(t)
-	h := startConsole(t, hub, operatorSigner(t), []fleet.RosterStore{{Store: "S0001"}}, func(o *console.Options) {
+	h := startConsole(t, hub, ledgertest.OperatorSigner(t), []fleet.RosterStore{{Store: "S0001"}}, func(o *console.Options) {
 		o.Auth, o.ProxyFrom = console.AuthClientCert, nil
 		o.TLS = &tls.Config{Certificates: []tls.Certificate{serverCert}, ClientCAs: pool, MinVersion: tls.VersionTLS12}
 	})

@@ -16,6 +16,7 @@ import (
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/status"
 	"github.com/rxedge/agent/testkit/fleetsim"
+	"github.com/rxedge/agent/testkit/ledgertest"
 	"github.com/rxedge/agent/testkit/natstest"
 )
 
@@ -42,7 +43,7 @@ func storeEvents(t *testing.T, s *fleetsim.Store, action string) []queue.Event {
 // what happened.
 func TestBulkRedriveAcrossStores(t *testing.T) {
 	hub := natstest.StartHub(t)
-	op := operatorSigner(t)
+	op := ledgertest.OperatorSigner(t)
 	o := fleetsim.Options{URL: hub.URL(), Dir: t.TempDir(), OperatorKeys: []string{op.PublicKey()}, Quarantined: 2}
 	var stores []*fleetsim.Store
 	for _, id := range []string{"S0001", "S0002", "S0003"} {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rxedge/agent/headoffice/fleet"
 	"github.com/rxedge/agent/testkit/agentbin"
+	"github.com/rxedge/agent/testkit/ledgertest"
 	"github.com/rxedge/agent/testkit/natstest"
 )
 
@@ -71,7 +72,7 @@ var roster = []fleet.RosterStore{
 // the console; S0001 quarantines its large movement and S0002 stops.
 func startChain(t *testing.T) *chain {
 	t.Helper()
-	c := &chain{hub: natstest.StartHub(t, natstest.WithMaxPayload(centralLimit)), op: operatorSigner(t)}
+	c := &chain{hub: natstest.StartHub(t, natstest.WithMaxPayload(centralLimit)), op: ledgertest.OperatorSigner(t)}
 	dir := t.TempDir()
 	form := filepath.Join(dir, "formulary.csv")
 	os.WriteFile(form, []byte("ndc,schedule\n00406-0552-62,CII\n00054-0237-25,CII\n0591-0384-01,CIV\n"), 0o600)

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nkeys"
 
 	"github.com/rxedge/agent/central/command"
 	"github.com/rxedge/agent/headoffice/console"
@@ -34,21 +33,6 @@ func TestMain(m *testing.M) {
 // patientMarker is written into every patient field the intakes are
 // sent; it must come out on no page.
 const patientMarker = "ZQXPATIENTMARKER"
-
-// operatorSigner is a new operator key.
-func operatorSigner(t *testing.T) *command.Signer {
-	t.Helper()
-	kp, err := nkeys.CreateUser()
-	if err != nil {
-		t.Fatal(err)
-	}
-	seed, _ := kp.Seed()
-	s, err := command.NewSigner(seed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
 
 // agentProc is a built agent running as a child process.
 type agentProc struct {

@@ -111,7 +111,7 @@ func TestLookupsUseTheSinkIndexes(t *testing.T) {
 func TestRecordsPages(t *testing.T) {
 	pool, _ := sinkDB(t)
 	hub := natstest.StartHub(t)
-	h := startConsole(t, hub, operatorSigner(t), nil, func(o *console.Options) { o.Records = console.SinkRecords{Pool: pool} })
+	h := startConsole(t, hub, ledgertest.OperatorSigner(t), nil, func(o *console.Options) { o.Records = console.SinkRecords{Pool: pool} })
 	c, csrf := session(t, h, "alice@chain.example")
 	code, page := post(t, h, "alice@chain.example", c, "/records", url.Values{"csrf": {csrf}, "by": {"rx_ref"}, "value": {"RX-" + patientMarker}}, nil)
 	key := fmt.Sprintf("%032x", 2)
@@ -157,7 +157,7 @@ func TestProofDownload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := startConsole(t, hub, operatorSigner(t), nil, func(o *console.Options) {
+	h := startConsole(t, hub, ledgertest.OperatorSigner(t), nil, func(o *console.Options) {
 		o.Prover = console.AuditProver{Conn: nc, Roster: roster}
 	})
 	key := ledgertest.Key("S0042", 4)

@@ -17,7 +17,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nkeys"
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/rxedge/agent/central"
@@ -31,6 +30,7 @@ import (
 	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/remote"
+	"github.com/rxedge/agent/testkit/ledgertest"
 )
 
 // productionConfig is the shipped template, loaded as it is: its example
@@ -553,18 +553,7 @@ func testAdminOnlyProvisions(t *testing.T, n int) {
 // cannot send it.
 func TestProductionConfigRemoteControl(t *testing.T) {
 	h := startProduction(t, 1)
-	kp, err := nkeys.CreateUser()
-	if err != nil {
-		t.Fatal(err)
-	}
-	seed, err := kp.Seed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := command.NewSigner(seed)
-	if err != nil {
-		t.Fatal(err)
-	}
+	signer := ledgertest.OperatorSigner(t)
 	queues := map[string]*queue.Queue{}
 	var quarantined string
 	for _, id := range []identity{storeA, storeB} {

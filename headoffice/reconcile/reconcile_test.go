@@ -12,7 +12,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nkeys"
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/central/command"
@@ -24,6 +23,7 @@ import (
 	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/remote"
 	"github.com/rxedge/agent/status"
+	"github.com/rxedge/agent/testkit/ledgertest"
 	"github.com/rxedge/agent/testkit/natstest"
 )
 
@@ -336,15 +336,7 @@ func TestRunHalvesWhatDoesNotFitAMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.fleet("S0001", 200)
-	kp, err := nkeys.CreateUser()
-	if err != nil {
-		t.Fatal(err)
-	}
-	seed, _ := kp.Seed()
-	signer, err := command.NewSigner(seed)
-	if err != nil {
-		t.Fatal(err)
-	}
+	signer := ledgertest.OperatorSigner(t)
 	storeConn := natstest.Connect(t, srv.URL(), nats.CustomInboxPrefix(central.InboxPrefix("S0001")))
 	resp := remote.New(remote.Options{Queue: q, DLQ: dlq.New(q), StoreID: "S0001", OperatorKeys: []string{signer.PublicKey()}})
 	defer resp.Close()

@@ -14,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/rxedge/agent/internal/redact"
+	"github.com/rxedge/agent/internal/secret"
 )
 
 // Settings are the sink's settings file (configs/sink.yaml): what a
@@ -101,21 +102,6 @@ func (s *Settings) ApplyEnv(getenv func(string) string) error {
 	return nil
 }
 
-// ReadSecret reads a password file: its first line, without the line end.
-// The error names the file, never its content.
-func ReadSecret(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("password file: %w", err)
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	line = strings.TrimSuffix(line, "\r")
-	if line == "" {
-		return "", fmt.Errorf("password file %s: empty", path)
-	}
-	return line, nil
-}
-
 // ErrSetting marks a setting the sink cannot work with as given (a
 // PostgreSQL URL that does not parse): a usage error to fix, never one to
 // wait out. Retryable is false for it.
@@ -167,7 +153,7 @@ func (s *Settings) PostgresConfig() (*pgxpool.Config, error) {
 		}
 	}
 	if s.Postgres.PasswordFile != "" {
-		pw, err := ReadSecret(s.Postgres.PasswordFile)
+		pw, err := secret.ReadFile(s.Postgres.PasswordFile)
 		if err != nil {
 			return nil, err
 		}

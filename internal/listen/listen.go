@@ -9,9 +9,10 @@ package listen
 import (
 	"fmt"
 	"net"
-	"os"
 	"strconv"
 	"strings"
+
+	"github.com/rxedge/agent/internal/secret"
 )
 
 // MinTokenLen is the shortest bearer token a listener takes.
@@ -62,18 +63,19 @@ func Loopback(host string) bool {
 
 // Token is the bearer token of the listener whose settings are
 // section.token and section.token_file: the token itself, or the content
-// of the file (surrounding white space trimmed), with the problem, naming
+// file's first line (read as every secret file is, secret.ReadFile;
+// surrounding white space trimmed), with the problem, naming
 // its field, when there is one. A problem never shows the token.
 func Token(section, value, file string) (string, error) {
 	switch {
 	case value != "" && file != "":
 		return "", fmt.Errorf("%s.token: set %s.token or %s.token_file, not both", section, section, section)
 	case file != "":
-		b, err := os.ReadFile(file)
+		line, err := secret.ReadFile(file)
 		if err != nil {
 			return "", fmt.Errorf("%s.token_file: %v", section, err)
 		}
-		t := strings.TrimSpace(string(b))
+		t := strings.TrimSpace(line) // a token holds no white space
 		if len(t) < MinTokenLen {
 			return t, fmt.Errorf("%s.token_file: the token in %s is shorter than %d characters", section, file, MinTokenLen)
 		}

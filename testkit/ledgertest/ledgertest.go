@@ -15,6 +15,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -327,6 +329,29 @@ func Operator(tb testing.TB) (seed []byte, pub string) {
 	seed, _ = kp.Seed()
 	pub, _ = kp.PublicKey()
 	return seed, pub
+}
+
+// OperatorSigner makes an operator's signing key and returns its signer.
+func OperatorSigner(tb testing.TB) *command.Signer {
+	tb.Helper()
+	seed, _ := Operator(tb)
+	s, err := command.NewSigner(seed)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+// OperatorFile writes a new operator seed file (mode 0600) and returns its
+// path and the public key.
+func OperatorFile(tb testing.TB) (path, pub string) {
+	tb.Helper()
+	seed, pub := Operator(tb)
+	path = filepath.Join(tb.TempDir(), "operator.nk")
+	if err := os.WriteFile(path, seed, 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return path, pub
 }
 
 // Asker answers in process from the stores (for tests that do not go

@@ -102,38 +102,7 @@ func StartCluster(tb testing.TB, n int, opts ...Option) *Cluster {
 		c.startNode(tb, i)
 	}
 
-	// The first node's options carry the streams' and the credentials.
-	first := c.nodes[0].opts
-	so := first.Stream
-	so.Replicas = 3
-	if first.ConfigFile != "" {
-		c.account = provision.CentralAccount
-	}
-	parts := max(so.Partitions, 1)
-	for p := range parts {
-		c.movements = append(c.movements, central.MovementStream(p, parts))
-		c.archives = append(c.archives, central.ArchiveStream(p, parts))
-	}
-	nc := Connect(tb, strings.Join(c.URLs(), ","), first.ConnectOptions...)
-	js := JetStream(tb, nc)
-	deadline := time.Now().Add(clusterTimeout)
-	for {
-		// Fails until the nodes have met and elected a meta leader.
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_, err := streams.Provision(ctx, js, so)
-		cancel()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("natstest: provision the streams on the cluster: still failing after %v: %v", clusterTimeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	nc.Close()
-	for _, s := range append(slices.Clone(c.movements), c.archives...) {
-		c.WaitLeaderOf(tb, s)
-	}
+	c.provision(tb)
 	return c
 }
 
@@ -282,5 +251,44 @@ func waitFor(tb testing.TB, what string, cond func() bool) {
 			tb.Fatalf("natstest: still waiting for %s after %v", what, clusterTimeout)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// provision creates the streams the first node's options name, three
+// replicas each, once the nodes have met, and waits for each stream's
+// leader.
+func (c *Cluster) provision(tb testing.TB) {
+	tb.Helper()
+	// The first node's options carry the streams' and the credentials.
+	first := c.nodes[0].opts
+	so := first.Stream
+	so.Replicas = 3
+	if first.ConfigFile != "" {
+		c.account = provision.CentralAccount
+	}
+	parts := max(so.Partitions, 1)
+	for p := range parts {
+		c.movements = append(c.movements, central.MovementStream(p, parts))
+		c.archives = append(c.archives, central.ArchiveStream(p, parts))
+	}
+	nc := Connect(tb, strings.Join(c.URLs(), ","), first.ConnectOptions...)
+	js := JetStream(tb, nc)
+	deadline := time.Now().Add(clusterTimeout)
+	for {
+		// Fails until the nodes have met and elected a meta leader.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := streams.Provision(ctx, js, so)
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("natstest: provision the streams on the cluster: still failing after %v: %v", clusterTimeout, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	nc.Close()
+	for _, s := range append(slices.Clone(c.movements), c.archives...) {
+		c.WaitLeaderOf(tb, s)
 	}
 }

@@ -62,127 +62,152 @@ func main() {
 	dir, err := os.MkdirTemp("", "fixturegen")
 	must(err)
 	defer os.RemoveAll(dir)
-	path := filepath.Join(dir, "agent.db")
-	clk := &clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-	rnd := rand.New(rand.NewPCG(1, 2))
-	q, err := queue.Open(queue.Options{Path: path, StoreID: store, Clock: clk.Now})
+	g := &gen{
+		path:      filepath.Join(dir, "agent.db"),
+		clk:       &clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)},
+		rnd:       rand.New(rand.NewPCG(1, 2)),
+		streamSeq: 5000,
+	}
+	g.history()
+
+	// The file as the old agent left it, and what it holds.
+	raw, err := os.ReadFile(g.path)
 	must(err)
-	var ids []string
-	next := 0
-	enqueue := func(q *queue.Queue, n int) {
-		var items []movement.Prepared
-		for i := 0; i < n; i++ {
-			next++
-			id := fmt.Sprintf("M%06d", next)
-			sched := ""
-			if next%7 == 0 {
-				sched = "CII"
-			}
-			ids = append(ids, id)
-			items = append(items, prep(id, 0, sched))
-			if len(items) == 100 {
-				_, err := q.Enqueue(items)
-				must(err)
-				items = nil
-				clk.now = clk.now.Add(time.Millisecond)
-			}
-		}
-		if len(items) > 0 {
-			_, err := q.Enqueue(items)
-			must(err)
-		}
-	}
-	streamSeq := uint64(5000)
-	// settle leases up to n due movements and acks, retries or
-	// quarantines each at random.
-	settle := func(n int, ackP, retryP float64) {
-		l, err := q.Lease(clk.now, n)
-		must(err)
-		var st queue.Settlement
-		for _, r := range l {
-			switch x := rnd.Float64(); {
-			case x < ackP:
-				streamSeq += uint64(1 + rnd.IntN(3))
-				st.Acks = append(st.Acks, queue.Ack{Seq: r.Seq, StreamSeq: streamSeq})
-			case x < ackP+retryP:
-				st.Retries = append(st.Retries, queue.RetryAt{Seq: r.Seq, Delay: time.Duration(1+rnd.IntN(20)) * time.Second,
-					Failure: queue.Failure{Kind: "transient:timeout", Text: "no answer in time"}, Uncharged: rnd.IntN(4) == 0})
-			default:
-				st.Quarantines = append(st.Quarantines, queue.QuarantineAt{Seq: r.Seq, Reason: "permanent:too_large",
-					Failure: queue.Failure{Kind: "permanent:too_large", Text: "over the limit"}, Charge: rnd.IntN(2) == 0,
-					ConnState: "connected", AgentVersion: "1.2.3"})
-			}
-		}
-		must(q.Settle(st))
-		clk.now = clk.now.Add(time.Second)
-	}
-	enqueue(q, 1200)
+	writeGzip(filepath.Join(*out, *name+".db.gz"), raw)
+	q, err := queue.Open(queue.Options{Path: g.path, StoreID: store, Clock: g.clk.Now})
+	must(err)
+	d := dump(q, g.ids)
+	must(q.Close())
+	b, err := json.Marshal(d)
+	must(err)
+	writeGzip(filepath.Join(*out, *name+".json.gz"), b)
+}
+
+// gen makes a data file's history: movements enqueued, settled at random,
+// pruned, redriven and purged, renumbered by a lineage start.
+type gen struct {
+	path      string
+	clk       *clock
+	rnd       *rand.Rand
+	q         *queue.Queue
+	ids       []string
+	next      int
+	streamSeq uint64
+}
+
+// history writes the whole history into the file at g.path.
+func (g *gen) history() {
+	var err error
+	g.q, err = queue.Open(queue.Options{Path: g.path, StoreID: store, Clock: g.clk.Now})
+	must(err)
+	g.enqueue(1200)
 	for i := 0; i < 6; i++ {
-		settle(150, 0.8, 0.12)
-		clk.now = clk.now.Add(25 * time.Second)
+		g.settle(150, 0.8, 0.12)
+		g.clk.now = g.clk.now.Add(25 * time.Second)
 	}
 	// The oldest synced keys pass the horizon.
-	clk.now = clk.now.Add(31 * 24 * time.Hour)
-	n, err := q.Prune(30*24*time.Hour, 0, 250)
+	g.clk.now = g.clk.now.Add(31 * 24 * time.Hour)
+	n, err := g.q.Prune(30*24*time.Hour, 0, 250)
 	must(err)
 	log.Printf("pruned %d", n)
-	enqueue(q, 800)
+	g.enqueue(800)
 	for i := 0; i < 5; i++ {
-		settle(200, 0.75, 0.15)
-		clk.now = clk.now.Add(25 * time.Second)
+		g.settle(200, 0.75, 0.15)
+		g.clk.now = g.clk.now.Add(25 * time.Second)
 	}
+	g.operate()
+	must(g.q.Close())
+
+	// A start with lineage: movements held back, then central says the
+	// file is behind it: they are renumbered.
+	g.q, err = queue.Open(queue.Options{Path: g.path, StoreID: store, Clock: g.clk.Now, Lineage: true})
+	must(err)
+	g.enqueue(150)
+	last, err := g.q.LastSeq()
+	must(err)
+	_, err = g.q.Confirm(queue.CentralRecord{Highest: last + 7, FileID: "0b7d3c1e-6a57-4e51-9a77-3f4d2c1b0a99"})
+	must(err)
+	g.settle(60, 1, 0)
+	must(g.q.Close())
+	// A last start leaves a fence standing over a few held movements.
+	g.q, err = queue.Open(queue.Options{Path: g.path, StoreID: store, Clock: g.clk.Now, Lineage: true})
+	must(err)
+	g.enqueue(40)
+	must(g.q.Close())
+}
+
+// operate redrives and purges some quarantined movements, as an operator
+// would, settles some more and journals a start.
+func (g *gen) operate() {
 	var quarantined [][16]byte
-	must(q.ForEachQuarantined(func(r *queue.Record) bool {
+	must(g.q.ForEachQuarantined(func(r *queue.Record) bool {
 		quarantined = append(quarantined, r.Key)
 		return true
 	}))
 	log.Printf("%d quarantined", len(quarantined))
-	_, err = q.Redrive(queue.Redrive{Keys: quarantined[:20], Actor: "local:op", Reason: "fixed upstream"})
+	_, err := g.q.Redrive(queue.Redrive{Keys: quarantined[:20], Actor: "local:op", Reason: "fixed upstream"})
 	must(err)
-	_, err = q.Purge(queue.Purge{Keys: quarantined[20:30], Actor: "local:op", Reason: "entered twice"})
+	_, err = g.q.Purge(queue.Purge{Keys: quarantined[20:30], Actor: "local:op", Reason: "entered twice"})
 	must(err)
-	clk.now = clk.now.Add(time.Minute)
-	settle(100, 0.9, 0.05)
-	must(q.Journal(queue.Event{Action: queue.ActionStart, Actor: queue.ActorAgent, Detail: map[string]string{"version": "1.2.3"}}))
-	must(q.Close())
+	g.clk.now = g.clk.now.Add(time.Minute)
+	g.settle(100, 0.9, 0.05)
+	must(g.q.Journal(queue.Event{Action: queue.ActionStart, Actor: queue.ActorAgent, Detail: map[string]string{"version": "1.2.3"}}))
+}
 
-	// A start with lineage: movements held back, then central says the
-	// file is behind it: they are renumbered.
-	q, err = queue.Open(queue.Options{Path: path, StoreID: store, Clock: clk.Now, Lineage: true})
-	must(err)
-	enqueue(q, 150)
-	last, err := q.LastSeq()
-	must(err)
-	_, err = q.Confirm(queue.CentralRecord{Highest: last + 7, FileID: "0b7d3c1e-6a57-4e51-9a77-3f4d2c1b0a99"})
-	must(err)
-	settle(60, 1, 0)
-	must(q.Close())
-	// A last start leaves a fence standing over a few held movements.
-	q, err = queue.Open(queue.Options{Path: path, StoreID: store, Clock: clk.Now, Lineage: true})
-	must(err)
-	enqueue(q, 40)
-	must(q.Close())
+// enqueue submits n movements in batches of 100; every seventh is CII.
+func (g *gen) enqueue(n int) {
+	var items []movement.Prepared
+	for i := 0; i < n; i++ {
+		g.next++
+		id := fmt.Sprintf("M%06d", g.next)
+		sched := ""
+		if g.next%7 == 0 {
+			sched = "CII"
+		}
+		g.ids = append(g.ids, id)
+		items = append(items, prep(id, 0, sched))
+		if len(items) == 100 {
+			_, err := g.q.Enqueue(items)
+			must(err)
+			items = nil
+			g.clk.now = g.clk.now.Add(time.Millisecond)
+		}
+	}
+	if len(items) > 0 {
+		_, err := g.q.Enqueue(items)
+		must(err)
+	}
+}
 
-	// The file as the old agent left it.
-	raw, err := os.ReadFile(path)
+// settle leases up to n due movements and acks, retries or quarantines
+// each at random.
+func (g *gen) settle(n int, ackP, retryP float64) {
+	l, err := g.q.Lease(g.clk.now, n)
 	must(err)
-	f, err := os.Create(filepath.Join(*out, *name+".db.gz"))
+	var st queue.Settlement
+	for _, r := range l {
+		switch x := g.rnd.Float64(); {
+		case x < ackP:
+			g.streamSeq += uint64(1 + g.rnd.IntN(3))
+			st.Acks = append(st.Acks, queue.Ack{Seq: r.Seq, StreamSeq: g.streamSeq})
+		case x < ackP+retryP:
+			st.Retries = append(st.Retries, queue.RetryAt{Seq: r.Seq, Delay: time.Duration(1+g.rnd.IntN(20)) * time.Second,
+				Failure: queue.Failure{Kind: "transient:timeout", Text: "no answer in time"}, Uncharged: g.rnd.IntN(4) == 0})
+		default:
+			st.Quarantines = append(st.Quarantines, queue.QuarantineAt{Seq: r.Seq, Reason: "permanent:too_large",
+				Failure: queue.Failure{Kind: "permanent:too_large", Text: "over the limit"}, Charge: g.rnd.IntN(2) == 0,
+				ConnState: "connected", AgentVersion: "1.2.3"})
+		}
+	}
+	must(g.q.Settle(st))
+	g.clk.now = g.clk.now.Add(time.Second)
+}
+
+// writeGzip writes b to path, compressed as well as gzip can.
+func writeGzip(path string, b []byte) {
+	f, err := os.Create(path)
 	must(err)
 	zw, _ := gzip.NewWriterLevel(f, gzip.BestCompression)
-	_, err = zw.Write(raw)
-	must(err)
-	must(zw.Close())
-	must(f.Close())
-
-	q, err = queue.Open(queue.Options{Path: path, StoreID: store, Clock: clk.Now})
-	must(err)
-	d := dump(q, ids)
-	must(q.Close())
-	b, err := json.Marshal(d)
-	must(err)
-	f, err = os.Create(filepath.Join(*out, *name+".json.gz"))
-	must(err)
-	zw, _ = gzip.NewWriterLevel(f, gzip.BestCompression)
 	_, err = zw.Write(b)
 	must(err)
 	must(zw.Close())
