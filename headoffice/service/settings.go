@@ -14,6 +14,7 @@ import (
 
 	"github.com/rxedge/agent/headoffice/console"
 	"github.com/rxedge/agent/headoffice/sink"
+	"github.com/rxedge/agent/internal/secret"
 )
 
 // Defaults of the settings file.
@@ -274,12 +275,12 @@ func (s Secret) Path(getenv func(string) string) string {
 	return s.File
 }
 
-// Read reads the secret (its first line); "" when none is named. The
+// Read reads the secret (secret.ReadFile); "" when none is named. The
 // error names the file, never its content.
 func (s Secret) Read(getenv func(string) string) (string, error) {
 	path := s.Path(getenv)
 	if path == "" {
 		return "", nil
 	}
-	return sink.ReadSecret(path)
+	return secret.ReadFile(path)
 }
