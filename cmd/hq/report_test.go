@@ -32,15 +32,12 @@ var reportHistory = []string{
 	`{"movement_id":"DSP-2","type":"dispense","ndc":"00002-3227-30","quantity":1,"unit":"ML","occurred_at":"2026-01-07T10:00:00Z","schedule":"CII"}`,
 }
 
-// TestReportKindsThroughTheBinary runs every report the sink offers
-// through the built hq against a real PostgreSQL the sink filled from a
-// real central: each kind reachable, --quarter as a period, the NDC in
-// any spelling, and the refusals: a bad kind, --store missing for the
-// reconciliation, a bad quarter, --quarter with --from, a bad NDC (exit 2,
-// saying what an NDC is), and an NDC that matches nothing (exit 1, said
-// on stderr).
-func TestReportKindsThroughTheBinary(t *testing.T) {
-	bin := agentbin.BuildHQ(t)
+// reportDatabase fills a real PostgreSQL with reportHistory through a
+// real central and the built hq's sink, and returns the built hq and the
+// flags that reach the database.
+func reportDatabase(t *testing.T) (bin string, pgArgs []string) {
+	t.Helper()
+	bin = agentbin.BuildHQ(t)
 	pg := pgtest.Start(t)
 	const pw = "r3port-Pa55"
 	pg.Exec(t, "postgres", `CREATE ROLE reportowner LOGIN PASSWORD '`+pw+`'`)
@@ -50,7 +47,7 @@ func TestReportKindsThroughTheBinary(t *testing.T) {
 	if err := os.WriteFile(pwFile, []byte(pw+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	pgArgs := []string{"--postgres", pg.URL("reportowner", "", "reports"), "--postgres-password-file", pwFile}
+	pgArgs = []string{"--postgres", pg.URL("reportowner", "", "reports"), "--postgres-password-file", pwFile}
 	srv := natstest.StartHub(t)
 	js := natstest.JetStream(t, natstest.Connect(t, srv.URL()))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -69,6 +66,18 @@ func TestReportKindsThroughTheBinary(t *testing.T) {
 	if code, out, errs := hqRun(t, bin, append([]string{"sink", "--until-caught-up", "--server", srv.URL()}, pgArgs...)...); code != 0 {
 		t.Fatalf("sink --until-caught-up: exit %d\n%s%s", code, out, errs)
 	}
+	return bin, pgArgs
+}
+
+// TestReportKindsThroughTheBinary runs every report the sink offers
+// through the built hq against a real PostgreSQL the sink filled from a
+// real central: each kind reachable, --quarter as a period, the NDC in
+// any spelling, and the refusals: a bad kind, --store missing for the
+// reconciliation, a bad quarter, --quarter with --from, a bad NDC (exit 2,
+// saying what an NDC is), and an NDC that matches nothing (exit 1, said
+// on stderr).
+func TestReportKindsThroughTheBinary(t *testing.T) {
+	bin, pgArgs := reportDatabase(t)
 	report := func(args ...string) (int, []map[string]string, string) {
 		t.Helper()
 		code, out, errs := hqRun(t, bin, append(append([]string{"report"}, args...), append([]string{"--json"}, pgArgs...)...)...)
@@ -119,7 +128,14 @@ func TestReportKindsThroughTheBinary(t *testing.T) {
 		}
 	}
 
-	// Refusals before anything connects.
+	reportRefusals(t, report)
+}
+
+// reportRefusals runs the report command lines that are refused before
+// anything connects (exit 2, saying why), and one whose --ndc matches
+// nothing (exit 1, said on stderr, the empty report on stdout).
+func reportRefusals(t *testing.T, report func(args ...string) (int, []map[string]string, string)) {
+	t.Helper()
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -136,9 +152,7 @@ func TestReportKindsThroughTheBinary(t *testing.T) {
 			t.Errorf("report %s: exit %d, %q; want %d saying %q", strings.Join(tc.args, " "), code, errs, cli.ExitUsage, tc.want)
 		}
 	}
-	// An NDC that matches nothing: said on stderr, exit 1, the empty
-	// report on stdout.
-	code, rows, errs = report(sink.ReportInventory, "--store", "S0042", "--ndc", "00591-0540-02")
+	code, rows, errs := report(sink.ReportInventory, "--store", "S0042", "--ndc", "00591-0540-02")
 	if code != cli.ExitError || len(rows) != 0 || !strings.Contains(errs, "no rows match --ndc 00591-0540-02 at store S0042") {
 		t.Errorf("an NDC with no movements: exit %d, %d rows, %q; want %d and the NDC named", code, len(rows), errs, cli.ExitError)
 	}
