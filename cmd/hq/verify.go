@@ -133,10 +133,10 @@ With --state FILE the pass is incremental: it starts where the pass that
 saved FILE ended, checks that nothing below that position changed (an
 archive recreated, its first sequence moved, the last record read back
 different), reads only what the archives gained, re-reads at most
---recheck-budget records verified before (a rolling sweep, in archive
-order, so a rewrite deep in history is still found within a few passes),
-and saves its place back to FILE (mode 0600; store ids, log ids, sizes,
-tree hashes, no payload and no secret). Without FILE, or after it was
+--recheck-budget records verified before (a rolling sweep of the
+archives in their order, from each log's anchor: see the README), and
+saves its place back to FILE (mode 0600; store ids, log ids, sizes, tree
+hashes, no payload and no secret). Without FILE, or after it was
 deleted, the pass verifies everything and writes FILE. A state covers
 every store, so --state does not go with --store. The --json report's
 records counts what the pass read for the first time, rechecked what the
