@@ -101,7 +101,7 @@ type provisionFlags struct {
 func newProvisionCmd(s *cli.Streams) *cobra.Command {
 	var f provisionFlags
 	cmd := &cobra.Command{
-		Use:   "provision --server URL",
+		Use:   "provision --server URL [--partitions N] [--replicas N] [--retention 2y|6y [--lower-retention]]",
 		Short: "Create or update central's streams on a central server or cluster",
 		Long:  provisionLong,
 		Args:  cli.NoArgs,
