@@ -49,6 +49,11 @@ const (
 	// DefaultRetention is how long the archive keeps a movement: two
 	// years (21 CFR 1304.04) and a month.
 	DefaultRetention = 761 * 24 * time.Hour
+	// SixYearRetention keeps a movement six years and a month: DSCSA
+	// asks a dispenser to keep the transaction information of what it
+	// receives for six years, and the archive keeps every movement for
+	// one age (its subjects name the store, not the type).
+	SixYearRetention = 2223 * 24 * time.Hour
 	// ArchiveMaxConsumers bounds the consumers on an archive: the
 	// reconciliation's ordered consumers come and go, and the auditor,
 	// whose grant cannot restrict a consumer's settings, cannot pile up

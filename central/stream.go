@@ -32,8 +32,14 @@ type StreamOptions struct {
 	// MaxAge is the dedupe horizon, the movement stream's max_age; 0 means
 	// DefaultHorizon.
 	MaxAge time.Duration
-	// Retention is the archive's max_age; 0 means DefaultRetention.
+	// Retention is the archives' and the witness stream's max_age; 0
+	// means DefaultRetention.
 	Retention time.Duration
+	// LowerRetention lets provisioning lower an existing archive's or
+	// witness stream's max_age to Retention, which has the server delete
+	// at once every record older than that. Without it a longer max_age
+	// is kept, and provisioning says so.
+	LowerRetention bool
 	// Replicas is the number of copies in a cluster; 0 means DefaultReplicas.
 	Replicas int
 	// MaxMsgs, MaxBytes and MaxMsgSize bound the stream; 0 means unlimited.

@@ -74,8 +74,30 @@ func Provision(ctx context.Context, js jetstream.JetStream, o central.StreamOpti
 	if err != nil {
 		return changes, err
 	}
-	witness, err := ensure(ctx, js, central.WitnessStreamConfig(o), nil)
-	return append(changes, witness...), err
+	keep, kept := keepRetention(o)
+	wcfg := central.WitnessStreamConfig(o)
+	witness, err := ensure(ctx, js, wcfg, func(have jetstream.StreamConfig) jetstream.StreamConfig { return keep(wcfg, have) })
+	return append(append(changes, witness...), kept()...), err
+}
+
+// keepRetention is the target of an archive's or the witness stream's
+// update: the wanted configuration, with the stream's own max_age where
+// that is longer than o.Retention and o.LowerRetention is not set, since
+// a lower max_age has the server delete at once every record older than
+// it, records the law may still require. kept says, in words, what each
+// call kept.
+func keepRetention(o central.StreamOptions) (target func(want, have jetstream.StreamConfig) jetstream.StreamConfig, kept func() []string) {
+	var notes []string
+	target = func(want, have jetstream.StreamConfig) jetstream.StreamConfig {
+		if o.LowerRetention || !shorter(want.MaxAge, have.MaxAge) {
+			return want
+		}
+		notes = append(notes, fmt.Sprintf("%s: kept max_age %s, longer than the retention asked (%s): lowering it deletes every record older at once; give --lower-retention to lower it",
+			want.Name, have.MaxAge, want.MaxAge))
+		want.MaxAge = have.MaxAge
+		return want
+	}
+	return target, func() []string { n := notes; notes = nil; return n }
 }
 
 // provisionPartition provisions the movement stream and the archive of
@@ -100,8 +122,9 @@ func provisionPartition(ctx context.Context, js jetstream.JetStream, o central.S
 		return changes, err
 	}
 	archive := central.ArchiveConfig(o)
-	c, err := ensure(ctx, js, archive, nil)
-	changes = append(changes, c...)
+	keepAge, keptAge := keepRetention(o)
+	c, err := ensure(ctx, js, archive, func(have jetstream.StreamConfig) jetstream.StreamConfig { return keepAge(archive, have) })
+	changes = append(append(changes, c...), keptAge()...)
 	if err != nil || !hold {
 		return changes, err
 	}

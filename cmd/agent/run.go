@@ -16,6 +16,7 @@ import (
 	"github.com/rxedge/agent/control"
 	"github.com/rxedge/agent/daemon"
 	"github.com/rxedge/agent/installer"
+	"github.com/rxedge/agent/intake"
 	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/internal/logging"
 	"github.com/rxedge/agent/settings"
@@ -32,6 +33,7 @@ type runFlags struct {
 	devHub    string
 	hl7Listen string
 	asapDir   string
+	formulary string
 }
 
 func newRunCmd(s *cli.Streams) *cobra.Command {
@@ -48,7 +50,13 @@ lets publishes in flight finish briefly, and closes the data file, within
 (acknowledged movements are committed already). It exits 1 when it misses
 that deadline, and when it stops on its own (the service manager then
 restarts it).
-Flags win over RXEDGE_* environment variables, which win over the file.`,
+Flags win over RXEDGE_* environment variables, which win over the file.
+
+--formulary FILE is the intakes' formulary (intake.formulary,
+RXEDGE_INTAKE_FORMULARY): a CSV of ndc,schedule or ndc,schedule,unit
+rows (configs/formulary.example.csv). Every intake checks movements
+against it; the ASAP drop folder (--asap-dir) needs it, since an ASAP
+record carries no DEA schedule.`,
 		Args:        cli.NoArgs,
 		Annotations: map[string]string{ownSignals: "true"},
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -81,7 +89,8 @@ Flags win over RXEDGE_* environment variables, which win over the file.`,
 	fs.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (log.level)")
 	fs.StringVar(&f.logFormat, "log-format", "", "json or text (log.format)")
 	fs.StringVar(&f.hl7Listen, "hl7-listen", "", `HL7 v2 MLLP listener address host:port, or "off" (intake.hl7.listen)`)
-	fs.StringVar(&f.asapDir, "asap-dir", "", "ASAP 4.2 drop folder (intake.asap.dir)")
+	fs.StringVar(&f.asapDir, "asap-dir", "", "ASAP 4.2 drop folder (intake.asap.dir); needs a formulary")
+	fs.StringVar(&f.formulary, "formulary", "", "the intakes' formulary, a CSV of ndc,schedule[,unit] rows (intake.formulary)")
 	fs.BoolVar(&f.dev, "dev", false, "trial mode: also run a local central (embedded hub) in this process; data under ./rxedge-dev unless --data-dir")
 	fs.StringVar(&f.devHub, "dev-hub", settings.DevHubListen, "with --dev: the embedded hub's address")
 	return cmd
@@ -95,6 +104,9 @@ func (f *runFlags) options() (settings.Options, []string, error) {
 		return settings.Options{}, nil, err
 	}
 	f.apply(&c)
+	if err := f.checkIntake(c); err != nil {
+		return settings.Options{}, nil, err
+	}
 	var files []string
 	for _, p := range []string{path, c.Ingest.TokenFile} {
 		if p != "" {
@@ -141,6 +153,27 @@ func (f *runFlags) apply(c *settings.Config) {
 	if f.asapDir != "" {
 		c.Intake.ASAP.Dir = f.asapDir
 	}
+	if f.formulary != "" {
+		c.Intake.Formulary = f.formulary
+	}
+}
+
+// checkIntake says, in the words of the flags, what the intake flags
+// given lack: a drop folder without a formulary, or a --formulary that
+// cannot be read. The configuration's validation says it again in the
+// settings' words for a file or the environment.
+func (f *runFlags) checkIntake(c settings.Config) error {
+	if f.asapDir != "" && c.Intake.Formulary == "" {
+		return cli.UsageError("--asap-dir needs --formulary FILE (or intake.formulary, %s): an ASAP record carries no DEA schedule, so each NDC's schedule comes from the formulary",
+			settings.EnvName("intake.formulary"))
+	}
+	if f.formulary == "" {
+		return nil
+	}
+	if _, err := intake.LoadFormulary(f.formulary); err != nil {
+		return fmt.Errorf("--formulary: cannot read the formulary: %w; give a CSV of ndc,schedule[,unit] rows (configs/formulary.example.csv)", err)
+	}
+	return nil
 }
 
 // runDev runs the agent and a local central in one process: the README's
@@ -151,6 +184,9 @@ func (f *runFlags) runDev(s *cli.Streams) error {
 		return err
 	}
 	f.apply(&c)
+	if err := f.checkIntake(c); err != nil {
+		return err
+	}
 	if c.StoreID == "" {
 		c.StoreID = "DEV0001"
 	}

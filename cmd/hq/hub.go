@@ -64,8 +64,17 @@ idempotently, and print what changed: for each of --partitions partitions a
 movement stream (RX_MOVEMENTS, or RX_MOVEMENTS_<p>), which refuses a second
 message for a key for the dedupe horizon (--max-age), and its archive
 (RX_ARCHIVE, or RX_ARCHIVE_<p>), which copies every movement and keeps it
-for --retention; then the fleet view KV_RX_FLEET. The partitions must be
-those of the server configuration (hq central-config --partitions).
+for --retention; then the fleet view KV_RX_FLEET, and the witness stream
+RX_WITNESS, kept as long as the archives. The partitions must be those of
+the server configuration (hq central-config --partitions).
+
+--retention is 2y (761 days: two years and a month, the DEA's record
+period, 21 CFR 1304.04; the default) or 6y (2,223 days: six years and a
+month, DSCSA's period for the transaction information of what a store
+receives). A longer retention is applied to existing archives at once; a
+shorter one is not, since the server would delete every record older at
+once: provision keeps the longer max_age and says so, unless
+--lower-retention is given.
 
 A movement stream's max_age is never lowered before its archive has copied
 it: provision then keeps the old max_age, says so, and lowers it when run
@@ -82,6 +91,7 @@ was not run.`
 type provisionFlags struct {
 	nf               natsconn.Flags
 	stream           central.StreamOptions
+	retention        string
 	shortOK          bool
 	sysUser, sysPass string
 	monitor          []string
@@ -90,7 +100,7 @@ type provisionFlags struct {
 func newProvisionCmd(s *cli.Streams) *cobra.Command {
 	var f provisionFlags
 	cmd := &cobra.Command{
-		Use:   "provision --server URL",
+		Use:   "provision --server URL [--partitions N] [--replicas N] [--retention 2y|6y [--lower-retention]]",
 		Short: "Create or update central's streams on a central server or cluster",
 		Long:  provisionLong,
 		Args:  cli.NoArgs,
@@ -102,8 +112,9 @@ func newProvisionCmd(s *cli.Streams) *cobra.Command {
 	fs.IntVar(&f.stream.Replicas, "replicas", central.DefaultReplicas, "stream replicas (3 on a production cluster)")
 	fs.DurationVar(&f.stream.DuplicateWindow, "duplicate-window", central.DefaultDuplicateWindow, "Nats-Msg-Id duplicate window")
 	fs.DurationVar(&f.stream.MaxAge, "max-age", central.DefaultHorizon, "how long central refuses a second message for a key (the dedupe horizon)")
-	fs.DurationVar(&f.stream.Retention, "retention", central.DefaultRetention, "how long the archive keeps every movement; at least 17520h (two years)")
-	fs.BoolVar(&f.shortOK, "allow-short-retention", false, "accept a --retention under two years (test centrals only)")
+	fs.StringVar(&f.retention, "retention", "2y", "how long the archives and the witness stream keep every record: 2y (761 days) or 6y (2,223 days)")
+	fs.BoolVar(&f.stream.LowerRetention, "lower-retention", false, "lower an existing archive's max_age to --retention (deletes every record older at once)")
+	fs.BoolVar(&f.shortOK, "allow-short-retention", false, "accept a --retention duration under two years (test centrals only)")
 	_ = fs.MarkHidden("allow-short-retention")
 	fs.StringVar(&f.sysUser, "system-user", "", "a user of central's system account: then check fsync and replicas")
 	fs.StringVar(&f.sysPass, "system-password-file", "", "file holding --system-user's password")
@@ -111,7 +122,26 @@ func newProvisionCmd(s *cli.Streams) *cobra.Command {
 	return cmd
 }
 
+// parseRetention reads --retention: 2y or 6y, or with
+// --allow-short-retention (a test central) any duration.
+func parseRetention(v string, shortOK bool) (time.Duration, error) {
+	switch v {
+	case "2y":
+		return central.DefaultRetention, nil
+	case "6y":
+		return central.SixYearRetention, nil
+	}
+	if d, err := time.ParseDuration(v); err == nil && shortOK {
+		return d, nil
+	}
+	return 0, cli.UsageError("--retention %q: give 2y (761 days, the DEA's two years and a month) or 6y (2,223 days, DSCSA's six years and a month)", v)
+}
+
 func (f *provisionFlags) run(ctx context.Context, s *cli.Streams) error {
+	var err error
+	if f.stream.Retention, err = parseRetention(f.retention, f.shortOK); err != nil {
+		return err
+	}
 	if err := streams.CheckOptions(f.stream, f.shortOK); err != nil {
 		return cli.UsageError("%v", err)
 	}

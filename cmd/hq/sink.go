@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -366,91 +368,165 @@ func btoi(b bool) int {
 const reportLong = `Print one of the views the sink's schema ships (see README, "Head office's
 records in PostgreSQL"):
 
-  balances     each controlled NDC's balance per store now (perpetual
-               inventory: receipts, returns, transfers in and adjustments
-               add; dispenses, waste and transfers out subtract)
-  inventory    every controlled movement of --store with the running
-               balance of its NDC after it (--ndc, --from, --to narrow it)
-  schedule-ii  every Schedule II movement of --store in [--from, --to),
-               with its DEA Form 222 / CSOS number where given
-  rx           the movements of one prescription reference (--rx-ref)
+  balances        each controlled NDC's balance per store now (perpetual
+                  inventory: receipts, returns, transfers in and adjustments
+                  in add; dispenses, waste, transfers out and adjustments
+                  out subtract)
+  inventory       every controlled movement of --store with the running
+                  balance of its NDC after it (--ndc and the period narrow it)
+  schedule-ii     every Schedule II movement of --store in the period, with
+                  its DEA Form 222 / CSOS number where given
+  rx              the movements of one prescription reference (--rx-ref)
+  counts          every physical count with the book at its time, the
+                  variance and what moved since the previous count
+  reconciliation  the quarterly Schedule II reconciliation of 16 CCR 1715.65
+                  for --store (--quarter 2026Q1), with its report's due dates
+  form-106        a draft of DEA Form 106 for each theft or loss of a
+                  controlled substance, and when its notices are due
+  units           each store's NDCs seen in more than one unit
 
+The period is --from/--to (from included, to not), or --quarter 2026Q1
+(January to March 2026, UTC); balances is as of now and takes none.
+--ndc takes an NDC in any spelling (4-4-2, 5-3-2 or 5-4-1 with hyphens,
+11 digits as 5-4-2; a bare 10-digit NDC finds each product it may stand
+for).
+
+Exit status: 0 printed; 1 when the report fails, or --ndc matches no row
+(said on stderr, the empty report on stdout); 2 for a usage error (a
+report kind not listed, --store missing, a bad --ndc or --quarter).
 Connect as a user with SELECT on the views (see the grants in README).`
 
+// reportFlags are hq report's flags.
+type reportFlags struct {
+	f                 sinkFlags
+	q                 sink.ReportQuery
+	from, to, quarter string
+	asJSON, asCSV     bool
+}
+
 func newReportCmd(s *cli.Streams) *cobra.Command {
-	var (
-		f        sinkFlags
-		q        sink.ReportQuery
-		from, to string
-		asJSON   bool
-		asCSV    bool
-	)
+	var r reportFlags
 	cmd := &cobra.Command{
-		Use:   "report (balances | inventory | schedule-ii | rx) [--store ID] [--ndc NDC] [--rx-ref REF] [--from T] [--to T] [--json|--csv] --postgres URL",
+		Use:   "report (" + strings.Join(sink.Reports, " | ") + ") [--store ID] [--ndc NDC] [--rx-ref REF] [--from T] [--to T | --quarter 2026Q1] [--json|--csv] --postgres URL",
 		Short: "Print the inspection views the sink keeps in PostgreSQL",
 		Long:  reportLong,
 		Args:  cli.UsageArgs(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if asJSON && asCSV {
-				return cli.UsageError("give --json or --csv, not both")
-			}
-			q.Kind = args[0]
-			switch q.Kind {
-			case sink.ReportBalances, sink.ReportInventory, sink.ReportScheduleII, sink.ReportRx:
-			default:
-				return cli.UsageError("report %q: give balances, inventory, schedule-ii or rx", q.Kind)
-			}
-			if (q.Kind == sink.ReportInventory || q.Kind == sink.ReportScheduleII) && q.Store == "" {
-				return cli.UsageError("report %s: --store ID is required", q.Kind)
-			}
-			if q.Kind == sink.ReportRx && q.RxRef == "" {
-				return cli.UsageError("report rx: --rx-ref REF is required")
-			}
-			now := time.Now()
-			for _, t := range []struct {
-				name, v string
-				dst     *time.Time
-			}{{"--from", from, &q.From}, {"--to", to, &q.To}} {
-				if t.v == "" {
-					continue
-				}
-				v, err := cli.ParseTime(t.v, now)
-				if err != nil {
-					return cli.UsageError("%s: %v", t.name, err)
-				}
-				*t.dst = v
-			}
-			if err := f.resolve(cmd); err != nil {
-				return err
-			}
-			conn, err := f.connectPG(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer conn.Close(context.WithoutCancel(cmd.Context()))
-			t, err := sink.Report(cmd.Context(), conn, q)
-			if err != nil {
-				return err
-			}
-			switch {
-			case asJSON:
-				return t.WriteJSON(s.Out)
-			case asCSV:
-				return t.WriteCSV(s.Out)
-			default:
-				return t.WriteTable(s.Out)
-			}
-		},
+		RunE:  func(cmd *cobra.Command, args []string) error { return r.run(cmd, s, args[0]) },
 	}
-	f.register(cmd, false)
+	r.f.register(cmd, false)
 	fs := cmd.Flags()
-	fs.StringVar(&q.Store, "store", "", "the store")
-	fs.StringVar(&q.NDC, "ndc", "", "one NDC")
-	fs.StringVar(&q.RxRef, "rx-ref", "", "the prescription reference (rx)")
-	fs.StringVar(&from, "from", "", "from this time (RFC 3339, a date, or a duration before now such as 30d)")
-	fs.StringVar(&to, "to", "", "until this time, not included")
-	fs.IntVar(&q.Limit, "limit", 0, "at most this many rows (0: all)")
-	fs.BoolVar(&asJSON, "json", false, "print a JSON array of objects")
-	fs.BoolVar(&asCSV, "csv", false, "print CSV with a header line")
+	fs.StringVar(&r.q.Store, "store", "", "the store (required for inventory, schedule-ii and reconciliation)")
+	fs.StringVar(&r.q.NDC, "ndc", "", "one NDC, in any spelling")
+	fs.StringVar(&r.q.RxRef, "rx-ref", "", "the prescription reference (rx)")
+	fs.StringVar(&r.from, "from", "", "from this time (RFC 3339, a date, or a duration before now such as 30d)")
+	fs.StringVar(&r.to, "to", "", "until this time, not included")
+	fs.StringVar(&r.quarter, "quarter", "", "the period is this calendar quarter, UTC: 2026Q1 (instead of --from and --to)")
+	fs.IntVar(&r.q.Limit, "limit", 0, "at most this many rows (0: all)")
+	fs.BoolVar(&r.asJSON, "json", false, "print a JSON array of objects")
+	fs.BoolVar(&r.asCSV, "csv", false, "print CSV with a header line")
 	return cmd
+}
+
+// query checks the command line and fills in the query of report kind:
+// every refusal is a usage error, given before anything connects.
+func (r *reportFlags) query(kind string) error {
+	q := &r.q
+	q.Kind = kind
+	switch {
+	case r.asJSON && r.asCSV:
+		return cli.UsageError("give --json or --csv, not both")
+	case !slices.Contains(sink.Reports, kind):
+		return cli.UsageError("report %q: give one of %s", kind, strings.Join(sink.Reports, ", "))
+	case (kind == sink.ReportInventory || kind == sink.ReportScheduleII || kind == sink.ReportReconciliation) && q.Store == "":
+		return cli.UsageError("report %s: --store ID is required", kind)
+	case kind == sink.ReportRx && q.RxRef == "":
+		return cli.UsageError("report rx: --rx-ref REF is required")
+	}
+	if q.NDC != "" {
+		if err := sink.CheckNDC(q.NDC); err != nil {
+			return cli.UsageError("report %s: %v", kind, err)
+		}
+	}
+	return r.period()
+}
+
+// period reads --quarter, or --from and --to.
+func (r *reportFlags) period() error {
+	q := &r.q
+	if r.quarter != "" {
+		if r.from != "" || r.to != "" {
+			return cli.UsageError("give --quarter or --from/--to, not both")
+		}
+		var err error
+		if q.From, q.To, err = sink.QuarterBounds(r.quarter); err != nil {
+			return cli.UsageError("--quarter: %v", err)
+		}
+	}
+	now := time.Now()
+	for _, t := range []struct {
+		name, v string
+		dst     *time.Time
+	}{{"--from", r.from, &q.From}, {"--to", r.to, &q.To}} {
+		if t.v == "" {
+			continue
+		}
+		v, err := cli.ParseTime(t.v, now)
+		if err != nil {
+			return cli.UsageError("%s: %v", t.name, err)
+		}
+		*t.dst = v
+	}
+	if q.Kind == sink.ReportBalances && (!q.From.IsZero() || !q.To.IsZero()) {
+		return cli.UsageError("report balances is as of now: it takes no period (the inventory report takes one)")
+	}
+	return nil
+}
+
+func (r *reportFlags) run(cmd *cobra.Command, s *cli.Streams, kind string) error {
+	if err := r.query(kind); err != nil {
+		return err
+	}
+	if err := r.f.resolve(cmd); err != nil {
+		return err
+	}
+	conn, err := r.f.connectPG(cmd.Context())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(cmd.Context()))
+	t, err := sink.Report(cmd.Context(), conn, r.q)
+	if err != nil {
+		return err
+	}
+	switch {
+	case r.asJSON:
+		err = t.WriteJSON(s.Out)
+	case r.asCSV:
+		err = t.WriteCSV(s.Out)
+	default:
+		err = t.WriteTable(s.Out)
+	}
+	if err != nil {
+		return err
+	}
+	if r.q.NDC != "" && len(t.Rows) == 0 {
+		return &cli.Error{Code: cli.ExitError, Msg: fmt.Sprintf("report %s: no rows match --ndc %s%s: check the NDC, the store and the period", kind, r.q.NDC, r.scope())}
+	}
+	return nil
+}
+
+// scope names the store and the period a report was narrowed to, for
+// the message of an NDC that matched nothing.
+func (r *reportFlags) scope() string {
+	var b strings.Builder
+	if r.q.Store != "" {
+		fmt.Fprintf(&b, " at store %s", r.q.Store)
+	}
+	if !r.q.From.IsZero() {
+		fmt.Fprintf(&b, " from %s", r.q.From.UTC().Format(time.RFC3339))
+	}
+	if !r.q.To.IsZero() {
+		fmt.Fprintf(&b, " until %s", r.q.To.UTC().Format(time.RFC3339))
+	}
+	return b.String()
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql/driver"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -99,7 +100,19 @@ func ndcs(s string) ([]string, error) {
 		slices.Sort(list)
 		return slices.Compact(list), nil
 	}
-	return nil, fmt.Errorf("sink: report: --ndc is not an NDC (4-4-2, 5-3-2, 5-4-1 or 5-4-2, with or without hyphens)")
+	return nil, fmt.Errorf("sink: report: %w", ErrNotAnNDC)
+}
+
+// ErrNotAnNDC is a report's refusal of an NDC it cannot read, with the
+// rule of what it can.
+var ErrNotAnNDC = errors.New("--ndc is not an NDC: give 4-4-2, 5-3-2 or 5-4-1 digits with hyphens, " +
+	"11 digits as 5-4-2 with or without hyphens, or 10 bare digits (each product they may stand for)")
+
+// CheckNDC tells whether a report can look for the NDC s: nil, or an
+// error wrapping ErrNotAnNDC.
+func CheckNDC(s string) error {
+	_, err := ndcs(s)
+	return err
 }
 
 // addNDC adds q's NDC, when it has one, to c.
