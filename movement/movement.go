@@ -148,6 +148,12 @@ func ParseKey(s string) ([16]byte, bool) {
 	return k, true
 }
 
+// MaxCanonical bounds the canonical encoding of any valid movement: its
+// fields are bounded (Validate), so the encoding is far smaller; a reader
+// of central's archive (head office's sink) refuses a payload above it
+// without decoding it. TestMaxCanonical builds the largest encoding.
+const MaxCanonical = 64 << 10
+
 // Canonical is the stored and published encoding of a valid movement: JSON
 // with fields in a fixed order, optional fields omitted when empty, no
 // insignificant white space. Validate normalizes the fields first, so

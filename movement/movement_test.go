@@ -233,3 +233,27 @@ func TestValidExpiry(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxCanonical: the largest canonical encoding a valid movement can
+// have (every bounded field at its limit, made of a character JSON writes
+// in six bytes) is within MaxCanonical, which readers of the archive
+// refuse payloads above.
+func TestMaxCanonical(t *testing.T) {
+	wide := func(n int) string { return strings.Repeat("<", n) } // encoded as \u003c
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	m := Movement{
+		MovementID: wide(maxIDLen), StoreID: strings.Repeat("S", 32), Type: TypeAdjustOut,
+		NDC: "00591-0540-01", Quantity: "999999999999.999999", Unit: "EA",
+		OccurredAt: "2026-03-01T11:59:59.999999999-12:00", Schedule: "CIIN", Reason: ReasonCountCorrection,
+		Lot: wide(maxLotLen), Expires: "2027-12-31", RxRef: wide(maxRefLen),
+		DEAForm222: strings.Repeat("9", max222Len), Note: wide(maxNoteLen),
+	}
+	if es := m.Validate(m.StoreID, now); es != nil {
+		t.Fatalf("the widest movement does not validate: %v", es)
+	}
+	if n := len(m.Canonical()); n > MaxCanonical || n < 6*maxNoteLen {
+		t.Errorf("the widest canonical encoding is %d bytes; MaxCanonical is %d", n, MaxCanonical)
+	} else {
+		t.Logf("the widest canonical encoding is %d bytes of %d", n, MaxCanonical)
+	}
+}

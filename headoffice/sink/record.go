@@ -43,17 +43,9 @@ type Row struct {
 // the agent does.
 type payload = movement.Movement
 
-// Limits of what the sink accepts of one payload.
-const (
-	// MaxPayload bounds a payload: the agent's canonical encodings are far
-	// smaller, so anything larger is a reject, not a row.
-	MaxPayload = 64 << 10
-)
-
 var (
-	storeID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`) // the agent's store-id pattern
-	hex32   = regexp.MustCompile(`^[0-9a-f]{32}$`)
-	hex64   = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	hex32 = regexp.MustCompile(`^[0-9a-f]{32}$`)
+	hex64 = regexp.MustCompile(`^[0-9a-f]{64}$`)
 )
 
 // parseRow reads an archive message, its headers in either form (see
@@ -63,7 +55,7 @@ var (
 func parseRow(stream string, streamSeq uint64, archivedAt time.Time, subject string, h map[string][]string, data []byte) Row {
 	r := Row{Stream: stream, StreamSeq: streamSeq, ArchivedAt: archivedAt.UTC()}
 	store, ok := strings.CutPrefix(subject, central.ArchivePrefix)
-	if !ok || !storeID.MatchString(store) {
+	if !ok || !central.ValidStoreID(store) {
 		r.Store, r.Reject = "", "subject"
 		return r
 	}
@@ -100,7 +92,7 @@ func parseRow(stream string, streamSeq uint64, archivedAt time.Time, subject str
 		}
 		return r
 	}
-	if len(data) > MaxPayload {
+	if len(data) > movement.MaxCanonical {
 		r.Reject = "payload size"
 		return r
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/movement"
 	"github.com/rxedge/agent/testkit/natstest"
 )
 
@@ -70,7 +71,7 @@ func TestParseRow(t *testing.T) {
 		{name: "exponent", m: withField("quantity", "1e3"), want: "payload quantity"},
 		{name: "bad time", m: withField("occurred_at", "yesterday"), want: "payload occurred_at"},
 		{name: "unknown type", m: withField("type", "steal"), want: "payload type"},
-		{name: "too large", m: resign(good, `{"note":"`+strings.Repeat("x", MaxPayload)+`"}`), want: "payload size"},
+		{name: "too large", m: resign(good, `{"note":"`+strings.Repeat("x", movement.MaxCanonical)+`"}`), want: "payload size"},
 		// The compact form has the digest in the message id only.
 		{name: "compact: digest in the id cut short", compact: true, m: good, edit: func(h map[string][]string) { h[central.HeaderMsgID] = []string{good.Key + "-" + good.Digest[:32]} }, want: "header Nats-Msg-Id"},
 		{name: "compact: digest in the id of other content", compact: true, m: good, edit: func(h map[string][]string) {

@@ -315,7 +315,7 @@ func (sc *StreamCheck) compare(m jetstream.Msg, s uint64, w *rowWalk, store func
 	id, _ := strings.CutPrefix(m.Subject(), central.ArchivePrefix)
 	seq, _ := strconv.ParseUint(h.Get(central.HeaderSeq), 10, 64)
 	key, digest := central.KeyOfMsgID(h.Get(central.HeaderMsgID)), central.DigestOf(h)
-	if !storeID.MatchString(id) {
+	if !central.ValidStoreID(id) {
 		id = ""
 	}
 	sk := store(id)

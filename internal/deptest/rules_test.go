@@ -7,11 +7,15 @@ import (
 	"testing"
 )
 
-// A side rule keeps one group of the module's packages from linking what
-// belongs to another (DESIGN §8): the store's agent never carries head
-// office's tools or a server, head office's tools never carry the store's
-// bbolt queue, and no product code carries a test rig.
-type sideRule struct {
+// A rule keeps a group of the module's packages from depending on what
+// they must not: the sides apart (the store's agent never carries head
+// office's tools or a server, head office never the store's bbolt queue,
+// no product code a test rig), and the layers in order (a domain package
+// never the local API above it, nor HTTP; retry and movement nothing but
+// the standard library). This table is the module's one statement of its
+// dependency rules; what each binary links, build by build, is held by
+// binaryRules (binaries_test.go), which needs the builds' tags.
+type rule struct {
 	name      string
 	members   func(path string) bool // the packages the rule binds
 	forbidden func(dep string) bool  // what they must not depend on
@@ -38,29 +42,56 @@ var (
 	}
 )
 
-var sideRules = []sideRule{
+var rules = []rule{
 	{"head office", headOffice, anyOf(under(module+"/queue"), under("go.etcd.io/bbolt")),
 		"head office reads central, never a store's data file: the bbolt queue is the store's"},
+	{"sink", under(module + "/headoffice/sink"), anyOf(under(module+"/sync"), under(module+"/settings"), control, daemon),
+		"the sink checks a payload with the movement model (head office refuses what a store would) and links nothing else of the store"},
 	{"store", store, anyOf(headOffice, under(module+"/hub"), under(natsServer)),
 		"the store's agent links no head-office tool and no server: it reaches central only through the contract in central/"},
-	{"contract", contract, func(d string) bool { return ours(d) && !contract(d) },
-		"central/ is the contract both sides import, so it imports nothing else of ours"},
+	{"contract", contract, func(d string) bool { return ours(d) && !contract(d) || under(natsServer)(d) },
+		"central/ is the contract both sides import, so it imports nothing else of ours, and no server"},
 	{"product", func(p string) bool { return ours(p) && !testKit(p) && !under(module+"/cmd/bench")(p) }, testKit,
 		"the test rigs stay out of what ships (the bench, which does not ship, may start a real PostgreSQL with one)"},
+	{"commands", func(p string) bool { return ours(p) && !under(module+"/cmd")(p) }, under(module + "/cmd"),
+		"nothing imports a command: a command is flags and a call into a package"},
+	{"below the local API", oneOf("sync", "queue", "retry", "dlq", "status", "settings", "intake", "intake/hl7", "intake/asap"), anyOf(control, daemon),
+		"the local API (control) and the daemon call the domain packages, not the other way round; settings takes its defaults from the leaf control/ingest"},
+	{"no HTTP in the domain", oneOf("dlq", "status", "intake", "intake/hl7", "intake/asap"), under("net/http"),
+		"a domain package knows nothing of HTTP: its routes are in package control"},
+	{"leaves", oneOf("retry", "movement"), func(d string) bool { return !std(d) },
+		"retry and movement are the standard library only"},
+	{"queue", oneOf("queue"), func(d string) bool {
+		return !std(d) && !anyOf(under(module+"/movement"), under(module+"/internal/disk"), under(module+"/central/ledger"),
+			under("golang.org/x/mod/sumdb"), under("go.etcd.io/bbolt"), under("golang.org/x/sys"))(d)
+	}, "queue is bbolt, the movement model, the disk helpers and the ledger contract (a leaf) with the tree and note code it uses"},
 }
 
-// TestSidesApart checks sideRules against the module's packages.
-func TestSidesApart(t *testing.T) {
-	for _, v := range sideViolations(list(t), sideRules) {
+var (
+	control = func(p string) bool { return under(module+"/control")(p) && p != module+"/control/ingest" }
+	daemon  = under(module + "/daemon")
+)
+
+// oneOf binds the packages named, each alone (not the packages under it).
+func oneOf(short ...string) func(string) bool {
+	return func(p string) bool {
+		rest, ok := strings.CutPrefix(p, module+"/")
+		return ok && slices.Contains(short, rest)
+	}
+}
+
+// TestRules checks rules against the module's packages.
+func TestRules(t *testing.T) {
+	for _, v := range violations(list(t), rules) {
 		t.Error(v)
 	}
 }
 
-// sideViolations describes each package that breaks a rule: which
+// violations describes each package that breaks a rule: which
 // forbidden packages it depends on, through which of its own imports. A
 // rule that binds no package is reported too, so a move cannot switch it
 // off.
-func sideViolations(pkgs []pkg, rules []sideRule) []string {
+func violations(pkgs []pkg, rules []rule) []string {
 	byPath := make(map[string]pkg, len(pkgs))
 	for _, p := range pkgs {
 		byPath[p.ImportPath] = p
@@ -98,9 +129,9 @@ func sideViolations(pkgs []pkg, rules []sideRule) []string {
 	return out
 }
 
-// TestSidesApartCatchViolations runs sideRules over a made-up module in
-// which each rule is broken once, beside packages that keep them.
-func TestSidesApartCatchViolations(t *testing.T) {
+// TestRulesCatchViolations runs rules over a made-up module in which
+// rules are broken, beside packages that keep them.
+func TestRulesCatchViolations(t *testing.T) {
 	m := func(s string) string { return module + "/" + s }
 	pkgs := []pkg{
 		{ImportPath: m("queue"), Deps: []string{"go.etcd.io/bbolt"}},
@@ -115,14 +146,27 @@ func TestSidesApartCatchViolations(t *testing.T) {
 		{ImportPath: m("testkit/natstest"), Imports: []string{m("hub")}, Deps: []string{m("hub"), natsServer + "/v2/server"}},
 		{ImportPath: m("hub"), Deps: []string{natsServer + "/v2/server"}},
 		{ImportPath: m("cmd/agent"), Imports: []string{m("hub"), m("headoffice/fleet"), m("dlq")}, Deps: []string{m("hub"), m("headoffice/fleet"), m("dlq"), m("queue")}},
+		{ImportPath: m("retry"), Imports: []string{"github.com/google/uuid"}, Deps: []string{"github.com/google/uuid", "fmt"}},
+		{ImportPath: m("status"), Imports: []string{m("control")}, Deps: []string{m("control"), "net/http"}},
+		{ImportPath: m("control"), Deps: []string{"net/http"}},
+		{ImportPath: m("settings"), Imports: []string{m("control/ingest")}, Deps: []string{m("control/ingest")}},
+		{ImportPath: m("control/ingest")},
 	}
-	got := sideViolations(pkgs, sideRules)
+	var got []string
+	for _, v := range violations(pkgs, rules) {
+		if !strings.Contains(v, "binds no package") { // the made-up module is small
+			got = append(got, v)
+		}
+	}
 	want := []string{
 		"head office rule: " + m("headoffice/sink") + " depends on " + m("queue") + ", go.etcd.io/bbolt (through " + m("dlq") + ")",
 		"store rule: " + m("doctor") + " depends on " + m("headoffice/fleet") + " (through " + m("headoffice/fleet") + ")",
 		"store rule: " + m("intake") + " depends on " + m("hub") + ", " + natsServer + "/v2/server (through " + m("testkit/natstest") + ")",
 		"contract rule: " + m("central/command") + " depends on " + m("status") + " (through " + m("status") + ")",
 		"product rule: " + m("intake") + " depends on " + m("testkit/natstest") + " (through " + m("testkit/natstest") + ")",
+		"below the local API rule: " + m("status") + " depends on " + m("control") + " (through " + m("control") + ")",
+		"no HTTP in the domain rule: " + m("status") + " depends on net/http (through " + m("control") + ")",
+		"leaves rule: " + m("retry") + " depends on github.com/google/uuid (through github.com/google/uuid)",
 	}
 	if len(got) != len(want) {
 		t.Fatalf("violations:\n%s\nwant %d starting:\n%s", strings.Join(got, "\n"), len(want), strings.Join(want, "\n"))
@@ -132,7 +176,7 @@ func TestSidesApartCatchViolations(t *testing.T) {
 			t.Errorf("violation %q, want it to start %q", got[i], want[i])
 		}
 	}
-	if got := sideViolations(pkgs[:1], sideRules[:1]); len(got) != 1 || !strings.Contains(got[0], "binds no package") {
+	if got := violations(pkgs[:1], rules[:1]); len(got) != 1 || !strings.Contains(got[0], "binds no package") {
 		t.Errorf("a rule that binds nothing: %q", got)
 	}
 }
