@@ -26,6 +26,7 @@ import (
 	"github.com/rxedge/agent/headoffice/provision"
 	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/internal/progress"
+	"github.com/rxedge/agent/internal/secret"
 )
 
 // ledgerConn are the connection flags verify, prove and witness share
@@ -559,13 +560,9 @@ func newWitnessCmd(s *cli.Streams) *cobra.Command {
 			if interval <= 0 {
 				return cli.UsageError("--interval must be positive")
 			}
-			b, err := os.ReadFile(key)
+			signer, err := readNoteSigner(key)
 			if err != nil {
-				return fmt.Errorf("--signing-key: %w", err)
-			}
-			signer, err := note.NewSigner(strings.TrimSpace(string(b)))
-			if err != nil {
-				return cli.UsageError("--signing-key: not a note signer key")
+				return err
 			}
 			r, err := readRoster(roster)
 			if err != nil {
@@ -589,26 +586,14 @@ func newWitnessCmd(s *cli.Streams) *cobra.Command {
 				return err
 			}
 			if once {
-				run, err := w.Once(ctx)
+				return witnessOnce(ctx, s, w, conn.remote.asJSON)
+			}
+			if listen != "" {
+				stop, err := serveMetrics(listen, reg)
 				if err != nil {
 					return err
 				}
-				if conn.remote.asJSON {
-					return cli.PrintJSON(s.Out, run)
-				}
-				_, err = fmt.Fprintln(s.Out, witnessSummary(run))
-				return err
-			}
-			if listen != "" {
-				ln, err := net.Listen("tcp", listen)
-				if err != nil {
-					return fmt.Errorf("--listen: %w", err)
-				}
-				mux := http.NewServeMux()
-				mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-				srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-				go func() { _ = srv.Serve(ln) }()
-				defer srv.Close()
+				defer stop()
 			}
 			log.Info("witness: running", "interval", interval)
 			return w.Run(ctx, interval, func(run audit.WitnessRun) {
@@ -627,6 +612,46 @@ func newWitnessCmd(s *cli.Streams) *cobra.Command {
 	fs.StringVar(&listen, "listen", "", "serve /metrics here, e.g. 127.0.0.1:9466")
 	conn.register(cmd, false)
 	return cmd
+}
+
+// witnessOnce runs one pass of the witness and prints what it did.
+func witnessOnce(ctx context.Context, s *cli.Streams, w *audit.Witness, asJSON bool) error {
+	run, err := w.Once(ctx)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return cli.PrintJSON(s.Out, run)
+	}
+	_, err = fmt.Fprintln(s.Out, witnessSummary(run))
+	return err
+}
+
+// readNoteSigner reads the witness's private key (hq witness-key) from
+// its file, as every secret file is read.
+func readNoteSigner(path string) (note.Signer, error) {
+	k, err := secret.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--signing-key: %w", err)
+	}
+	signer, err := note.NewSigner(strings.TrimSpace(k))
+	if err != nil {
+		return nil, cli.UsageError("--signing-key: not a note signer key")
+	}
+	return signer, nil
+}
+
+// serveMetrics serves reg's /metrics on addr until the returned stop.
+func serveMetrics(addr string, reg *prometheus.Registry) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return func() { _ = srv.Close() }, nil
 }
 
 // witnessSummary is a witness pass in words: "12 checkpoints read: 10
