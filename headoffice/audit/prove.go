@@ -14,6 +14,7 @@ import (
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/central/ledger"
+	"github.com/rxedge/agent/central/streams"
 	"github.com/rxedge/agent/headoffice/provision"
 )
 
@@ -129,7 +130,7 @@ func newProver(ctx context.Context, o ProveOptions, key string) (*prover, error)
 	if err != nil {
 		return nil, err
 	}
-	names, err := archiveStreams(ctx, js, o.Archives)
+	names, err := streams.Archives(ctx, js, o.Archives)
 	if err != nil {
 		return nil, err
 	}

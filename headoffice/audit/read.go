@@ -3,9 +3,7 @@ package audit
 import (
 	"context"
 	"crypto/sha256"
-	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -85,36 +83,6 @@ var hexValue = func() (t [256]byte) {
 
 // payloadMatches says whether the payload's SHA-256 is the leaf's digest.
 func payloadMatches(l ledger.Leaf, data []byte) bool { return sha256.Sum256(data) == l.Digest }
-
-// archiveStreams lists the archive streams that exist, sorted: those of
-// names when it is not nil, else every archive the server lists.
-func archiveStreams(ctx context.Context, js jetstream.JetStream, names []string) ([]string, error) {
-	var out []string
-	if names != nil {
-		for _, name := range names {
-			_, err := js.Stream(ctx, name)
-			if errors.Is(err, jetstream.ErrStreamNotFound) {
-				continue
-			}
-			if err != nil {
-				return nil, fmt.Errorf("audit: stream %s: %w", name, err)
-			}
-			out = append(out, name)
-		}
-	} else {
-		l := js.StreamNames(ctx)
-		for name := range l.Name() {
-			if central.IsArchiveStream(name) {
-				out = append(out, name)
-			}
-		}
-		if err := l.Err(); err != nil {
-			return nil, fmt.Errorf("audit: list the streams: %w", err)
-		}
-	}
-	slices.Sort(out)
-	return out, nil
-}
 
 // lastSeqs is each stream's last sequence when a read began: every later
 // read stops there, so the reads see the same archive.

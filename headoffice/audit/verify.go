@@ -11,6 +11,7 @@ import (
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/central/command"
+	"github.com/rxedge/agent/central/streams"
 	"github.com/rxedge/agent/headoffice/provision"
 )
 
@@ -376,7 +377,7 @@ func (v *verifier) pass(ctx context.Context) error {
 	if err := v.restore(); err != nil {
 		return err
 	}
-	names, err := archiveStreams(ctx, v.js, o.Archives)
+	names, err := streams.Archives(ctx, v.js, o.Archives)
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/central/ledger"
+	"github.com/rxedge/agent/central/streams"
 	"github.com/rxedge/agent/headoffice/provision"
 )
 
@@ -177,7 +178,7 @@ func NewWitness(ctx context.Context, o WitnessOptions) (*Witness, error) {
 // countersigns what holds and saves the state.
 func (w *Witness) Once(ctx context.Context) (WitnessRun, error) {
 	run := WitnessRun{Refused: map[string]int{}}
-	names, err := archiveStreams(ctx, w.js, w.o.Archives)
+	names, err := streams.Archives(ctx, w.js, w.o.Archives)
 	if err != nil {
 		return run, err
 	}

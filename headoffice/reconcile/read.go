@@ -80,39 +80,6 @@ func parseRecord(store string, h map[string][]string) (record, bool) {
 	return r, true
 }
 
-// archiveStreams lists the archive streams, sorted by name: those of
-// names that exist when names is not nil (an identity that may not list
-// streams), else every archive the server lists.
-func archiveStreams(ctx context.Context, js jetstream.JetStream, names []string) ([]string, error) {
-	if names != nil {
-		var out []string
-		for _, name := range names {
-			_, err := js.Stream(ctx, name)
-			if errors.Is(err, jetstream.ErrStreamNotFound) {
-				continue
-			}
-			if err != nil {
-				return nil, fmt.Errorf("reconcile: stream %s: %w", name, err)
-			}
-			out = append(out, name)
-		}
-		slices.Sort(out)
-		return out, nil
-	}
-	l := js.StreamNames(ctx)
-	var out []string
-	for name := range l.Name() {
-		if central.IsArchiveStream(name) {
-			out = append(out, name)
-		}
-	}
-	if err := l.Err(); err != nil {
-		return nil, fmt.Errorf("reconcile: list the streams: %w", err)
-	}
-	slices.Sort(out)
-	return out, nil
-}
-
 // readFilter is what readStream reads.
 type readFilter struct {
 	subjects []string  // nil: every store

@@ -19,6 +19,7 @@ import (
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/central/command"
+	"github.com/rxedge/agent/central/streams"
 	"github.com/rxedge/agent/headoffice/fleet"
 )
 
@@ -569,7 +570,7 @@ func (a *archive) isCopy(store string, h map[string][]string) bool {
 
 // readArchive reads every archive stream into one tally per store.
 func readArchive(ctx context.Context, js jetstream.JetStream, o Options) (*archive, error) {
-	names, err := archiveStreams(ctx, js, o.Archives)
+	names, err := streams.Archives(ctx, js, o.Archives)
 	if err != nil {
 		return nil, err
 	}
@@ -722,7 +723,7 @@ type duplicates struct {
 
 // reread reads the archive again for the involved stores' subjects.
 func (d *duplicates) reread(ctx context.Context, js jetstream.JetStream, o Options, subjects []string, rep *Report) error {
-	names, err := archiveStreams(ctx, js, o.Archives)
+	names, err := streams.Archives(ctx, js, o.Archives)
 	if err != nil {
 		return err
 	}

@@ -21,7 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/rxedge/agent/central"
+	"github.com/rxedge/agent/central/streams"
 	"github.com/rxedge/agent/internal/redact"
 )
 
@@ -190,7 +190,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	r := retrying{o: &o, what: "list the archives"}
 	for {
 		actx, cancel := r.bounded(ctx)
-		names, err = archiveStreams(actx, js, o.Archives)
+		names, err = streams.Archives(actx, js, o.Archives)
 		cancel()
 		if err == nil || ctx.Err() != nil {
 			break
@@ -229,37 +229,6 @@ func jetStream(nc *nats.Conn, prefix string) (jetstream.JetStream, error) {
 		return jetstream.NewWithAPIPrefix(nc, prefix)
 	}
 	return jetstream.New(nc)
-}
-
-// archiveStreams lists the archive streams, sorted by name: those of
-// names that exist when names is not nil, else every archive the server
-// lists.
-func archiveStreams(ctx context.Context, js jetstream.JetStream, names []string) ([]string, error) {
-	var out []string
-	if names != nil {
-		for _, name := range names {
-			_, err := js.Stream(ctx, name)
-			if errors.Is(err, jetstream.ErrStreamNotFound) {
-				continue
-			}
-			if err != nil {
-				return nil, fmt.Errorf("sink: stream %s: %w", name, err)
-			}
-			out = append(out, name)
-		}
-	} else {
-		l := js.StreamNames(ctx)
-		for name := range l.Name() {
-			if central.IsArchiveStream(name) {
-				out = append(out, name)
-			}
-		}
-		if err := l.Err(); err != nil {
-			return nil, fmt.Errorf("sink: list the streams: %w", err)
-		}
-	}
-	slices.Sort(out)
-	return out, nil
 }
 
 // follower copies one archive stream. Its state is owned by its run

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/central/ledger"
+	"github.com/rxedge/agent/central/streams"
 )
 
 // VerifyOptions configure Verify.
@@ -121,7 +122,7 @@ func Verify(ctx context.Context, conn *pgx.Conn, o VerifyOptions) (*Verification
 	if err != nil {
 		return nil, err
 	}
-	names, err := archiveStreams(ctx, js, o.Archives)
+	names, err := streams.Archives(ctx, js, o.Archives)
 	if err != nil {
 		return nil, err
 	}
