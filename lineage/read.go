@@ -98,10 +98,6 @@ func (c Claim) skip(why string) Claim {
 // errNotFound is a direct get of a subject with no message.
 var errNotFound = errors.New("lineage: no message")
 
-// serverHeaders are what central adds to a direct get's answer; a stored
-// record has them once, from the answer, unless it is itself an answer.
-var serverHeaders = []string{jetstream.StreamHeader, jetstream.SubjectHeader, jetstream.SequenceHeader, jetstream.TimeStampHeaer}
-
 // directGet asks central for the last message of a direct-get subject. An
 // answer that carries central's headers is a stored record, whatever else
 // it carries (a status line included): interpreting it is the caller's.
@@ -126,34 +122,22 @@ func directGet(ctx context.Context, nc *nats.Conn, subject string) (*nats.Msg, e
 }
 
 // stored reads the headers central adds to a stored record's direct-get
-// answer (the last value of each: central appends its own after the
-// record's), and says why the record must be skipped ("" when it need
-// not be).
+// answer (central.ReadStored: the last value of each), and says why the
+// record must be skipped ("" when it need not be).
 func stored(m *nats.Msg) (stream, subject string, seq uint64, skip string) {
-	h := m.Header
-	if h == nil {
+	if m.Header == nil {
 		return "", "", 0, SkipUnreadable
 	}
-	last := func(k string) string {
-		if v := h.Values(k); len(v) > 0 {
-			return v[len(v)-1]
-		}
-		return ""
-	}
-	stream, subject = last(jetstream.StreamHeader), last(jetstream.SubjectHeader)
-	seq, err := strconv.ParseUint(last(jetstream.SequenceHeader), 10, 64)
-	if err != nil || stream == "" || subject == "" {
+	st, ok := central.ReadStored(m.Header)
+	switch {
+	case !ok:
 		return "", "", 0, SkipUnreadable
+	case st.Reflected:
+		return st.Stream, st.Subject, st.Seq, SkipReflected
+	case m.Header.Get("Status") != "":
+		return st.Stream, st.Subject, st.Seq, SkipStatus
 	}
-	for _, k := range serverHeaders {
-		if len(h.Values(k)) > 1 {
-			return stream, subject, seq, SkipReflected
-		}
-	}
-	if h.Get("Status") != "" {
-		return stream, subject, seq, SkipStatus
-	}
-	return stream, subject, seq, ""
+	return st.Stream, st.Subject, st.Seq, ""
 }
 
 // fileIDPattern is a data file's identity as queue gives it: a version 4

@@ -267,12 +267,12 @@ func TestSyncOptionsCarryTheSettings(t *testing.T) {
 // credentials written into it.
 func TestBadServerURLHidesCredentials(t *testing.T) {
 	c := Config{StoreID: "S1", DataDir: t.TempDir()}
-	c.NATS.Servers = []string{"nats://u:hunter2@[bad", "tls://hunter3@h:port", "nats://u:hunter4/x@h:4222"}
+	c.NATS.Servers = []string{"nats://u:hunter2@[bad", "tls://hunter3@h:port", "nats://u:hunter4/x@h:4222", "nats://u:hunter5"}
 	_, err := c.Validate()
 	if err == nil {
 		t.Fatal("accepted")
 	}
-	for _, secret := range []string{"hunter2", "hunter3", "hunter4"} {
+	for _, secret := range []string{"hunter2", "hunter3", "hunter4", "hunter5"} {
 		if strings.Contains(err.Error(), secret) {
 			t.Errorf("error echoes %s:\n%v", secret, err)
 		}

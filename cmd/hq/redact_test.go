@@ -72,7 +72,8 @@ func headOfficeCommands(t *testing.T, dir string) [][]string {
 // TestHeadOfficeCommandsHideThePassword runs every head-office command
 // that reaches central with a password in a server URL that does not
 // parse (a bad host, an invalid % escape, a bad port, one bad URL of a
-// list, no scheme), given by --server and by NATS_URL: each is a usage
+// list, no scheme, a user and password with no host), given by --server
+// and by NATS_URL: each is a usage
 // error (exit 2) at once, and the password is in neither stdout nor
 // stderr. TestSinkHidesThePostgresPassword does the same for the
 // database's URL.
@@ -85,6 +86,8 @@ func TestHeadOfficeCommandsHideThePassword(t *testing.T) {
 		{"token and bad port", "nats://" + hiddenPassword + "@127.0.0.1:port"},
 		{"list with a bad one", "nats://127.0.0.1:4222, nats://ops:" + hiddenPassword + "@[bad"},
 		{"no scheme and bad escape", "ops:" + hiddenPassword + "%zz@127.0.0.1:4222"},
+		{"no host", "nats://ops:" + hiddenPassword},
+		{"no host, a slash in the password", "nats://ops:" + hiddenPassword + "/x"},
 	}
 	for _, cmd := range headOfficeCommands(t, dir) {
 		name := strings.Join(cmd[:min(2, len(cmd))], " ")
@@ -100,7 +103,7 @@ func TestHeadOfficeCommandsHideThePassword(t *testing.T) {
 	}
 	// A monitoring URL (hq durability) is read, not parsed first: one
 	// that does not parse is an error, and shows no password either.
-	for _, u := range []string{"http://mon:" + hiddenPassword + "@[bad", "http://mon:" + hiddenPassword + "%zz@127.0.0.1:1", "http://mon:" + hiddenPassword + "@127.0.0.1:1"} {
+	for _, u := range []string{"http://mon:" + hiddenPassword + "@[bad", "http://mon:" + hiddenPassword + "%zz@127.0.0.1:1", "http://mon:" + hiddenPassword + "@127.0.0.1:1", "http://mon:" + hiddenPassword} {
 		t.Run("durability --monitor-url "+strings.TrimPrefix(u, "http://mon:"+hiddenPassword), func(t *testing.T) {
 			runHidesPassword(t, []string{"durability", "--monitor-url", u, "--timeout", "5s"}, cli.ExitError)
 		})

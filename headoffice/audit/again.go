@@ -69,7 +69,7 @@ func (v *verifier) child(id string, quiet bool, docs []logDoc) *verifier {
 // pass's report.
 func (v *verifier) newChild(quiet bool, only map[string]bool) *verifier {
 	return &verifier{o: v.o, js: v.js, stores: map[string]*storeState{}, rep: v.rep, only: only,
-		tally: v.tally, keep: v.keep || quiet, quiet: quiet, reread: true, saved: v.saved, plan: v.plan}
+		tally: v.tally, keep: v.keep || quiet, quiet: quiet, reread: true, saved: v.saved, plan: v.plan, repeats: v.repeats}
 }
 
 // since is when a read for the child may start: a little before its

@@ -11,7 +11,8 @@ import (
 // checkpoint covers, the leaves a checkpoint covers that never came, the
 // stores' own latest checkpoints and the witness's, and the movements no
 // checkpoint covers yet; then names what changed where the archive's
-// leaves had to be read again.
+// leaves had to be read again, and compares the records of sequences
+// already folded into a tree with the tree's leaves (checkRepeats).
 func (v *verifier) conclude(ctx context.Context, names []string, ends lastSeqs) error {
 	now := v.o.Now()
 	for _, i := range v.needLog {
@@ -46,7 +47,7 @@ func (v *verifier) conclude(ctx context.Context, names []string, ends lastSeqs) 
 		}
 	}
 	v.diagnose = nil
-	return nil
+	return v.checkRepeats(ctx, names, ends)
 }
 
 // target is the size a log's leaves must reach: its latest checkpoint in

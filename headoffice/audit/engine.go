@@ -87,10 +87,13 @@ type verifier struct {
 	diagnose []diagWant
 	// saved is the state the pass started from (nil: none).
 	saved *stateDoc
+	// repeats are the records of sequences already folded into a tree,
+	// to compare once the read is done (the pass's and its children's).
+	repeats *repeatHold
 }
 
 func newVerifier(o Options, js jetstream.JetStream, rep *Report) *verifier {
-	return &verifier{o: o, js: js, stores: map[string]*storeState{}, rep: rep, tally: newTally(o.Roster.Stores)}
+	return &verifier{o: o, js: js, stores: map[string]*storeState{}, rep: rep, tally: newTally(o.Roster.Stores), repeats: &repeatHold{}}
 }
 
 func (v *verifier) wanted(store string) bool { return v.only == nil || v.only[store] }

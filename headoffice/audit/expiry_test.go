@@ -53,6 +53,7 @@ func waitEmptied(t *testing.T, r *rig) {
 // though the max_age that took them was set back before the next pass.
 // A max_age shortened is a finding by itself.
 func TestIncrementalTellsAgingFromRemoval(t *testing.T) {
+	t.Parallel()
 	t.Run("aged out", func(t *testing.T) {
 		r := newRig(t)
 		setMaxAge(t, r, 8*time.Second) // the rig's records were stored just now

@@ -130,6 +130,7 @@ var rewrites = []rewrite{
 // recreated, verifies every log again against what it had verified, and
 // names what changed. A second pass after it reads only what is new.
 func TestIncrementalFindsRewrites(t *testing.T) {
+	t.Parallel()
 	for _, rw := range rewrites {
 		t.Run(rw.name, func(t *testing.T) {
 			r := newRig(t)
@@ -166,6 +167,7 @@ func allowDeletes(t *testing.T, r *rig) {
 // The archive's count of deleted records gives it away at the next pass,
 // which verifies the logs again and names what changed.
 func TestIncrementalFindsDeletes(t *testing.T) {
+	t.Parallel()
 	find := func(recs []ledgertest.Record, seq uint64) ledgertest.Record { return recs[seqOf(recs, "S0042", seq)] }
 	cases := []struct {
 		name string

@@ -59,6 +59,12 @@ var ErrNotFound = errors.New("audit: the archive holds no movement of that key")
 // covers the movement yet.
 var ErrNotCovered = errors.New("audit: no signed checkpoint covers the movement yet")
 
+// ErrNotInLog is matched by Prove's error when the archived movement is
+// not the leaf its store's log holds at its sequence: another record of
+// that sequence is, and no signed checkpoint's root comes from the
+// archive's leaves with this one there. hq verify reports it as altered.
+var ErrNotInLog = errors.New("audit: the movement is not the one its store logged at its sequence")
+
 // ErrNoRoster is matched by Prove's error when it is given no roster, or
 // one without a key of the movement's store: no checkpoint can then be
 // authenticated, and a checkpoint no one authenticated is no proof.
@@ -117,6 +123,17 @@ type prover struct {
 	best    ledger.Checkpoint
 	note    string // best's signed note
 	skipped uint64 // records under checkpoint tokens that did not verify
+	// signed are the checkpoints of the store's logs a roster key signed,
+	// by log and size: those older than best that cover the movement are
+	// what a proof falls back to (fallback).
+	signed map[string]map[int64]signedCp
+}
+
+// signedCp is a checkpoint a roster key of its store signed, and its
+// signed note.
+type signedCp struct {
+	cp   ledger.Checkpoint
+	text string
 }
 
 func newProver(ctx context.Context, o ProveOptions, key string) (*prover, error) {
@@ -187,9 +204,12 @@ func (pr *prover) selectCheckpoint(ctx context.Context) error {
 		_, err := scan(ctx, pr.js, name, pr.last[name], []string{central.ArchiveSubject(store)}, false, func(r record) error {
 			switch {
 			case r.token != "":
-				if _, err := sel.Add(r.store, r.token, r.data); err != nil {
+				c, err := sel.Add(r.store, r.token, r.data)
+				if err != nil {
 					pr.skipped++
+					return nil
 				}
+				pr.keep(c)
 			case pr.found == nil && pr.isMovement(r):
 				rr := r
 				pr.found, data = &rr, r.data
@@ -222,6 +242,19 @@ func (pr *prover) selectCheckpoint(ctx context.Context) error {
 	}
 	pr.best, pr.note = best.Checkpoint, best.Text
 	return nil
+}
+
+// keep keeps a signed checkpoint of the store, one per log and size.
+func (pr *prover) keep(c ledger.Signed) {
+	if pr.signed == nil {
+		pr.signed = map[string]map[int64]signedCp{}
+	}
+	if pr.signed[c.Log] == nil {
+		pr.signed[c.Log] = map[int64]signedCp{}
+	}
+	if _, ok := pr.signed[c.Log][c.Size]; !ok {
+		pr.signed[c.Log][c.Size] = signedCp{cp: c.Checkpoint, text: c.Text}
+	}
 }
 
 // preferWitnessed takes, when the witness stream holds one, the newest
@@ -259,67 +292,147 @@ func (pr *prover) preferWitnessed(ctx context.Context) error {
 	return nil
 }
 
-// prove reads the log's leaves up to the checkpoint's size, headers only,
-// in sequence order, into the inclusion proof.
+// prove writes the proof of the movement in best, or, when the archive's
+// leaves do not give best's root, in the newest older checkpoint of the
+// log a roster key signed that covers the movement and whose root they
+// do give (fallback). Its work is bounded: at most two reads of the
+// store's archive, headers only; its memory is a frontier, an inclusion
+// builder and one size and root per signed checkpoint of the log.
 func (pr *prover) prove(ctx context.Context) (ledger.Proof, error) {
-	best, leaf := pr.best, pr.leaf
-	index := int64(leaf.Seq - best.First)
-	b, err := ledger.NewInclusionBuilder(best.Size, index)
+	b, t, err := pr.build(ctx, pr.best)
 	if err != nil {
 		return ledger.Proof{}, err
 	}
-	var tree ledger.Frontier
-	next, end := best.First, best.First+uint64(best.Size)
-	buf := map[uint64]ledger.Hash{}
-	add := func(h ledger.Hash) {
-		b.Add(h)
-		tree.Append(h)
-		next++
-	}
-	lacks := func() error {
-		return fmt.Errorf("audit: the archive lacks sequence %d of the log: run hq verify", next)
-	}
-	for _, name := range pr.names {
-		_, err := scan(ctx, pr.js, name, pr.last[name], []string{central.ArchiveSubject(pr.found.store)}, true, func(r record) error {
-			if r.token != "" || next >= end {
-				return nil
-			}
-			l, ok := leafOf(r.h)
-			if !ok || l.Seq < next || l.Seq >= end {
-				return nil
-			}
-			if l.Seq > next {
-				if _, dup := buf[l.Seq]; !dup {
-					buf[l.Seq] = l.Hash()
-				}
-				if len(buf) > pr.o.MaxBuffered {
-					return lacks()
-				}
-				return nil
-			}
-			add(l.Hash())
-			for h, ok := buf[next]; ok && next < end; h, ok = buf[next] {
-				delete(buf, next)
-				add(h)
-			}
-			return nil
-		}, progressFn(pr.o.Progress, "rebuilding the tree", pr.total))
-		if err != nil {
+	if t.root != pr.best.Root {
+		c, ok := pr.fallback(t)
+		if !ok {
+			return ledger.Proof{}, pr.noRoot(t)
+		}
+		if pr.o.Note != nil {
+			pr.o.Note(fmt.Sprintf("the proof rests on the checkpoint of size %d: the archive's leaves do not give the root of the newer checkpoint of size %d (run hq verify)", c.cp.Size, pr.best.Size))
+		}
+		pr.best, pr.note = c.cp, c.text
+		if b, t, err = pr.build(ctx, pr.best); err != nil {
 			return ledger.Proof{}, err
 		}
-	}
-	if next < end {
-		return ledger.Proof{}, lacks()
-	}
-	if tree.Root() != best.Root {
-		return ledger.Proof{}, errors.New("audit: the archive's leaves do not give the checkpoint's root: run hq verify")
+		if t.root != pr.best.Root {
+			return ledger.Proof{}, pr.noRoot(t)
+		}
 	}
 	incl, err := b.Proof()
 	if err != nil {
 		return ledger.Proof{}, err
 	}
-	return ledger.Proof{Format: ledger.ProofFormat, Store: pr.found.store, Payload: string(pr.found.data), Leaf: ledger.LeafOf(leaf),
-		Index: index, Inclusion: incl, Checkpoint: pr.note}, nil
+	return ledger.Proof{Format: ledger.ProofFormat, Store: pr.found.store, Payload: string(pr.found.data), Leaf: ledger.LeafOf(pr.leaf),
+		Index: int64(pr.leaf.Seq - pr.best.First), Inclusion: incl, Checkpoint: pr.note}, nil
+}
+
+// built is what a rebuild of the log's tree found: the root at the
+// checkpoint's size, the sizes of the log's other signed checkpoints
+// below it whose roots the leaves gave, and another record the archive
+// holds at the movement's sequence (other, when there is one).
+type built struct {
+	root    ledger.Hash
+	matched []int64
+	other   *ledger.Leaf
+}
+
+// build reads the log's leaves up to c's size, headers only, in sequence
+// order, into c's inclusion proof: the movement's own leaf at its index,
+// the archive's first record of every other sequence.
+func (pr *prover) build(ctx context.Context, c ledger.Checkpoint) (*ledger.InclusionBuilder, built, error) {
+	var out built
+	leaf := pr.leaf
+	b, err := ledger.NewInclusionBuilder(c.Size, int64(leaf.Seq-c.First))
+	if err != nil {
+		return nil, out, err
+	}
+	signed := pr.signed[c.Log]
+	var tree ledger.Frontier
+	next, end := c.First, c.First+uint64(c.Size)
+	buf := map[uint64]ledger.Hash{}
+	add := func(h ledger.Hash) {
+		b.Add(h)
+		tree.Append(h)
+		next++
+		if s, ok := signed[tree.Size]; ok && tree.Size < c.Size && s.cp.First == c.First && tree.Root() == s.cp.Root {
+			out.matched = append(out.matched, tree.Size)
+		}
+	}
+	fill := func() {
+		for next < end {
+			if next == leaf.Seq {
+				add(leaf.Hash())
+				continue
+			}
+			h, ok := buf[next]
+			if !ok {
+				return
+			}
+			delete(buf, next)
+			add(h)
+		}
+	}
+	lacks := func() error {
+		return fmt.Errorf("audit: the archive lacks sequence %d of the log: run hq verify", next)
+	}
+	fill()
+	for _, name := range pr.names {
+		_, err := scan(ctx, pr.js, name, pr.last[name], []string{central.ArchiveSubject(pr.found.store)}, true, func(r record) error {
+			l, ok := leafOf(r.h)
+			if r.token != "" || !ok || l.Seq < c.First || l.Seq >= end {
+				return nil
+			}
+			if l.Seq == leaf.Seq {
+				if l != leaf && out.other == nil {
+					out.other = &l
+				}
+				return nil
+			}
+			if l.Seq < next {
+				return nil
+			}
+			if _, dup := buf[l.Seq]; !dup {
+				buf[l.Seq] = l.Hash()
+			}
+			if len(buf) > pr.o.MaxBuffered {
+				return lacks()
+			}
+			fill()
+			return nil
+		}, progressFn(pr.o.Progress, "rebuilding the tree", pr.total))
+		if err != nil {
+			return nil, out, err
+		}
+	}
+	if next < end {
+		return nil, out, lacks()
+	}
+	out.root = tree.Root()
+	return b, out, nil
+}
+
+// fallback is the newest signed checkpoint of the log, older than best,
+// that covers the movement and whose root the leaves gave (t.matched).
+func (pr *prover) fallback(t built) (signedCp, bool) {
+	index := int64(pr.leaf.Seq - pr.best.First)
+	for i := len(t.matched) - 1; i >= 0; i-- {
+		if t.matched[i] > index {
+			return pr.signed[pr.best.Log][t.matched[i]], true
+		}
+	}
+	return signedCp{}, false
+}
+
+// noRoot is why no proof could be written: the movement is not the log's
+// leaf at its sequence (another record there), or the archive's leaves
+// give no signed root that covers it.
+func (pr *prover) noRoot(t built) error {
+	if t.other != nil {
+		return fmt.Errorf("%w: movement %s is archived under sequence %d of store %s, where the archive also holds movement %s, and no checkpoint the store signed covers it there: run hq verify",
+			ErrNotInLog, pr.key, pr.leaf.Seq, pr.found.store, hex.EncodeToString(t.other.Key[:]))
+	}
+	return fmt.Errorf("audit: the archive's leaves do not give the root of the checkpoint of size %d, nor of an older signed checkpoint that covers sequence %d: run hq verify", pr.best.Size, pr.leaf.Seq)
 }
 
 func progressFn(p func(string, uint64, uint64), read string, total uint64) func(uint64) {

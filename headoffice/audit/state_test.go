@@ -53,6 +53,7 @@ func editVerifyState(t *testing.T, path string, sum bool, edit func(st map[strin
 // the file is left as it was. A state file that does not exist is a
 // first pass.
 func TestIncrementalRefusesABadState(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	state := filepath.Join(t.TempDir(), "verify.state")
 	r.pass(t, state, noRecheck)

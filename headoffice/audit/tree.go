@@ -123,7 +123,10 @@ func (v *verifier) addLeaf(ctx context.Context, lg *logState, l ledger.Leaf) {
 	switch n := lg.next(); {
 	case l.Seq < n:
 		lg.repeats++
-		if i := int64(l.Seq-lg.first) - lg.tree.Size; i >= 0 && lg.pend[i] != l {
+		switch i := int64(l.Seq-lg.first) - lg.tree.Size; {
+		case i < 0:
+			v.holdRepeat(lg, l) // its leaf was folded: compared after the read
+		case lg.pend[i] != l:
 			v.find(Finding{Store: lg.store, Log: lg.id, Kind: KindAltered, From: l.Seq, To: l.Seq, Detail: "two different records of one sequence"})
 		}
 		return

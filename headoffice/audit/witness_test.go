@@ -169,6 +169,7 @@ func editState(t *testing.T, path string, edit func(st map[string]any)) {
 // countersignatures from the stream, and the store's fork offered
 // meanwhile is refused, never countersigned.
 func TestWitnessStateAttacked(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	dir := t.TempDir()
 	state := filepath.Join(dir, "witness.state")

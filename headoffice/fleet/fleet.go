@@ -12,7 +12,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/central/command"
@@ -21,11 +20,15 @@ import (
 
 // Entry is one key of the fleet view as central holds it. Store is
 // the key, which only that store's identity can write; LastSeen is the
-// server's time of the write.
+// server's time of the write. Reflected says the record carries, of its
+// own, the headers central adds to a direct get's answer
+// (central.ServerHeaders): written to pass for another store's, or a
+// JetStream answer aimed at the key, it answers for no one.
 type Entry struct {
-	Store    string
-	LastSeen time.Time
-	Value    []byte
+	Store     string
+	LastSeen  time.Time
+	Value     []byte
+	Reflected bool
 }
 
 // Read reads the latest summary of every store from the fleet view,
@@ -47,25 +50,23 @@ const readBatch = 1000
 // so the walk is the view, and it is not bounded by the server's limit
 // on one multi-subject request (1,024 subjects). A store that writes
 // again during the walk may be met twice: its newest summary is kept.
+// Each entry's store, time and place in the stream are central's (the
+// last value of each header, central.ReadStored), never what a store
+// put on its record.
 func ReadWith(ctx context.Context, js jetstream.JetStream) ([]Entry, error) {
 	var out []Entry
 	at := map[string]int{}
 	for seq := uint64(1); ; {
-		msgs, err := jetstreamext.GetBatch(ctx, js, central.FleetStreamName, readBatch, jetstreamext.GetBatchSeq(seq), jetstreamext.GetBatchSubject(central.FleetSubjects))
+		msgs, err := getBatch(ctx, js, seq, readBatch)
 		if err != nil {
-			return nil, fmt.Errorf("remote: read the fleet view: %w", err)
+			return nil, fmt.Errorf("remote: read the fleet view (%s): %w", central.FleetStreamName, err)
 		}
-		n := 0
-		for m, err := range msgs {
-			if errors.Is(err, jetstreamext.ErrNoMessages) {
-				break
-			}
-			if err != nil {
-				return nil, fmt.Errorf("remote: read the fleet view (%s): %w", central.FleetStreamName, err)
-			}
-			n++
-			seq = m.Sequence + 1
-			e := Entry{Store: strings.TrimPrefix(m.Subject, central.FleetPrefix), LastSeen: m.Time, Value: m.Data}
+		if len(msgs) == 0 {
+			return out, nil
+		}
+		for _, m := range msgs {
+			seq = m.Seq + 1
+			e := Entry{Store: strings.TrimPrefix(m.Subject, central.FleetPrefix), LastSeen: m.Time, Value: m.data, Reflected: m.Reflected}
 			if i, ok := at[e.Store]; ok {
 				out[i] = e
 				continue
@@ -73,10 +74,85 @@ func ReadWith(ctx context.Context, js jetstream.JetStream) ([]Entry, error) {
 			at[e.Store] = len(out)
 			out = append(out, e)
 		}
-		if n == 0 {
-			return out, nil
-		}
 	}
+}
+
+// batchMsg is one record of a batch direct get.
+type batchMsg struct {
+	central.Stored
+	data []byte
+}
+
+// Why a batch direct get failed.
+var (
+	errBatchEnded   = errors.New("the answer ended before its last message (no end-of-batch)")
+	errBatchTooLong = errors.New("the answer holds more messages than asked for")
+)
+
+// batchWait bounds the wait for each message of a batch's answer when
+// ctx sets no deadline.
+const batchWait = 10 * time.Second
+
+// getBatch direct-gets up to n messages of the fleet stream from stream
+// sequence seq on, and reads each one's place from central's own
+// headers (central.ReadStored), so that what a store wrote on its record
+// chooses nothing: not its store, not its time, and not where the walk
+// goes on. An empty answer is the stream's end.
+func getBatch(ctx context.Context, js jetstream.JetStream, seq uint64, n int) ([]batchMsg, error) {
+	nc := js.Conn()
+	req, err := json.Marshal(struct {
+		Seq     uint64 `json:"seq"`
+		NextFor string `json:"next_by_subj"`
+		Batch   int    `json:"batch"`
+	}{seq, central.FleetSubjects, n})
+	if err != nil {
+		return nil, err
+	}
+	inbox := nc.NewRespInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, err
+	}
+	defer sub.Unsubscribe()
+	if err := nc.PublishRequest(apiPrefix(js)+"DIRECT.GET."+central.FleetStreamName, inbox, req); err != nil {
+		return nil, err
+	}
+	var out []batchMsg
+	for {
+		wctx, cancel := ctx, context.CancelFunc(func() {})
+		if _, ok := ctx.Deadline(); !ok {
+			wctx, cancel = context.WithTimeout(ctx, batchWait)
+		}
+		m, err := sub.NextMsgWithContext(wctx)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", errBatchEnded, err)
+		}
+		st, stored := central.ReadStored(m.Header)
+		switch status := m.Header.Get("Status"); {
+		case !stored && status == "404":
+			return out, nil
+		case !stored && status == "204":
+			return out, nil // end of batch
+		case !stored:
+			return nil, fmt.Errorf("status %q %s", status, command.Clip(m.Header.Get("Description")))
+		case len(out) >= n:
+			return nil, errBatchTooLong
+		}
+		out = append(out, batchMsg{Stored: st, data: m.Data})
+	}
+}
+
+// apiPrefix is js's JetStream API prefix, with its final dot.
+func apiPrefix(js jetstream.JetStream) string {
+	o := js.Options()
+	switch {
+	case o.APIPrefix != "":
+		return strings.TrimSuffix(o.APIPrefix, ".") + "."
+	case o.Domain != "":
+		return "$JS." + o.Domain + ".API."
+	}
+	return jetstream.DefaultAPIPrefix
 }
 
 // Fleet states of a store, from the best to the worst.
@@ -146,6 +222,8 @@ func decodeEntry(e Entry) (command.Summary, Store) {
 	fs := Store{Store: e.Store, LastSeen: &at, State: OK}
 	var s command.Summary
 	switch err := json.Unmarshal(e.Value, &s); {
+	case e.Reflected:
+		fs.State, fs.Problems = Unverifiable, []string{"its record carries the headers central adds to its answers (Nats-Subject, Nats-Time-Stamp): written to pass for another record"}
 	case err != nil:
 		fs.State, fs.Problems = Unverifiable, []string{"its summary does not read"}
 	case s.StoreID != e.Store:

@@ -24,17 +24,18 @@ func TestJudgeFleet(t *testing.T) {
 		roster []string
 		want   string
 	}{
-		{"healthy", Entry{"S1", now.Add(-30 * time.Second), summary("S1", 0)}, nil, OK},
-		{"quarantine", Entry{"S1", now, summary("S1", 3)}, nil, Attention},
-		{"stale", Entry{"S1", now.Add(-5 * time.Minute), summary("S1", 0)}, nil, Stale},
-		{"silent", Entry{"S1", now.Add(-time.Hour), summary("S1", 0)}, nil, Silent},
-		{"names another store", Entry{"S1", now, summary("S2", 0)}, nil, Unverifiable},
-		{"unreadable", Entry{"S1", now, []byte("{")}, nil, Unverifiable},
-		{"not on the roster", Entry{"S9", now, summary("S9", 0)}, []string{"S1"}, Unknown},
+		{"healthy", Entry{"S1", now.Add(-30 * time.Second), summary("S1", 0), false}, nil, OK},
+		{"quarantine", Entry{"S1", now, summary("S1", 3), false}, nil, Attention},
+		{"stale", Entry{"S1", now.Add(-5 * time.Minute), summary("S1", 0), false}, nil, Stale},
+		{"silent", Entry{"S1", now.Add(-time.Hour), summary("S1", 0), false}, nil, Silent},
+		{"names another store", Entry{"S1", now, summary("S2", 0), false}, nil, Unverifiable},
+		{"unreadable", Entry{"S1", now, []byte("{"), false}, nil, Unverifiable},
+		{"carries central's headers", Entry{"S1", now, summary("S1", 0), true}, nil, Unverifiable},
+		{"not on the roster", Entry{"S9", now, summary("S9", 0), false}, []string{"S1"}, Unknown},
 		{"lineage held", Entry{"S1", now, func() []byte {
 			b, _ := json.Marshal(command.Summary{StoreID: "S1", State: status.Online, Lineage: status.LineageHeld, GeneratedAt: now})
 			return b
-		}()}, nil, Attention},
+		}(), false}, nil, Attention},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -43,14 +43,14 @@ func testIndex(t *testing.T) (*Index, *clock) {
 	}
 	ix := NewIndex(IndexOptions{Roster: roster, Limits: indexLimits, Clock: c.Now})
 	free := uint64(1 << 30)
-	ix.Apply(Entry{"S0001", c.now, summaryJSON("S0001", c.now, func(s *command.Summary) { s.Pending, s.FreeDiskBytes = 3, &free })})
-	ix.Apply(Entry{"S0002", c.now, summaryJSON("S0002", c.now, func(s *command.Summary) { s.Quarantined = 2 })})
+	ix.Apply(Entry{"S0001", c.now, summaryJSON("S0001", c.now, func(s *command.Summary) { s.Pending, s.FreeDiskBytes = 3, &free }), false})
+	ix.Apply(Entry{"S0002", c.now, summaryJSON("S0002", c.now, func(s *command.Summary) { s.Quarantined = 2 }), false})
 	ix.Apply(Entry{"S0003", c.now.Add(-5 * time.Minute), summaryJSON("S0003", c.now, func(s *command.Summary) {
 		s.State, s.Reason, s.Version = status.Offline, "no connection", "1.5.0"
-	})})
-	ix.Apply(Entry{"S0004", c.now, summaryJSON("S0004", c.now, func(s *command.Summary) { s.Lineage, s.FileOrigin = status.LineageHeld, "replaced" })})
-	ix.Apply(Entry{"S0005", c.now, summaryJSON("S0009", c.now, nil)}) // names another store
-	ix.Apply(Entry{"S0099", c.now, summaryJSON("S0099", c.now, nil)}) // not on the roster
+	}), false})
+	ix.Apply(Entry{"S0004", c.now, summaryJSON("S0004", c.now, func(s *command.Summary) { s.Lineage, s.FileOrigin = status.LineageHeld, "replaced" }), false})
+	ix.Apply(Entry{"S0005", c.now, summaryJSON("S0009", c.now, nil), false}) // names another store
+	ix.Apply(Entry{"S0099", c.now, summaryJSON("S0099", c.now, nil), false}) // not on the roster
 	return ix, c
 }
 
@@ -121,7 +121,7 @@ func TestIndexQuery(t *testing.T) {
 // in every index, and time alone makes a store stale, then silent.
 func TestIndexMovesAStoreBetweenFacets(t *testing.T) {
 	ix, c := testIndex(t)
-	ix.Apply(Entry{"S0002", c.now, summaryJSON("S0002", c.now, func(s *command.Summary) { s.Version = "1.5.0" })})
+	ix.Apply(Entry{"S0002", c.now, summaryJSON("S0002", c.now, func(s *command.Summary) { s.Version = "1.5.0" }), false})
 	if got := stores(ix.Query(Query{State: CondQuarantining})); got != nil {
 		t.Errorf("quarantining after the quarantine emptied: %v", got)
 	}
@@ -159,7 +159,7 @@ func TestIndexMovesAStoreBetweenFacets(t *testing.T) {
 // when the witness countersigned that log at that size or beyond.
 func TestIndexCountersigned(t *testing.T) {
 	ix, c := testIndex(t)
-	ix.Apply(Entry{"S0001", c.now, summaryJSON("S0001", c.now, func(s *command.Summary) { s.CheckpointLog, s.CheckpointSize = "L1", 10 })})
+	ix.Apply(Entry{"S0001", c.now, summaryJSON("S0001", c.now, func(s *command.Summary) { s.CheckpointLog, s.CheckpointSize = "L1", 10 }), false})
 	check := func(want bool) {
 		t.Helper()
 		r, _ := ix.Get("S0001")
@@ -174,7 +174,7 @@ func TestIndexCountersigned(t *testing.T) {
 	check(true)
 	ix.Witness("S0001", Witnessed{Log: "L1", Size: 11}) // older: kept the newest
 	check(true)
-	ix.Apply(Entry{"S0001", c.now, summaryJSON("S0001", c.now, func(s *command.Summary) { s.CheckpointLog, s.CheckpointSize = "L1", 20 })})
+	ix.Apply(Entry{"S0001", c.now, summaryJSON("S0001", c.now, func(s *command.Summary) { s.CheckpointLog, s.CheckpointSize = "L1", 20 }), false})
 	check(false)
 	if r, _ := ix.Get("S0002"); func() bool { k, _ := r.Countersigned(true); return k }() {
 		t.Error("a store that names no checkpoint is known countersigned")
@@ -185,7 +185,7 @@ func TestIndexCountersigned(t *testing.T) {
 	if _, ok := ix.Get("S7777"); ok {
 		t.Error("a witness record made a store appear")
 	}
-	ix.Apply(Entry{"S7777", c.now, summaryJSON("S7777", c.now, func(s *command.Summary) { s.CheckpointLog, s.CheckpointSize = "L7", 5 })})
+	ix.Apply(Entry{"S7777", c.now, summaryJSON("S7777", c.now, func(s *command.Summary) { s.CheckpointLog, s.CheckpointSize = "L7", 5 }), false})
 	if r, _ := ix.Get("S7777"); func() bool { _, yes := r.Countersigned(true); return !yes }() {
 		t.Errorf("S7777's countersignature, seen before its summary, was lost: %+v", r.Witnessed)
 	}
@@ -202,7 +202,7 @@ func TestIndexScalesWithMatches(t *testing.T) {
 			if i%1000 == 0 {
 				s.Quarantined = 1
 			}
-		})})
+		}), false})
 	}
 	p := ix.Query(Query{State: CondQuarantining, Limit: 1000})
 	if p.Matched != 60 || len(p.Records) != 60 {

@@ -120,8 +120,11 @@ func (ix *Index) followOnce(ctx context.Context, js jetstream.JetStream, stream,
 }
 
 // applyFleet takes one message of the fleet view. Its subject names the
-// store (only that store's identity can write it); one that is not a
-// store id's is counted and passed over.
+// store (the consumer delivers it on the subject central stored it
+// under, which only that store's identity can write); one that is not a
+// store id's is counted and passed over. A record that carries the
+// headers central adds to a direct get's answer answers for no one
+// (Entry.Reflected).
 func (ix *Index) applyFleet(m jetstream.Msg) {
 	store, ok := strings.CutPrefix(m.Subject(), central.FleetPrefix)
 	if !ok || !central.ValidStoreID(store) {
@@ -136,7 +139,7 @@ func (ix *Index) applyFleet(m jetstream.Msg) {
 	if len(data) > central.MaxFleetValue {
 		data = nil // unverifiable: the bucket never takes one this large
 	}
-	ix.Apply(Entry{Store: store, LastSeen: at, Value: data})
+	ix.Apply(Entry{Store: store, LastSeen: at, Value: data, Reflected: central.CarriesServerHeaders(m.Headers())})
 }
 
 // applyWitness takes one countersigned checkpoint: kept only when the

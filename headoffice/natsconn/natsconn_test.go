@@ -100,7 +100,7 @@ func TestServerURLCredentials(t *testing.T) {
 	for _, servers := range []string{"nats://u:Pw-Secret@[bad", "nats://u:Pw-Secret%zz@h:4222", "nats://Pw-Secret@h:port", "nats://u:Pw-Secret@",
 		"nats://a:4222,nats://u:Pw-Secret@[b", "nats://u:Pw-Secret@a:4222,nats://v:Pw-Secret@b:4222",
 		"nats://u:Pw-Se,cret@h:4222", "nats://a:4222,u:Pw-Se,cret@h:4222", "nats:/u:Pw-Secret@h:4222", "nats://h:4222/u:Pw-Secret@x",
-		"nats://h:4222?u:Pw-Secret@x", "nats://h:4222#u:Pw-Secret@x"} {
+		"nats://h:4222?u:Pw-Secret@x", "nats://h:4222#u:Pw-Secret@x", "nats://u:Pw-Secret", "nats://a:4222,nats://u:Pw-Secret"} {
 		_, err := Resolve(layer("a", Values{Servers: servers}))
 		if !errors.Is(err, ErrSetting) || strings.Contains(err.Error(), "Pw-Se") || strings.Contains(err.Error(), "cret") || strings.Contains(err.Error(), "zz") {
 			t.Errorf("servers %q: got %v, want an ErrSetting without the password", servers, err)

@@ -14,6 +14,7 @@ package redact
 
 import (
 	"errors"
+	"net"
 	"net/url"
 	"slices"
 	"strconv"
@@ -26,20 +27,73 @@ const Mask = "REDACTED"
 // URL is s without credentials. A URL that parses with user information
 // loses it (nats://u:p@host:4222 is nats://host:4222). One that does not
 // parse, or still holds an '@' after parsing, loses everything between
-// its scheme and its last '@' (nats://u:p@[bad is nats://[bad). Text
-// without an '@' holds no user information and is returned as it is.
+// its scheme and its last '@' (nats://u:p@[bad is nats://[bad). Then,
+// what is left of an authority whose ':' is followed by no port (digits)
+// may be a user and password without a host: everything after that ':'
+// goes (nats://u:p is nats://u:REDACTED). Other text without an '@'
+// holds no user information and is returned as it is.
 func URL(s string) string {
+	r, parsed := s, false
 	if u, err := url.Parse(s); err == nil {
 		u.User = nil
-		if r := u.String(); !strings.Contains(r, "@") {
-			return r
+		r = u.String()
+		parsed = !strings.Contains(r, "@")
+	}
+	if !parsed {
+		r = s
+		if i := strings.LastIndex(s, "@"); i >= 0 {
+			r = s[:schemeEnd(s, i)] + s[i+1:]
 		}
 	}
-	i := strings.LastIndex(s, "@")
-	if i < 0 {
-		return s
+	if from, to, ok := hostlessSecret(r); ok {
+		return r[:from] + Mask + r[to:]
 	}
-	return s[:schemeEnd(s, i)] + s[i+1:]
+	return r
+}
+
+// hostlessSecret finds, in a "scheme://" URL whose authority holds no
+// '@', what follows the authority's ':' when it is not a port (digits):
+// nats://user:password, written by someone who left out "@host", where
+// that text is a password. It returns its span s[from:to], which runs to
+// the end of s: a password may hold a '/', a '?' or a '#'.
+func hostlessSecret(s string) (from, to int, ok bool) {
+	j := schemeEnd(s, len(s))
+	if j == 0 {
+		return 0, 0, false
+	}
+	end := len(s)
+	if k := strings.IndexAny(s[j:], "/?#"); k >= 0 {
+		end = j + k
+	}
+	auth := s[j:end]
+	if strings.Contains(auth, "@") {
+		return 0, 0, false
+	}
+	at := j
+	if k := strings.IndexByte(auth, ']'); strings.HasPrefix(auth, "[") && k > 0 && isIP(auth[1:k]) {
+		at += k + 1 // an IPv6 address's colons are not a password's
+	}
+	i := strings.IndexByte(s[at:end], ':')
+	if i < 0 || isPort(s[at+i+1:end]) {
+		return 0, 0, false
+	}
+	return at + i + 1, len(s), true
+}
+
+// isIP reports whether s, less a zone (%eth0), is an IP address.
+func isIP(s string) bool {
+	s, _, _ = strings.Cut(s, "%")
+	return net.ParseIP(s) != nil
+}
+
+// isPort reports whether s is empty or decimal digits only.
+func isPort(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // schemeEnd is the length of s's "scheme://" prefix when it ends before
@@ -119,6 +173,9 @@ func Secrets(conn string) []string {
 			} else {
 				add(info, true)
 			}
+		}
+		if from, to, ok := hostlessSecret(part); ok {
+			add(part[from:to], true)
 		}
 		for _, v := range queryPasswords(part) {
 			add(v, true)

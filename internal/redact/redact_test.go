@@ -17,7 +17,7 @@ func TestURL(t *testing.T) {
 		{"no credentials", "nats://central.example:4222", "nats://central.example:4222"},
 		{"https with path", "https://admin:pw@mon.example:8222/jsz?acc=1", "https://mon.example:8222/jsz?acc=1"},
 		{"unparsable host", "nats://u:p@[bad", "nats://[bad"},
-		{"unparsable port", "nats://u:p@host:port", "nats://host:port"},
+		{"unparsable port", "nats://u:p@host:port", "nats://host:" + Mask},
 		{"password with a slash", "nats://u:p/w@host:4222", "nats://host:4222"},
 		{"password with a question mark", "nats://u:p?w@host:4222", "nats://host:4222"},
 		{"password with a hash", "nats://u:p#w@host:4222", "nats://host:4222"},
@@ -31,6 +31,13 @@ func TestURL(t *testing.T) {
 		{"at at the end", "nats://u:p@", "nats:"},
 		{"empty", "", ""},
 		{"control character", "nats://u:p@ho\x7fst", "nats://ho\x7fst"},
+		{"no host", "nats://ops:S3cretPW", "nats://ops:" + Mask},
+		{"no host, a slash in the password", "nats://ops:S3c/ret?x#y", "nats://ops:" + Mask},
+		{"no host, no user", "nats://:S3cretPW", "nats://:" + Mask},
+		{"host and port", "nats://central:4222/x", "nats://central:4222/x"},
+		{"host and empty port", "nats://central:", "nats://central:"},
+		{"IPv6 and port", "nats://[::1]:4222", "nats://[::1]:4222"},
+		{"IPv6 and no port", "nats://[::1]:pw", "nats://[::1]:" + Mask},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := URL(tt.in); got != tt.want {
@@ -72,6 +79,15 @@ func FuzzURL(f *testing.F) {
 		}
 		if strings.Contains(got, marker) {
 			t.Errorf("URL(%q) = %q keeps what stands before the '@'", s, got)
+		}
+		// A user and password without a host (nats://u:p): whatever
+		// stands after the authority's ':' may be a password.
+		if strings.ContainsAny(before, "/?#") {
+			return
+		}
+		s = "nats://" + before + ":" + marker + after
+		if got := URL(s); strings.Contains(got, marker) {
+			t.Errorf("URL(%q) = %q keeps what stands after the ':'", s, got)
 		}
 	})
 }
@@ -183,7 +199,7 @@ func FuzzDSN(f *testing.F) {
 // with the string's Secrets.
 func FuzzErrorText(f *testing.F) {
 	for _, s := range [][2]string{{"nats://u:", "[bad"}, {"nats://u:p%zz", "h:4222"}, {"postgres://u:", "[bad/d"}, {"postgres://u:%", "h/d"},
-		{"host='", ""}, {"host=h port=x ", ""}, {"nats://a:4222,nats://", "b:port"}} {
+		{"host='", ""}, {"host=h port=x ", ""}, {"nats://a:4222,nats://", "b:port"}, {"nats://ops:", ""}, {"http://sys:", "/varz"}} {
 		f.Add(s[0], s[1])
 	}
 	f.Fuzz(func(t *testing.T, before, after string) {
@@ -192,7 +208,11 @@ func FuzzErrorText(f *testing.F) {
 			return // pgx would read files the input names
 		}
 		kv := strings.TrimPrefix(strings.TrimPrefix(before, "postgres://"), "postgresql://")
-		for _, s := range []string{before + marker + "@" + after, "postgres://h/d?" + before + "password=" + marker + after, kv + "password=" + marker + after} {
+		cases := []string{before + marker + "@" + after, "postgres://h/d?" + before + "password=" + marker + after, kv + "password=" + marker + after}
+		if !strings.ContainsAny(before, "@/?#,") {
+			cases = append(cases, "nats://"+before+":"+marker+after) // a user and password without a host
+		}
+		for _, s := range cases {
 			var errs []error
 			for _, part := range strings.Split(s, ",") {
 				if _, err := url.Parse(strings.TrimSpace(part)); err != nil {
@@ -214,7 +234,7 @@ func FuzzErrorText(f *testing.F) {
 // TestParseError says why net/url refused a URL without a piece of its
 // password, an invalid escape's three characters included.
 func TestParseError(t *testing.T) {
-	for _, raw := range []string{"nats://u:S3cret%zz@h:4222", "nats://u:S3cret@[bad", "http://S3cret@h:port", "nats://u:S3c\x7fret@h"} {
+	for _, raw := range []string{"nats://u:S3cret%zz@h:4222", "nats://u:S3cret@[bad", "http://S3cret@h:port", "nats://u:S3c\x7fret@h", "nats://ops:S3cretPW", "http://sys:S3cretPW/varz"} {
 		_, perr := url.Parse(raw)
 		if perr == nil {
 			t.Fatalf("%q parses", raw)
