@@ -184,6 +184,9 @@ func (v *verifier) take(ctx context.Context, r record) error {
 		if _, ok := lg.ats[l.Seq]; !ok {
 			lg.ats[l.Seq] = r.at
 		}
+		if !v.anchorEdge.IsZero() && r.at.Before(v.anchorEdge) {
+			lg.aging = true
+		}
 	}
 	v.addLeaf(ctx, lg, l)
 	return nil

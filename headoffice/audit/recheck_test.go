@@ -61,37 +61,76 @@ func TestRecheckFindsWhatTheArchiveHides(t *testing.T) {
 }
 
 // A sweep that passes leaves within AnchorLead of the archive's max_age
-// keeps the tree it verified there as the log's anchor; a log verified
-// again after a rewrite starts from it: a change below it is the
-// rewrite's finding alone, one above it is named.
+// keeps the first tree it verified past them as the log's anchor; a log
+// verified again after a rewrite starts from it: a change below it is the
+// rewrite's finding alone, one above it is named. A sweep over leaves the
+// retention keeps for longer than AnchorLead leaves the anchor where it
+// is (it moved to the first root matched, however fresh, before).
 func TestRecheckMovesTheAnchor(t *testing.T) {
 	r := newRig(t)
-	setMaxAge(t, r, time.Hour)
+	const maxAge = time.Hour
+	setMaxAge(t, r, maxAge)
 	state := filepath.Join(t.TempDir(), "verify.state")
 	expectOK(t, r.pass(t, state, noRecheck))
-	// An AnchorLead of a nanosecond puts every record past the edge: the
-	// first root the sweep matches, S0042's at size 20, is the anchor.
-	rep := r.pass(t, state, func(o *audit.Options) { o.AnchorLead = time.Nanosecond })
-	if !rep.OK() || rep.Recheck == nil || !rep.Recheck.Ended {
+	// As in production (30 days of a 761-day max_age), the lead is a small
+	// part of the max age: every record of the sweep is fresh.
+	fresh := func(o *audit.Options) { o.AnchorLead = 2 * time.Minute }
+	if rep := r.pass(t, state, fresh); !rep.OK() || rep.Recheck == nil || !rep.Recheck.Ended {
 		t.Fatalf("the sweep did not end in one pass: %+v\n%s", rep.Recheck, dump(rep))
 	}
-	var anchored int
-	editVerifyState(t, state, true, func(s map[string]any) {
-		for _, l := range s["stores"].(map[string]any)["S0042"].(map[string]any)["logs"].([]any) {
-			if l.(map[string]any)["anchor"] != nil {
-				anchored++
-			}
-		}
+	if n := anchors(t, state, "S0042"); n != 0 {
+		t.Fatalf("a sweep over fresh leaves gave S0042's log an anchor")
+	}
+	// The edge between S0042's first 20 movements (archive records 1-20)
+	// and the next (22-41, after its checkpoint at 21): a clock held
+	// where the first are within AnchorLead of the max_age and the next
+	// are not.
+	mid := archivedAt(t, r, 20).Add(archivedAt(t, r, 22).Sub(archivedAt(t, r, 20)) / 2)
+	now := time.Now()
+	rep := r.pass(t, state, func(o *audit.Options) {
+		o.Now = func() time.Time { return now }
+		o.AnchorLead = maxAge - now.Sub(mid)
 	})
-	if anchored != 1 {
-		t.Fatalf("S0042's log has no anchor after the sweep")
+	if !rep.OK() || rep.Recheck == nil || !rep.Recheck.Ended {
+		t.Fatalf("the second sweep did not end in one pass: %+v\n%s", rep.Recheck, dump(rep))
+	}
+	if n := anchors(t, state, "S0042"); n != 1 {
+		t.Fatalf("S0042's log has no anchor after the sweep over its aging leaves")
 	}
 	ledgertest.RewriteArchive(r.ctx, t, r.js, central.ArchiveStreamName, func(recs []ledgertest.Record) []ledgertest.Record {
-		i := seqOf(recs, "S0042", 33)
+		i := seqOf(recs, "S0042", 45)
 		recs = append(recs[:i:i], recs[i+1:]...)
 		j := seqOf(recs, "S0042", 5)
 		return append(recs[:j:j], recs[j+1:]...)
 	})
 	rep = r.pass(t, state, noRecheck)
-	expect(t, rep, audit.Finding{Kind: audit.KindArchiveRewritten}, audit.Finding{Kind: audit.KindMissing, Store: "S0042", From: 33, To: 33})
+	expect(t, rep, audit.Finding{Kind: audit.KindArchiveRewritten}, audit.Finding{Kind: audit.KindMissing, Store: "S0042", From: 45, To: 45})
+}
+
+// anchors counts the logs of store that have an anchor in the state.
+func anchors(t *testing.T, state, store string) int {
+	t.Helper()
+	var n int
+	editVerifyState(t, state, true, func(s map[string]any) {
+		for _, l := range s["stores"].(map[string]any)[store].(map[string]any)["logs"].([]any) {
+			if l.(map[string]any)["anchor"] != nil {
+				n++
+			}
+		}
+	})
+	return n
+}
+
+// archivedAt is when the archive stored its record at seq.
+func archivedAt(t *testing.T, r *rig, seq uint64) time.Time {
+	t.Helper()
+	st, err := r.js.Stream(r.ctx, central.ArchiveStreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := st.GetMsg(r.ctx, seq)
+	if err != nil {
+		t.Fatalf("archive record %d: %v", seq, err)
+	}
+	return m.Time
 }

@@ -66,6 +66,9 @@ type logState struct {
 	// sequence, and the anchor the re-check proposes once it matched.
 	ats       map[uint64]time.Time
 	candidate *anchor
+	// aging says the re-check read a leaf whose record the archive's
+	// retention lets go within AnchorLead: only then does the anchor move.
+	aging bool
 }
 
 // anchor is where a log's tree starts when it is rebuilt from the archive
@@ -242,7 +245,9 @@ func (lg *logState) remember(size int64, root ledger.Hash) {
 }
 
 // propose keeps, in a re-check, the tree just matched as the log's next
-// anchor when its last leaf's record is past the anchor edge: with the
+// anchor when the re-check read leaves whose records are before the
+// anchor edge (the retention lets them go within AnchorLead) and this
+// tree's last leaf's record is past it: with the
 // earliest time a record of it or of a leaf after it already read was
 // stored, so a read from a little before finds every leaf after it.
 func (v *verifier) propose(lg *logState) {
@@ -255,7 +260,7 @@ func (v *verifier) propose(lg *logState) {
 			at = t
 		}
 	}
-	if !ok || v.anchorEdge.IsZero() || lg.candidate != nil || lg.ats[lastSeq].Before(v.anchorEdge) {
+	if !ok || v.anchorEdge.IsZero() || !lg.aging || lg.candidate != nil || lg.ats[lastSeq].Before(v.anchorEdge) {
 		return
 	}
 	lg.candidate = &anchor{tree: lg.good.Clone(), at: at}
