@@ -47,8 +47,15 @@ func NewFleetWatch(ix *fleet.Index, book *fleet.ProblemBook, interval time.Durat
 			Help: "Problems the fleet watch opened, by kind."}, []string{"kind"}),
 	}
 	r.MustRegister(w.open, w.opened)
+	// A problem closes once absent for ClearLooks looks: a store whose
+	// summary comes and goes (its own credentials write it) keeps one
+	// problem open instead of opening and closing, and logging, each time.
+	book.SetClearAfter(ClearLooks * interval)
 	return w
 }
+
+// ClearLooks is how many looks a problem must be absent from to close.
+const ClearLooks = 3
 
 // Job runs the index (reading the fleet view through js) and the watch:
 // its first pass is the first look once the index holds the fleet view.
@@ -91,7 +98,7 @@ func (w *FleetWatch) Look() (opened, closed []fleet.Problem) {
 			pg := w.Index.Query(fleet.Query{State: kind, Sort: fleet.SortStore, Offset: off, Limit: fleet.MaxPageSize})
 			for _, r := range pg.Records {
 				in[r.Store] = true
-				detail := strings.Join(r.Problems, "; ")
+				detail := fleet.ClipDetail(strings.Join(r.Problems, "; "))
 				if w.Book.Open(kind, r.Store, detail, now) {
 					w.open.WithLabelValues(kind, r.Store).Set(1)
 					w.opened.WithLabelValues(kind).Inc()
