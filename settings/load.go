@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/rxedge/agent/internal/redact"
 )
 
 // LoadFile reads a YAML configuration file strictly. It reports every
@@ -87,14 +89,9 @@ func decodeNode(n *yaml.Node, v reflect.Value, path string, problems *[]string) 
 		if path != "" {
 			full = path + "." + name
 		}
-		if line, dup := seen[name]; dup {
-			*problems = append(*problems, fmt.Sprintf("line %d: %s: set twice (first on line %d)", k.Line, full, line))
-			continue
-		}
-		seen[name] = k.Line
 		idx, ok := fields[name]
 		if !ok {
-			msg := fmt.Sprintf("line %d: unknown key %q", k.Line, name)
+			msg := fmt.Sprintf("line %d: unknown key %s", k.Line, quoted(name))
 			if path != "" {
 				msg += " in " + path
 			}
@@ -104,6 +101,11 @@ func decodeNode(n *yaml.Node, v reflect.Value, path string, problems *[]string) 
 			*problems = append(*problems, msg)
 			continue
 		}
+		if line, dup := seen[name]; dup {
+			*problems = append(*problems, fmt.Sprintf("line %d: %s: set twice (first on line %d)", k.Line, full, line))
+			continue
+		}
+		seen[name] = k.Line
 		decodeNode(val, v.Field(idx), full, problems)
 	}
 }
@@ -142,7 +144,9 @@ func want(t reflect.Type) string {
 	return t.String()
 }
 
-// got describes what the file holds, without echoing a secret.
+// got describes what the file holds, without echoing a secret: the value
+// of a field that holds a credential is never shown, and a value that looks
+// like a URL is shown only as redact.Shown allows.
 func got(n *yaml.Node, path string) string {
 	switch n.Kind {
 	case yaml.MappingNode:
@@ -153,13 +157,23 @@ func got(n *yaml.Node, path string) string {
 	if secret(path) {
 		return "a value (not shown: it may be a secret)"
 	}
-	v := n.Value
+	return quoted(n.Value)
+}
+
+// quoted is v as a problem may quote it: cut to 40 characters, or a phrase
+// in its place when it may hold a password.
+func quoted(v string) string {
+	v, ok := redact.Shown(v)
+	if !ok {
+		return "a value (not shown: it may hold a password)"
+	}
 	if len(v) > 40 {
 		v = v[:40] + "…"
 	}
 	return fmt.Sprintf("%q", v)
 }
 
+// secret reports whether the setting at path holds a credential.
 func secret(path string) bool {
 	leaf := path[strings.LastIndex(path, ".")+1:]
 	return leaf == "password" || leaf == "token"
