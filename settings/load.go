@@ -13,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/rxedge/agent/internal/redact"
+	"github.com/rxedge/agent/internal/suggest"
 )
 
 // LoadFile reads a YAML configuration file strictly. It reports every
@@ -95,7 +96,7 @@ func decodeNode(n *yaml.Node, v reflect.Value, path string, problems *[]string) 
 			if path != "" {
 				msg += " in " + path
 			}
-			if s := closest(name, known); s != "" {
+			if s := suggest.Closest(name, known); s != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", s)
 			}
 			*problems = append(*problems, msg)
@@ -177,52 +178,4 @@ func quoted(v string) string {
 func secret(path string) bool {
 	leaf := path[strings.LastIndex(path, ".")+1:]
 	return leaf == "password" || leaf == "token"
-}
-
-// closest is the known key nearest to name, when one is near enough to be
-// a typo: at most two edits away, or one is the start of the other.
-func closest(name string, known []string) string {
-	lower := strings.ToLower(name)
-	best, bestD := "", 3
-	for _, k := range known {
-		if d := editDistance(lower, k); d < bestD && d < len(k) {
-			best, bestD = k, d
-		}
-	}
-	if best != "" || len(lower) < 3 {
-		return best
-	}
-	for _, k := range known {
-		if strings.HasPrefix(k, lower) || strings.HasPrefix(lower, k) {
-			return k
-		}
-	}
-	return ""
-}
-
-// editDistance is the Damerau–Levenshtein distance (with transpositions)
-// of a and b.
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	d := make([][]int, len(ra)+1)
-	for i := range d {
-		d[i] = make([]int, len(rb)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(ra)][len(rb)]
 }
