@@ -12,6 +12,15 @@ import (
 	"github.com/rxedge/agent/status"
 )
 
+// TestUnknownFlagSuggests: a mistyped flag is refused with the flag it is
+// closest to, as a mistyped setting is.
+func TestUnknownFlagSuggests(t *testing.T) {
+	_, stderr, code := runCLI(t, "status", "--data-dri", t.TempDir())
+	if code != cli.ExitUsage || !strings.Contains(stderr, "unknown flag: --data-dri (did you mean --data-dir?)") {
+		t.Errorf("exit %d, stderr %q; want exit 2 offering --data-dir", code, stderr)
+	}
+}
+
 // TestDefaultConfigBehindAClosedDirectory: a user who may not enter
 // /etc/rxedge gets the administrator hint, not "which agent?".
 func TestDefaultConfigBehindAClosedDirectory(t *testing.T) {

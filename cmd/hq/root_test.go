@@ -19,6 +19,15 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
+// TestUnknownFlagSuggests: a mistyped flag is refused with the flag it is
+// closest to, as a mistyped setting is.
+func TestUnknownFlagSuggests(t *testing.T) {
+	_, stderr, code := runCLI(t, "sink", "--postgres-pasword-file", "pw")
+	if code != cli.ExitUsage || !strings.Contains(stderr, "unknown flag: --postgres-pasword-file (did you mean --postgres-password-file?)") {
+		t.Errorf("exit %d, stderr %q; want exit 2 offering --postgres-password-file", code, stderr)
+	}
+}
+
 // TestBinary: the built binary runs and says what it is.
 func TestBinary(t *testing.T) {
 	out, err := exec.Command(agentbin.BuildHQ(t), "version", "--json").Output()
