@@ -98,7 +98,7 @@ func newDoctorCmd(s *cli.Streams) *cobra.Command {
 		},
 	}
 	fs := cmd.Flags()
-	fs.BoolVar(&dev, "dev", false, "check the trial agent of `run --dev` (data in ./"+settings.DevBase+"/agent or --data-dir DIR/agent, central its embedded hub, the intakes it last started with)")
+	fs.BoolVar(&dev, "dev", false, "check the trial agent of run --dev (data in ./"+settings.DevBase+"/agent or --data-dir DIR/agent, central its embedded hub, the intakes it last started with)")
 	fs.StringVar(&devHub, "dev-hub", settings.DevHubListen, "with --dev: the trial hub's address")
 	loc.register(fs)
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")

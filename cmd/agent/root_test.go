@@ -2,11 +2,15 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/status"
@@ -68,4 +72,22 @@ func TestStatusBeforeTheFirstStart(t *testing.T) {
 	if code != cli.ExitError || strings.Contains(stderr, "&{") {
 		t.Errorf("status of a missing directory: exit %d, stderr %q", code, stderr)
 	}
+}
+
+// TestFlagUsagesRenderAsWritten: no flag's usage holds a backquote, which
+// pflag's help takes for the name of the flag's value (doctor's --dev
+// rendered as "--dev run --dev").
+func TestFlagUsagesRenderAsWritten(t *testing.T) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+			if strings.Contains(f.Usage, "`") {
+				t.Errorf("%s --%s: the usage %q holds a backquote", c.CommandPath(), f.Name, f.Usage)
+			}
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRoot(&cli.Streams{In: strings.NewReader(""), Out: io.Discard, Err: io.Discard}))
 }

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"io"
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/testkit/agentbin"
@@ -34,4 +38,22 @@ func TestBinary(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), `"go_version"`) {
 		t.Fatalf("hq version --json: %v\n%s", err, out)
 	}
+}
+
+// TestFlagUsagesRenderAsWritten: no flag's usage holds a backquote, which
+// pflag's help takes for the name of the flag's value (doctor's --dev
+// rendered as "--dev run --dev").
+func TestFlagUsagesRenderAsWritten(t *testing.T) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+			if strings.Contains(f.Usage, "`") {
+				t.Errorf("%s --%s: the usage %q holds a backquote", c.CommandPath(), f.Name, f.Usage)
+			}
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRoot(&cli.Streams{In: strings.NewReader(""), Out: io.Discard, Err: io.Discard}))
 }
