@@ -173,3 +173,17 @@ func waitArchive(t *testing.T, js jetstream.JetStream, n uint64) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestSinkTakesPasswordsOnlyFromFiles: the sink's help offers no
+// --password, as it says, and a --password given anyway is refused (exit
+// 2) with where the password goes, without repeating it.
+func TestSinkTakesPasswordsOnlyFromFiles(t *testing.T) {
+	help, _, code := runCLI(t, "sink", "--help")
+	if code != cli.ExitOK || strings.Contains(help, "--password ") || !strings.Contains(help, "--nats-password-file") {
+		t.Errorf("sink --help (exit %d) offers --password, or not --nats-password-file:\n%s", code, help)
+	}
+	_, stderr, code := runCLI(t, "sink", "--postgres", "postgres://sink@127.0.0.1:1/rx", "--server", "nats://127.0.0.1:1", "--user", "audit", "--password", "Hunter2-sink")
+	if code != cli.ExitUsage || !strings.Contains(stderr, "--nats-password-file") || strings.Contains(stderr, "Hunter2") {
+		t.Errorf("sink --password: exit %d, %q; want exit 2 naming --nats-password-file, without the password", code, stderr)
+	}
+}
