@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -374,5 +375,38 @@ func TestIntakeSection(t *testing.T) {
 	}
 	if o.Intake.HL7.Listen != "0.0.0.0:2575" || len(o.Intake.HL7.Allowed) != 2 || o.Intake.ASAP.Dir != env["RXEDGE_INTAKE_ASAP_DIR"] || o.Intake.HL7.MaxConnections == 0 {
 		t.Fatalf("intake options %+v", o.Intake)
+	}
+}
+
+// TestConfigsPointAtREADMESections: every README section the example
+// configurations name (README, "Section") is a heading of the README.
+func TestConfigsPointAtREADMESections(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	headings := map[string]bool{}
+	for _, l := range strings.Split(string(readme), "\n") {
+		if strings.HasPrefix(l, "#") {
+			headings[strings.TrimSpace(strings.TrimLeft(l, "#"))] = true
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join("..", "configs", "*.yaml"))
+	if len(files) == 0 {
+		t.Fatal("no configs/*.yaml")
+	}
+	ref := regexp.MustCompile(`README,? "([^"]+)"`)
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A reference may run over comment lines: join them.
+		text := regexp.MustCompile(`\n\s*#\s*`).ReplaceAllString(string(raw), " ")
+		for _, m := range ref.FindAllStringSubmatch(text, -1) {
+			if !headings[m[1]] {
+				t.Errorf("%s names the README section %q, which the README does not have", filepath.Base(f), m[1])
+			}
+		}
 	}
 }
