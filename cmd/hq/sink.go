@@ -219,7 +219,7 @@ func (c *sinkCmd) run(cmd *cobra.Command, s *cli.Streams) error {
 		return err
 	}
 	ctx := cmd.Context()
-	c.log = slog.New(slog.NewTextHandler(s.Err, nil))
+	c.log = newLogger(s.Err)
 	conn, err := c.connectPG(ctx)
 	if err != nil {
 		return err
