@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -71,28 +72,7 @@ func TestDevBannerCommandsRun(t *testing.T) {
 		cmd.Process.Signal(os.Interrupt)
 		cmd.Wait()
 	})
-	lines := make(chan string)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
-	var banner []string
-	deadline := time.After(2 * time.Minute)
-	for done := false; !done; {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatalf("the agent ended before its banner's last line:\n%s", strings.Join(banner, "\n"))
-			}
-			banner = append(banner, l)
-			done = strings.HasPrefix(l, "Ctrl-C")
-		case <-deadline:
-			t.Fatalf("no banner within 2 minutes; so far:\n%s", strings.Join(banner, "\n"))
-		}
-	}
+	banner := readBanner(t, stdout)
 	text := strings.Join(banner, "\n")
 	for _, want := range []string{"HL7 v2 (MLLP):           " + hl7Addr, "ASAP drop folder:        " + asap, "formulary:               " + formulary} {
 		if !strings.Contains(text, want) {
@@ -128,4 +108,32 @@ func TestDevBannerCommandsRun(t *testing.T) {
 			t.Errorf("%s (%v) lacks %q:\n%s", commands["doctor"], err, want, out)
 		}
 	}
+}
+
+// readBanner reads the trial's banner from stdout, up to its last line.
+func readBanner(t *testing.T, stdout io.Reader) []string {
+	t.Helper()
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	var banner []string
+	deadline := time.After(2 * time.Minute)
+	for done := false; !done; {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("the agent ended before its banner's last line:\n%s", strings.Join(banner, "\n"))
+			}
+			banner = append(banner, l)
+			done = strings.HasPrefix(l, "Ctrl-C")
+		case <-deadline:
+			t.Fatalf("no banner within 2 minutes; so far:\n%s", strings.Join(banner, "\n"))
+		}
+	}
+	return banner
 }
