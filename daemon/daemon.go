@@ -73,31 +73,27 @@ func loadFormulary(path string) (intake.Formulary, error) {
 	return fm, nil
 }
 
-// startIntakes opens the HL7 listener and prepares the ASAP drop folder,
-// when configured; both hand movements to q's group commit.
-func startIntakes(opts settings.Options, fm intake.Formulary, q *queue.Queue, c *intake.Counters, log *slog.Logger) (*hl7.Server, *asap.Watcher, error) {
-	in := opts.Intake
-	sink := &intake.Sink{Queue: q, StoreID: opts.StoreID}
-	var srv *hl7.Server
+// bindIntakes opens the HL7 listener and prepares the ASAP drop folder,
+// when configured. Both hand movements to d.sink, whose queue is set once
+// the data file is open: nothing reaches it before serve starts them.
+func (d *daemon) bindIntakes() error {
+	in := d.opts.Intake
+	d.sink = &intake.Sink{StoreID: d.opts.StoreID}
 	if in.HL7.Listen != "" {
 		var err error
-		srv, err = hl7.Listen(in.HL7, &hl7.Handler{Sink: sink, Formulary: fm, Counter: &c.HL7, Log: log}, log)
+		d.hl7Srv, err = hl7.Listen(in.HL7, &hl7.Handler{Sink: d.sink, Formulary: d.fm, Counter: &d.counters.HL7, Log: d.log}, d.log)
 		if err != nil {
-			return nil, nil, err
+			return fmt.Errorf("%w%s", err, InUseHint(err, "another program (another agent?) listens there: stop it, or give the agent another address with --hl7-listen HOST:PORT (intake.hl7.listen)"))
 		}
 	}
-	var w *asap.Watcher
 	if in.ASAP.Dir != "" {
-		w = &asap.Watcher{Dir: in.ASAP.Dir, Sink: sink, Formulary: fm, Counter: &c.ASAP, Log: log,
+		d.watcher = &asap.Watcher{Dir: in.ASAP.Dir, Sink: d.sink, Formulary: d.fm, Counter: &d.counters.ASAP, Log: d.log,
 			Poll: in.ASAP.PollInterval, MaxFileBytes: in.ASAP.MaxFileBytes}
-		if err := w.Prepare(); err != nil {
-			if srv != nil {
-				srv.Close()
-			}
-			return nil, nil, err
+		if err := d.watcher.Prepare(); err != nil {
+			return err
 		}
 	}
-	return srv, w, nil
+	return nil
 }
 
 // daemon is a running agent: its parts, opened and started in order by Run.
@@ -119,6 +115,7 @@ type daemon struct {
 	st           *builder.Builder
 	srv          *control.Server
 
+	sink    *intake.Sink
 	hl7Srv  *hl7.Server
 	watcher *asap.Watcher
 
@@ -135,31 +132,42 @@ type daemon struct {
 
 // Run runs the agent until ctx ends, then shuts it down cleanly. It returns
 // nil after a clean shutdown.
+//
+// What can refuse a start for a reason outside the data directory (a
+// formulary that does not load, an address in use) is checked before the
+// data directory is touched, so a start that fails leaves a new data
+// directory as it was: no data file, no signing key.
 func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hooks) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	ignoreFileSizeLimit()
-	d := &daemon{opts: opts, log: log}
+	d := &daemon{opts: opts, log: log, counters: new(intake.Counters)}
+	served := false
+	defer func() {
+		if !served {
+			d.closeListeners()
+		}
+	}()
+	var err error
+	if d.fm, err = loadFormulary(opts.Intake.Formulary); err != nil {
+		return err
+	}
+	if err := d.bind(); err != nil {
+		return d.runningHere(err)
+	}
 	if err := d.openQueue(); err != nil {
 		return err
 	}
 	defer d.q.Close()
+	d.sink.Queue = d.q
 
 	if err := d.q.Journal(queue.Event{Action: queue.ActionStart, Actor: queue.ActorAgent, Detail: summary(opts)}); err != nil {
 		return fmt.Errorf("write the start-up record to the journal: %w", err)
 	}
 	prune(d.q, opts, log)
-
-	var err error
-	if d.fm, err = loadFormulary(opts.Intake.Formulary); err != nil {
-		return err
-	}
 	d.wire()
 	d.notary.PrepareKey()
-	if d.hl7Srv, d.watcher, err = startIntakes(opts, d.fm, d.q, d.counters, log); err != nil {
-		return err
-	}
 	if d.hl7Srv != nil {
 		d.m.WatchHL7Refusals(hl7.RefusalReasons, d.hl7Srv.Refusals)
 	}
@@ -167,10 +175,29 @@ func Run(ctx context.Context, opts settings.Options, log *slog.Logger, hooks Hoo
 		d.wireSync()
 		defer d.responder.Close()
 	}
-	if err := d.listen(); err != nil {
+	if d.ctlLn, err = control.Listen(control.Endpoint(opts.DataDir)); err != nil {
 		return err
 	}
+	served = true
 	return d.serve(ctx, hooks)
+}
+
+// runningHere is err, or ErrAlreadyRunning when an agent answers on this
+// data directory's control socket: a second agent started with the same
+// settings finds the first one's ports taken before it reaches the data
+// file's lock.
+func (d *daemon) runningHere(err error) error {
+	if InUseHint(err, "x") == "" {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	c := control.Dial(control.Endpoint(d.opts.DataDir))
+	defer c.CloseIdleConnections()
+	if c.Ping(ctx) == nil {
+		return ErrAlreadyRunning
+	}
+	return err
 }
 
 // openQueue checks for leftovers, compacts and opens the data file.
@@ -207,7 +234,6 @@ func (d *daemon) openQueue() error {
 func (d *daemon) wire() {
 	opts := d.opts
 	d.m = metrics.New(d.q)
-	d.counters = new(intake.Counters)
 	d.m.WatchIntakes(d.counters.Snapshot)
 	d.svc = dlq.New(d.q)
 	d.conn = func() status.Connection {
@@ -266,41 +292,39 @@ func (d *daemon) wireSync() {
 	d.engine, d.checker, d.responder = engine, checker, responder
 }
 
-// listen opens the control socket and the ingest and metrics listeners;
-// on failure it closes what it opened, and the HL7 listener.
-func (d *daemon) listen() error {
+// bind opens the ingest, metrics and HL7 listeners and prepares the ASAP
+// drop folder; on failure the caller closes what it opened
+// (closeListeners).
+func (d *daemon) bind() error {
 	opts := d.opts
 	var err error
-	if d.ctlLn, err = control.Listen(control.Endpoint(opts.DataDir)); err != nil {
-		d.closeHL7()
-		return err
-	}
 	if opts.IngestListen != "" {
 		if d.ingestLn, err = net.Listen("tcp", opts.IngestListen); err != nil {
-			d.closeHL7()
-			d.ctlLn.Close()
-			os.Remove(control.Endpoint(opts.DataDir))
 			return fmt.Errorf("ingest.listen %s: %w%s", opts.IngestListen, err, InUseHint(err, "another program (another agent?) listens there: stop it, or give the agent another address with --ingest HOST:PORT (ingest.listen)"))
 		}
 	}
 	if opts.MetricsListen != "" {
 		if d.metricsLn, err = net.Listen("tcp", opts.MetricsListen); err != nil {
-			d.closeHL7()
-			d.ctlLn.Close()
-			if d.ingestLn != nil {
-				d.ingestLn.Close()
-			}
-			os.Remove(control.Endpoint(opts.DataDir))
 			return fmt.Errorf("metrics.listen %s: %w%s", opts.MetricsListen, err, InUseHint(err, "another program listens there: set another metrics.listen"))
 		}
 	}
-	return nil
+	return d.bindIntakes()
 }
 
-// closeHL7 closes the HL7 listener, when there is one.
-func (d *daemon) closeHL7() {
+// closeListeners closes the listeners of a start that failed before they
+// were served, and the control socket's name.
+func (d *daemon) closeListeners() {
 	if d.hl7Srv != nil {
 		d.hl7Srv.Close()
+	}
+	for _, ln := range []net.Listener{d.ingestLn, d.metricsLn} {
+		if ln != nil {
+			ln.Close()
+		}
+	}
+	if d.ctlLn != nil {
+		d.ctlLn.Close()
+		os.Remove(control.Endpoint(d.opts.DataDir))
 	}
 }
 

@@ -127,6 +127,9 @@ func install(ctx context.Context, p *Plan, out io.Writer, h host) error {
 			}
 		}
 	}
+	if err := protectSecrets(p, out, h); err != nil {
+		return err
+	}
 	if err := writeLedgerKey(p, out, h); err != nil {
 		return err
 	}
@@ -134,6 +137,26 @@ func install(ctx context.Context, p *Plan, out io.Writer, h host) error {
 		return err
 	}
 	fmt.Fprintf(out, "installed %s; start it with `"+Command()+" start`\n", p.Paths.ServiceName)
+	return nil
+}
+
+// protectSecrets sets the permissions of the credential files the config
+// names (Plan.Secrets), which must be there already: install never writes
+// them, and a link is refused as for the config.
+func protectSecrets(p *Plan, out io.Writer, h host) error {
+	for _, f := range p.Secrets {
+		fi, err := os.Lstat(f.Path)
+		switch {
+		case err != nil:
+			return fmt.Errorf("installer: %s %s: %w: copy it onto this machine before installing", f.Purpose, f.Path, err)
+		case !fi.Mode().IsRegular():
+			return fmt.Errorf("installer: %s %s is not a regular file (a link, a folder?): put the file itself there and install again", f.Purpose, f.Path)
+		}
+		if err := h.applyPerm(f.Path, f.Perm); err != nil {
+			return fmt.Errorf("installer: set permissions of %s: %w", f.Path, err)
+		}
+		fmt.Fprintf(out, "%s %s: permissions set as the config's\n", f.Purpose, f.Path)
+	}
 	return nil
 }
 

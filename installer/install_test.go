@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"strings"
 	"sync"
@@ -316,5 +317,52 @@ func TestInstallChecksTheConfigBeforeRegistering(t *testing.T) {
 				t.Errorf("config present: %v, want %v", err == nil, kept)
 			}
 		})
+	}
+}
+
+// TestInstallProtectsTheCredentialFiles: a credential file delivered
+// before the install (an SCCM package's C:\secure\S0107.creds) keeps its
+// content and gets the config's permissions: administrators and the
+// service only, on Windows as on Linux. One that is missing, or a link,
+// stops the install before the service is registered.
+func TestInstallProtectsTheCredentialFiles(t *testing.T) {
+	for _, spec := range []Spec{linuxSpec(), windowsSpec()} {
+		spec.Secrets = []string{map[string]string{"linux": "/etc/rxedge/S0107.creds", "windows": `C:\secure\S0107.creds`}[spec.GOOS]}
+		p := mustPrepare(t, spec)
+		if len(p.Secrets) != 1 || !reflect.DeepEqual(p.Secrets[0].Perm, p.Config.Perm) {
+			t.Errorf("%s: secrets %+v, want one with the config's permissions %+v", spec.GOOS, p.Secrets, p.Config.Perm)
+		}
+		var b bytes.Buffer
+		if err := p.Render(&b); err != nil || !strings.Contains(b.String(), "credential file "+spec.Secrets[0]) {
+			t.Errorf("%s: the dry run does not show the credential file (%v):\n%s", spec.GOOS, err, b.String())
+		}
+	}
+
+	p, root := tempPlan(t)
+	creds := filepath.Join(root, "S0107.creds")
+	os.WriteFile(creds, []byte("-----BEGIN NATS USER JWT-----\n"), 0o644)
+	p.Secrets = []File{{Purpose: "credential file", Path: creds, Perm: p.Config.Perm}}
+	h := &fakeHost{}
+	var out bytes.Buffer
+	if err := install(context.Background(), p, &out, h); err != nil {
+		t.Fatalf("install: %v\n%s", err, out.String())
+	}
+	if got, ok := h.perms[creds]; !ok || !reflect.DeepEqual(got, p.Config.Perm) {
+		t.Errorf("the credential file's permissions: %+v (set %v), want the config's %+v", got, ok, p.Config.Perm)
+	}
+	if b, _ := os.ReadFile(creds); string(b) != "-----BEGIN NATS USER JWT-----\n" {
+		t.Errorf("install changed the credential file: %q", b)
+	}
+
+	os.Remove(creds)
+	os.Symlink(p.Config.Path, creds)
+	linked := &fakeHost{}
+	if err := install(context.Background(), p, &out, linked); err == nil || linked.registered != 0 {
+		t.Errorf("a link: install %v, registered %d times; want a refusal before registering", err, linked.registered)
+	}
+	os.Remove(creds)
+	missing := &fakeHost{}
+	if err := install(context.Background(), p, &out, missing); err == nil || !strings.Contains(err.Error(), "copy it onto this machine") || missing.registered != 0 {
+		t.Errorf("a missing credential file: %v, registered %d times", err, missing.registered)
 	}
 }

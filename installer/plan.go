@@ -72,6 +72,12 @@ type Spec struct {
 	// tables cannot express (recovery actions, service SID type), without
 	// registering the service again.
 	PackagedService bool
+	// Secrets are credential files the config names (the store's NATS
+	// .creds or NKey seed file), delivered to the machine beforehand:
+	// install keeps their content and sets their permissions as the
+	// config's (administrators and the service only), so a file copied in
+	// with a folder's inherited permissions is private once installed.
+	Secrets []string
 }
 
 // Perm is who may use a file or directory: a mode and owner on Linux, a
@@ -138,7 +144,10 @@ type Plan struct {
 	CreateUser bool     // Linux: create Paths.User when missing
 	Dirs       []Dir
 	Token      File
-	Config     File
+	// Secrets are the credential files of Spec.Secrets, with the config's
+	// permissions; install never writes them.
+	Secrets []File
+	Config  File
 	// LedgerKey is the store's signing key (package notary), written
 	// when missing for the store_id of the config install keeps or writes.
 	LedgerKey File
@@ -233,7 +242,21 @@ func Prepare(spec Spec) (*Plan, error) {
 		p.PackagedUnit, p.Unit = spec.PackagedUnit, nil
 	}
 	p.Config.Content = content
-	return p, nil
+	p.Secrets, err = secretFiles(goos, spec.Secrets, p.Config.Perm)
+	return p, err
+}
+
+// secretFiles are the credential files at paths, with perm.
+func secretFiles(goos string, paths []string, perm Perm) ([]File, error) {
+	var out []File
+	for _, path := range paths {
+		v, err := cleanPath(goos, path)
+		if err != nil {
+			return nil, fmt.Errorf("installer: credential file %q: %w", path, err)
+		}
+		out = append(out, File{Purpose: "credential file", Path: v, Perm: perm})
+	}
+	return out, nil
 }
 
 var linuxUserRE = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)

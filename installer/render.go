@@ -121,6 +121,10 @@ func (r *renderer) filesSteps(p *Plan) {
 	r.step("Write the config %s if missing; an existing config is kept. Set its permissions:", p.Config.Path)
 	r.perm(p.Config.Perm, p.Config.Path)
 	r.block(p.Config.Path, redactSecrets(string(p.Config.Content)))
+	for _, f := range p.Secrets {
+		r.step("Keep the %s %s as it is (it must be there) and set its permissions as the config's:", f.Purpose, f.Path)
+		r.perm(f.Perm, f.Path)
+	}
 	if p.LedgerKey.Path != "" {
 		r.step("Write the %s %s if missing (a new key named for the config's store_id; its public key goes into the roster); an existing key is kept. Set its permissions:", p.LedgerKey.Purpose, p.LedgerKey.Path)
 		r.perm(p.LedgerKey.Perm, p.LedgerKey.Path)

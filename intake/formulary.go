@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -143,7 +144,8 @@ func (f Formulary) Schedule(ndc string) string {
 // the form the queue stores, as every intake does: a bare 10-digit NDC
 // the formulary resolves is written in its canonical form (what was sent
 // kept in ndc_as_sent); then the movement is validated; then its unit is
-// checked against the formulary's for its NDC. es holds every problem;
+// checked against the formulary's for its NDC. es holds every problem
+// (the unit's, of kind ErrOtherUnit, beside the validation's);
 // unit is true when the only one is a unit other than the formulary's
 // (HTTP answers it 422, where other problems are 400). Error texts name
 // the formulary's unit, never a value sent.
@@ -156,15 +158,22 @@ func (f Formulary) Prepare(m *movement.Movement, storeID string, now time.Time) 
 			m.NDC = c
 		}
 	}
-	if es := m.Validate(storeID, now); es != nil {
-		return movement.Prepared{}, es, false
+	es = m.Validate(storeID, now)
+	// The unit is checked beside every other problem, so an answer lists
+	// them all; a unit the validation refused is not checked again.
+	if want := f[m.NDC].Unit; want != "" && m.Unit != want && !slices.ContainsFunc(es, func(e movement.FieldError) bool { return e.Field == "unit" }) {
+		unit = len(es) == 0
+		es = append(es, movement.FieldError{Field: "unit", Msg: "must be " + want + ", the unit the formulary gives this NDC (intake.formulary)", Kind: ErrOtherUnit})
 	}
-	if want := f[m.NDC].Unit; want != "" && m.Unit != want {
-		es := movement.Errors{{Field: "unit", Msg: "must be " + want + ", the unit the formulary gives this NDC (intake.formulary)"}}
-		return movement.Prepared{}, es, true
+	if len(es) > 0 {
+		return movement.Prepared{}, es, unit
 	}
 	return m.Prepared(storeID), nil, false
 }
+
+// ErrOtherUnit is the kind (movement.FieldError.Kind) of the problem of a
+// movement in a unit other than the one the formulary gives its NDC.
+var ErrOtherUnit = errors.New("a unit other than the formulary's")
 
 // PrepareJSON is Prepare for a movement as JSON (movement.Decode).
 func (f Formulary) PrepareJSON(data []byte, storeID string, now time.Time) (movement.Prepared, movement.Errors, bool) {

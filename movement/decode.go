@@ -15,7 +15,23 @@ import (
 type FieldError struct {
 	Field string `json:"field"`
 	Msg   string `json:"error"`
+	// Kind is what sort of problem it is, for a caller that answers in
+	// codes (HL7's table 0357) to branch on with errors.Is: ErrRequired,
+	// ErrNotAllowed, or another package's; nil for any other problem. It
+	// is not part of the JSON answer.
+	Kind error `json:"-"`
 }
+
+// Kinds of field problems (FieldError.Kind).
+var (
+	// ErrRequired: a required field is missing.
+	ErrRequired = errors.New("a required field is missing")
+	// ErrNotAllowed: the value is not one of those the field allows.
+	ErrNotAllowed = errors.New("the value is not one the field allows")
+)
+
+// Unwrap is the kind of problem, for errors.Is and errors.As.
+func (e FieldError) Unwrap() error { return e.Kind }
 
 func (e FieldError) Error() string {
 	if e.Field == "" {
@@ -37,6 +53,11 @@ func (es Errors) Error() string {
 
 func (es *Errors) add(field, format string, args ...any) {
 	*es = append(*es, FieldError{Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+// addKind is add for a problem of a kind (FieldError.Kind).
+func (es *Errors) addKind(kind error, field, format string, args ...any) {
+	*es = append(*es, FieldError{Field: field, Msg: fmt.Sprintf(format, args...), Kind: kind})
 }
 
 // field describes how one JSON member is decoded.

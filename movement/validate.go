@@ -48,7 +48,7 @@ func (m *Movement) Validate(storeID string, now time.Time) Errors {
 
 	switch {
 	case m.MovementID == "":
-		es.add("movement_id", "is required")
+		es.addKind(ErrRequired, "movement_id", "is required")
 	case utf8.RuneCountInString(m.MovementID) > maxIDLen:
 		es.add("movement_id", "is longer than %d characters", maxIDLen)
 	case !printable(m.MovementID, false) || strings.TrimSpace(m.MovementID) != m.MovementID:
@@ -67,7 +67,7 @@ func (m *Movement) Validate(storeID string, now time.Time) Errors {
 
 	switch q, ok := normalizeQuantity(m.Quantity); {
 	case m.Quantity == "":
-		es.add("quantity", "is required")
+		es.addKind(ErrRequired, "quantity", "is required")
 	case m.Type == TypeCount && q == "0":
 		m.Quantity = q
 	case !ok || q == "0" && m.Type != TypeCount:
@@ -79,7 +79,7 @@ func (m *Movement) Validate(storeID string, now time.Time) Errors {
 	oneOf(&es, "unit", m.Unit, units, true)
 
 	if m.OccurredAt == "" {
-		es.add("occurred_at", "is required")
+		es.addKind(ErrRequired, "occurred_at", "is required")
 	} else if t, err := time.Parse(time.RFC3339Nano, m.OccurredAt); err != nil {
 		es.add("occurred_at", "must be an RFC 3339 time such as 2026-01-31T14:05:00-05:00")
 	} else if t.Before(earliest) {
@@ -113,7 +113,7 @@ func (m *Movement) Validate(storeID string, now time.Time) Errors {
 func oneOf(es *Errors, name, v string, allowed []string, required bool) {
 	if v == "" {
 		if required {
-			es.add(name, "is required (one of %s)", strings.Join(allowed, ", "))
+			es.addKind(ErrRequired, name, "is required (one of %s)", strings.Join(allowed, ", "))
 		}
 		return
 	}
@@ -122,7 +122,7 @@ func oneOf(es *Errors, name, v string, allowed []string, required bool) {
 			return
 		}
 	}
-	es.add(name, "must be one of %s", strings.Join(allowed, ", "))
+	es.addKind(ErrNotAllowed, name, "must be one of %s", strings.Join(allowed, ", "))
 }
 
 func text(es *Errors, name, v string, max int, multiline bool) {
@@ -170,7 +170,7 @@ func (m *Movement) validateNDC(es *Errors) {
 	c, err := CanonicalNDC(m.NDC)
 	switch {
 	case m.NDC == "":
-		es.add("ndc", "is required")
+		es.addKind(ErrRequired, "ndc", "is required")
 		return
 	case errors.Is(err, ErrNDCAmbiguous):
 		es.add("ndc", "is a bare 10-digit NDC, which is ambiguous (4-4-2, 5-3-2 or 5-4-1): send it with its hyphens or as 11 digits (5-4-2), or list the product in the formulary")

@@ -8,8 +8,11 @@
 #                    service before files are replaced), start on install,
 #                    delete on uninstall, waiting for each (event 163)
 #   Directory        Program Files\RxEdge, ProgramData\RxEdge\data
-#   Property         STORE_ID NATS_URL CREDS_FILE TOKEN_FILE DELETE_DATA
-#                    secure; the upgrade code
+#   Property         STORE_ID NATS_URL CREDS_FILE TOKEN_FILE CA_FILE
+#                    HL7_LISTEN HL7_ALLOWED_HOSTS ASAP_DIR FORMULARY
+#                    OPERATOR_KEYS DELETE_DATA secure, each but DELETE_DATA
+#                    passed to ConfigureAgent; the upgrade code; the product
+#                    code printed (msiexec /x takes it)
 #   CustomAction and InstallExecuteSequence
 #                    the old version removed before anything is installed;
 #                    ConfigureAgent (install --msi) after InstallServices and
@@ -53,13 +56,18 @@ row Directory CONFIGDIR | grep -q $'\tCommonAppDataFolder\tRxEdge$' || die "Dire
 row Directory DATADIR | grep -q $'\tCONFIGDIR\tdata$' || die "Directory: DATADIR is not ProgramData\\RxEdge\\data"
 
 secure=$(row Property SecureCustomProperties | cut -f2)
-for p in STORE_ID NATS_URL CREDS_FILE TOKEN_FILE DELETE_DATA WIX_UPGRADE_DETECTED; do
+for p in STORE_ID NATS_URL CREDS_FILE TOKEN_FILE CA_FILE HL7_LISTEN HL7_ALLOWED_HOSTS ASAP_DIR FORMULARY OPERATOR_KEYS DELETE_DATA WIX_UPGRADE_DETECTED; do
 	[[ ";$secure;" == *";$p;"* ]] || die "Property: $p is not in SecureCustomProperties ($secure)"
 done
 row Upgrade '{1A3839C6-4D1C-442E-911E-22A78162DEFE}' | grep -q WIX_UPGRADE_DETECTED || die "Upgrade: no major-upgrade row for the upgrade code"
 
 ca=$(row CustomAction ConfigureAgent | cut -f4)
-[[ $ca == 'install --msi --store-id "[STORE_ID]" --nats "[NATS_URL]" --creds "[CREDS_FILE]" --token-file "[TOKEN_FILE]"' ]] || die "ConfigureAgent: $ca"
+[[ $ca == 'install --msi --store-id "[STORE_ID]" --nats "[NATS_URL]" --creds "[CREDS_FILE]" --token-file "[TOKEN_FILE]" --ca-file "[CA_FILE]" --hl7-listen "[HL7_LISTEN]" --hl7-allowed-hosts "[HL7_ALLOWED_HOSTS]" --asap-dir "[ASAP_DIR]" --formulary "[FORMULARY]" --operator-keys "[OPERATOR_KEYS]"' ]] || die "ConfigureAgent: $ca"
+# Each property the install takes reaches the agent's install as its flag.
+for pf in STORE_ID:--store-id NATS_URL:--nats CREDS_FILE:--creds TOKEN_FILE:--token-file CA_FILE:--ca-file HL7_LISTEN:--hl7-listen \
+	HL7_ALLOWED_HOSTS:--hl7-allowed-hosts ASAP_DIR:--asap-dir FORMULARY:--formulary OPERATOR_KEYS:--operator-keys; do
+	[[ $ca == *"${pf#*:} \"[${pf%%:*}]\""* ]] || die "ConfigureAgent: ${pf%%:*} is not passed as ${pf#*:}"
+done
 # Type 3090 = 18 (exe from an installed file) + deferred (1024) + no impersonation (2048); no "continue on error" bit (64).
 [[ $(row CustomAction ConfigureAgent | cut -f2) == 3090 ]] || die "ConfigureAgent: not a deferred, elevated, checked action"
 
@@ -69,4 +77,6 @@ ca=$(row CustomAction ConfigureAgent | cut -f4)
 (($(order DeleteServices) < $(order DeleteData) && $(order DeleteData) < $(order RemoveFiles))) || die "DeleteData is not right after DeleteServices"
 cond=$(echo "$seq" | awk -F'\t' '$1 == "DeleteData" { print $2 }')
 [[ $cond == *'NOT UPGRADINGPRODUCTCODE'* && $cond == *'DELETE_DATA="1"'* && $cond == *'REMOVE~="ALL"'* ]] || die "DeleteData condition: $cond"
-echo "msi-check: PASS: $(basename "$msi"), $(stat -c %s "$msi") bytes, ProductVersion $(row Property ProductVersion | cut -f2)"
+code=$(row Property ProductCode | cut -f2)
+[[ $code =~ ^\{[0-9A-F-]{36}\}$ ]] || die "Property: ProductCode $code"
+echo "msi-check: PASS: $(basename "$msi"), $(stat -c %s "$msi") bytes, ProductVersion $(row Property ProductVersion | cut -f2), ProductCode $code, UpgradeCode $(row Property UpgradeCode | cut -f2)"

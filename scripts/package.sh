@@ -88,8 +88,11 @@ for p in $platforms; do
 			(cd "$build/$os-$arch" && wixl -a x64 -D "Version=$msiver" -D Binary=rxedge-agent.exe -o "$msi" rxedge-agent.wxs)
 			# wixl has no Secure attribute: make the public properties secure
 			# (passed to the elevated install) next to the ones wixl adds.
-			msibuild "$msi" -q "UPDATE \`Property\` SET \`Value\` = 'WIX_DOWNGRADE_DETECTED;WIX_UPGRADE_DETECTED;STORE_ID;NATS_URL;CREDS_FILE;TOKEN_FILE;DELETE_DATA' WHERE \`Property\` = 'SecureCustomProperties'"
-			echo "created package: $msi (version $msiver)"
+			msibuild "$msi" -q "UPDATE \`Property\` SET \`Value\` = 'WIX_DOWNGRADE_DETECTED;WIX_UPGRADE_DETECTED;STORE_ID;NATS_URL;CREDS_FILE;TOKEN_FILE;CA_FILE;HL7_LISTEN;HL7_ALLOWED_HOSTS;ASAP_DIR;FORMULARY;OPERATOR_KEYS;DELETE_DATA' WHERE \`Property\` = 'SecureCustomProperties'"
+			# The product code is new with every build (Product Id="*"): msiexec /x
+			# and an Intune detection rule take it, so say it.
+			code=$(msiinfo export "$msi" Property | tr -d '\r' | awk -F'\t' '$1 == "ProductCode" { print $2 }')
+			echo "created package: $msi (version $msiver, product code $code)"
 		else
 			echo "package: wixl or msibuild missing (Debian: apt-get install wixl msitools): no .msi" >&2
 		fi

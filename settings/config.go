@@ -316,7 +316,7 @@ func (c Config) Validate() (Options, error) {
 	errs = append(errs, p...)
 
 	if len(errs) > 0 {
-		return o, &Error{Problems: errs}
+		return o, &Error{Problems: hideValues(c, errs)}
 	}
 	return o, nil
 }

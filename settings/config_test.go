@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -187,18 +188,6 @@ func TestLoadFileReportsEveryMistake(t *testing.T) {
 	}
 }
 
-func TestClosest(t *testing.T) {
-	known := []string{"listen", "token", "token_file", "max_request_bytes"}
-	for _, tt := range []struct{ name, want string }{
-		{"tokne", "token"}, {"Token", "token"}, {"tokenfile", "token_file"}, {"lisen", "listen"},
-		{"max_request", "max_request_bytes"}, {"color", ""}, {"x", ""},
-	} {
-		if got := closest(tt.name, known); got != tt.want {
-			t.Errorf("closest(%q) = %q, want %q", tt.name, got, tt.want)
-		}
-	}
-}
-
 func TestMetricsListen(t *testing.T) {
 	for _, tt := range []struct {
 		listen, token string
@@ -263,8 +252,8 @@ func TestSyncOptionsCarryTheSettings(t *testing.T) {
 	}
 }
 
-// A server URL that does not parse is named in the error without the
-// credentials written into it.
+// A server URL that does not parse is named in the error by its place in
+// the list: nothing in it can be told from a password.
 func TestBadServerURLHidesCredentials(t *testing.T) {
 	c := Config{StoreID: "S1", DataDir: t.TempDir()}
 	c.NATS.Servers = []string{"nats://u:hunter2@[bad", "tls://hunter3@h:port", "nats://u:hunter4/x@h:4222", "nats://u:hunter5"}
@@ -277,7 +266,7 @@ func TestBadServerURLHidesCredentials(t *testing.T) {
 			t.Errorf("error echoes %s:\n%v", secret, err)
 		}
 	}
-	if !strings.Contains(err.Error(), `nats.servers: "nats://[bad" is not a server URL`) {
+	if !strings.Contains(err.Error(), `nats.servers: server 1 of 3 (not shown: it may hold a password) is not a server URL`) {
 		t.Errorf("error does not name the server:\n%v", err)
 	}
 }
@@ -386,5 +375,38 @@ func TestIntakeSection(t *testing.T) {
 	}
 	if o.Intake.HL7.Listen != "0.0.0.0:2575" || len(o.Intake.HL7.Allowed) != 2 || o.Intake.ASAP.Dir != env["RXEDGE_INTAKE_ASAP_DIR"] || o.Intake.HL7.MaxConnections == 0 {
 		t.Fatalf("intake options %+v", o.Intake)
+	}
+}
+
+// TestConfigsPointAtREADMESections: every README section the example
+// configurations name (README, "Section") is a heading of the README.
+func TestConfigsPointAtREADMESections(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	headings := map[string]bool{}
+	for _, l := range strings.Split(string(readme), "\n") {
+		if strings.HasPrefix(l, "#") {
+			headings[strings.TrimSpace(strings.TrimLeft(l, "#"))] = true
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join("..", "configs", "*.yaml"))
+	if len(files) == 0 {
+		t.Fatal("no configs/*.yaml")
+	}
+	ref := regexp.MustCompile(`README,? "([^"]+)"`)
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A reference may run over comment lines: join them.
+		text := regexp.MustCompile(`\n\s*#\s*`).ReplaceAllString(string(raw), " ")
+		for _, m := range ref.FindAllStringSubmatch(text, -1) {
+			if !headings[m[1]] {
+				t.Errorf("%s names the README section %q, which the README does not have", filepath.Base(f), m[1])
+			}
+		}
 	}
 }

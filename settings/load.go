@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/rxedge/agent/internal/redact"
+	"github.com/rxedge/agent/internal/suggest"
 )
 
 // LoadFile reads a YAML configuration file strictly. It reports every
@@ -87,23 +90,23 @@ func decodeNode(n *yaml.Node, v reflect.Value, path string, problems *[]string) 
 		if path != "" {
 			full = path + "." + name
 		}
-		if line, dup := seen[name]; dup {
-			*problems = append(*problems, fmt.Sprintf("line %d: %s: set twice (first on line %d)", k.Line, full, line))
-			continue
-		}
-		seen[name] = k.Line
 		idx, ok := fields[name]
 		if !ok {
-			msg := fmt.Sprintf("line %d: unknown key %q", k.Line, name)
+			msg := fmt.Sprintf("line %d: unknown key %s", k.Line, quoted(name))
 			if path != "" {
 				msg += " in " + path
 			}
-			if s := closest(name, known); s != "" {
+			if s := suggest.Closest(name, known); s != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", s)
 			}
 			*problems = append(*problems, msg)
 			continue
 		}
+		if line, dup := seen[name]; dup {
+			*problems = append(*problems, fmt.Sprintf("line %d: %s: set twice (first on line %d)", k.Line, full, line))
+			continue
+		}
+		seen[name] = k.Line
 		decodeNode(val, v.Field(idx), full, problems)
 	}
 }
@@ -142,7 +145,9 @@ func want(t reflect.Type) string {
 	return t.String()
 }
 
-// got describes what the file holds, without echoing a secret.
+// got describes what the file holds, without echoing a secret: the value
+// of a field that holds a credential is never shown, and a value that looks
+// like a URL is shown only as redact.Shown allows.
 func got(n *yaml.Node, path string) string {
 	switch n.Kind {
 	case yaml.MappingNode:
@@ -153,62 +158,24 @@ func got(n *yaml.Node, path string) string {
 	if secret(path) {
 		return "a value (not shown: it may be a secret)"
 	}
-	v := n.Value
+	return quoted(n.Value)
+}
+
+// quoted is v as a problem may quote it: cut to 40 characters, or a phrase
+// in its place when it may hold a password.
+func quoted(v string) string {
+	v, ok := redact.Shown(v)
+	if !ok {
+		return "a value (not shown: it may hold a password)"
+	}
 	if len(v) > 40 {
 		v = v[:40] + "…"
 	}
 	return fmt.Sprintf("%q", v)
 }
 
+// secret reports whether the setting at path holds a credential.
 func secret(path string) bool {
 	leaf := path[strings.LastIndex(path, ".")+1:]
 	return leaf == "password" || leaf == "token"
-}
-
-// closest is the known key nearest to name, when one is near enough to be
-// a typo: at most two edits away, or one is the start of the other.
-func closest(name string, known []string) string {
-	lower := strings.ToLower(name)
-	best, bestD := "", 3
-	for _, k := range known {
-		if d := editDistance(lower, k); d < bestD && d < len(k) {
-			best, bestD = k, d
-		}
-	}
-	if best != "" || len(lower) < 3 {
-		return best
-	}
-	for _, k := range known {
-		if strings.HasPrefix(k, lower) || strings.HasPrefix(lower, k) {
-			return k
-		}
-	}
-	return ""
-}
-
-// editDistance is the Damerau–Levenshtein distance (with transpositions)
-// of a and b.
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	d := make([][]int, len(ra)+1)
-	for i := range d {
-		d[i] = make([]int, len(rb)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(ra)][len(rb)]
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/rxedge/agent/internal/redact"
@@ -44,11 +45,19 @@ func (n NATSOptions) Validate() (NATSOptions, []string) {
 	}
 	servers := n.Servers
 	n.Servers = nil
-	for _, s := range servers {
+	for i, s := range servers {
 		u, err := url.Parse(s)
 		switch {
 		case err != nil || u.Host == "" || (u.Scheme != "nats" && u.Scheme != "tls"):
-			bad("nats.servers", "%q is not a server URL such as nats://central.example:4222", redact.URL(s))
+			// A URL that does not parse may hold a password nothing can
+			// tell from the rest (nats://u:PW): name its place instead.
+			shown, ok := redact.Shown(s)
+			if ok {
+				shown = strconv.Quote(shown)
+			} else {
+				shown = fmt.Sprintf("server %d of %d (not shown: it may hold a password)", i+1, len(servers))
+			}
+			bad("nats.servers", "%s is not a server URL such as nats://central.example:4222", shown)
 		case u.User != nil:
 			bad("nats.servers", "put credentials in nats.user/nats.password or nats.creds_file, not in the URL")
 		default:

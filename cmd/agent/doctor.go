@@ -3,16 +3,20 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/rxedge/agent/dlq"
 	"github.com/rxedge/agent/doctor"
 	"github.com/rxedge/agent/installer"
 	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/internal/secret"
+	"github.com/rxedge/agent/queue"
 	"github.com/rxedge/agent/settings"
 	"github.com/rxedge/agent/status"
 )
@@ -62,7 +66,7 @@ func newDoctorCmd(s *cli.Streams) *cobra.Command {
 			}
 			c, path, err := loc.loadConfig()
 			if dev {
-				c, err = settings.DevConfig(devHub)
+				c, err = devDoctorConfig(cmd.Context(), devHub, loc.dataDir, timeout)
 				path = ""
 			}
 			if err == nil && path == "" && !dev {
@@ -95,7 +99,7 @@ func newDoctorCmd(s *cli.Streams) *cobra.Command {
 		},
 	}
 	fs := cmd.Flags()
-	fs.BoolVar(&dev, "dev", false, "check the trial agent of `run --dev` (data in ./"+settings.DevBase+"/agent, central its embedded hub)")
+	fs.BoolVar(&dev, "dev", false, "check the trial agent of run --dev (data in ./"+settings.DevBase+"/agent or --data-dir DIR/agent, central its embedded hub, the intakes it last started with)")
 	fs.StringVar(&devHub, "dev-hub", settings.DevHubListen, "with --dev: the trial hub's address")
 	loc.register(fs)
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
@@ -105,6 +109,54 @@ func newDoctorCmd(s *cli.Streams) *cobra.Command {
 	fs.DurationVar(&timeout, "timeout", 5*time.Second, "limit of each network step")
 	fs.DurationVar(&maxAge, "max-age", time.Hour, "oldest pending movement that passes")
 	return cmd
+}
+
+// devDoctorConfig is the configuration of the trial agent `run --dev`
+// runs with its hub at devHub and its data under base (DevBase when ""),
+// with the intakes it last started with: its journal's newest start
+// record names them, flags and variables of that start included, so
+// `doctor --dev` checks the HL7 listener and the drop folder the trial
+// has, as doctor does with a settings file.
+func devDoctorConfig(ctx context.Context, devHub, base string, timeout time.Duration) (settings.Config, error) {
+	c, err := settings.DevConfig(devHub)
+	if err != nil {
+		return c, err
+	}
+	if base != "" {
+		abs, err := filepath.Abs(base)
+		if err != nil {
+			return c, err
+		}
+		c.DataDir = filepath.Join(abs, "agent")
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	trialIntakes(ctx, &c)
+	return c, nil
+}
+
+// trialIntakes sets c's intakes to those of the newest start record in
+// the journal of c.DataDir's agent, when there is one to read.
+func trialIntakes(ctx context.Context, c *settings.Config) {
+	if _, err := os.Stat(settings.DataFile(c.DataDir)); err != nil {
+		return
+	}
+	conn, err := connect(ctx, c.DataDir, readOnly, "")
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	res, err := conn.Audit(ctx, dlq.AuditFilter{Actions: []string{queue.ActionStart}})
+	if err != nil || len(res.Events) == 0 {
+		return
+	}
+	d := res.Events[len(res.Events)-1].Detail
+	c.Intake.HL7.Listen = d["hl7_listen"]
+	if h := d["hl7_allowed"]; h != "" {
+		c.Intake.HL7.AllowedHosts = strings.Split(h, ",")
+	}
+	c.Intake.ASAP.Dir = filepath.FromSlash(d["asap_dir"])
+	c.Intake.Formulary = filepath.FromSlash(d["formulary"])
 }
 
 // movedFlags are the flags of the durability check doctor had: still

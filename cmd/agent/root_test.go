@@ -2,15 +2,28 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/status"
 )
+
+// TestUnknownFlagSuggests: a mistyped flag is refused with the flag it is
+// closest to, as a mistyped setting is.
+func TestUnknownFlagSuggests(t *testing.T) {
+	_, stderr, code := runCLI(t, "status", "--data-dri", t.TempDir())
+	if code != cli.ExitUsage || !strings.Contains(stderr, "unknown flag: --data-dri (did you mean --data-dir?)") {
+		t.Errorf("exit %d, stderr %q; want exit 2 offering --data-dir", code, stderr)
+	}
+}
 
 // TestDefaultConfigBehindAClosedDirectory: a user who may not enter
 // /etc/rxedge gets the administrator hint, not "which agent?".
@@ -59,4 +72,22 @@ func TestStatusBeforeTheFirstStart(t *testing.T) {
 	if code != cli.ExitError || strings.Contains(stderr, "&{") {
 		t.Errorf("status of a missing directory: exit %d, stderr %q", code, stderr)
 	}
+}
+
+// TestFlagUsagesRenderAsWritten: no flag's usage holds a backquote, which
+// pflag's help takes for the name of the flag's value (doctor's --dev
+// rendered as "--dev run --dev").
+func TestFlagUsagesRenderAsWritten(t *testing.T) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+			if strings.Contains(f.Usage, "`") {
+				t.Errorf("%s --%s: the usage %q holds a backquote", c.CommandPath(), f.Name, f.Usage)
+			}
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRoot(&cli.Streams{In: strings.NewReader(""), Out: io.Discard, Err: io.Discard}))
 }

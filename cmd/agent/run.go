@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -217,8 +218,15 @@ func (f *runFlags) runDev(s *cli.Streams) error {
 	if err != nil {
 		return err
 	}
+	// The daemon calls Ready, then HL7Ready, before it serves: the banner
+	// waits for both addresses.
+	var ingestAddr string
+	hooks := daemon.Hooks{
+		Ready:    func(addr string) { ingestAddr = addr },
+		HL7Ready: func(addr string) { printDev(s, f.devHub, h.URL(), opts, ingestAddr, addr) },
+	}
 	return serve(s, opts, func(ctx context.Context, log *slog.Logger) error {
-		return daemon.Run(ctx, opts, log, daemon.Hooks{Ready: func(addr string) { printDev(s, h.URL(), opts, addr) }})
+		return daemon.Run(ctx, opts, log, hooks)
 	})
 }
 
@@ -239,17 +247,79 @@ func (f *runFlags) devConfig() (settings.Config, error) {
 	return c, nil
 }
 
-// printDev greets the trial user with the addresses and a first command.
-func printDev(s *cli.Streams, hubURL string, opts settings.Options, addr string) {
-	fmt.Fprintf(s.Out, `RxEdge agent (trial mode) for store %s
-  central (embedded hub):  %s
-  ingest:                  http://%s%s
-  data:                    %s
-Try:
-  curl -s -XPOST http://%s%s -H 'Content-Type: application/json' -d '{"movement_id":"demo-1","type":"dispense","ndc":"12345-6789-01","quantity":1,"unit":"EA","occurred_at":"%s"}'
-  agent status --data-dir %s
-Ctrl-C stops it; the data stays.
-`, opts.StoreID, hubURL, addr, control.IngestPath, opts.DataDir, addr, control.IngestPath, time.Now().UTC().Format(time.RFC3339), opts.DataDir)
+// printDev greets the trial user with the addresses, the intakes when
+// configured, and first commands written as this agent was started, so
+// they run as printed.
+func printDev(s *cli.Streams, devHub, hubURL string, opts settings.Options, addr, hl7Addr string) {
+	cmd := invocation(os.Args[0], exec.LookPath)
+	fmt.Fprintf(s.Out, "RxEdge agent (trial mode) for store %s\n", opts.StoreID)
+	fmt.Fprintf(s.Out, "  central (embedded hub):  %s\n", hubURL)
+	if addr != "" {
+		fmt.Fprintf(s.Out, "  ingest:                  http://%s%s\n", addr, control.IngestPath)
+	}
+	if hl7Addr != "" {
+		fmt.Fprintf(s.Out, "  HL7 v2 (MLLP):           %s\n", hl7Addr)
+	}
+	if dir := opts.Intake.ASAP.Dir; dir != "" {
+		fmt.Fprintf(s.Out, "  ASAP drop folder:        %s\n", dir)
+	}
+	if f := opts.Intake.Formulary; f != "" {
+		fmt.Fprintf(s.Out, "  formulary:               %s\n", f)
+	}
+	fmt.Fprintf(s.Out, "  data:                    %s\nTry:\n", opts.DataDir)
+	if addr != "" {
+		fmt.Fprintf(s.Out, "  curl -s -XPOST http://%s%s -H 'Content-Type: application/json' -d '{\"movement_id\":\"demo-1\",\"type\":\"dispense\",\"ndc\":\"12345-6789-01\",\"quantity\":1,\"unit\":\"EA\",\"occurred_at\":\"%s\"}'\n",
+			addr, control.IngestPath, time.Now().UTC().Format(time.RFC3339))
+	}
+	fmt.Fprintf(s.Out, "  %s status --data-dir %s\n", cmd, shellQuote(opts.DataDir))
+	doctor := cmd + " doctor --dev --data-dir " + shellQuote(filepath.Dir(opts.DataDir))
+	if devHub != settings.DevHubListen {
+		doctor += " --dev-hub " + devHub
+	}
+	fmt.Fprintf(s.Out, "  %s\n", doctor)
+	fmt.Fprintln(s.Out, "Ctrl-C stops it; the data stays.")
+}
+
+// invocation is how a user runs this agent again, from arg0 (os.Args[0]):
+// `go run ./cmd/agent` for a binary `go run` built in its temporary
+// directory; the name alone for one found on the PATH; else the path as
+// given (./agent, /opt/rxedge/rxedge-agent), quoted for a shell when it
+// needs it.
+func invocation(arg0 string, lookPath func(string) (string, error)) string {
+	dir := filepath.Dir(arg0)
+	if filepath.Base(dir) == "exe" && strings.Contains(filepath.ToSlash(dir), "/go-build") {
+		return "go run ./cmd/agent"
+	}
+	if !strings.ContainsAny(arg0, `/\`) {
+		return arg0
+	}
+	name := filepath.Base(arg0)
+	if found, err := lookPath(name); err == nil {
+		a, errA := os.Stat(arg0)
+		b, errB := os.Stat(found)
+		if errA == nil && errB == nil && os.SameFile(a, b) {
+			return name
+		}
+	}
+	return shellQuote(arg0)
+}
+
+// shellQuote is s as a shell takes it as one word: as it is when it holds
+// only letters, digits and the punctuation of paths; else in single quotes
+// (POSIX) or double quotes (Windows, whose paths hold no '"').
+func shellQuote(s string) string {
+	plain := "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-:+=,@"
+	if runtime.GOOS == "windows" {
+		plain += `\`
+		if s != "" && strings.Trim(s, plain) == "" {
+			return s
+		}
+		return `"` + s + `"`
+	}
+	if s != "" && strings.Trim(s, plain) == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func splitList(s string) []string {

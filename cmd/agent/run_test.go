@@ -3,8 +3,10 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/rxedge/agent/internal/cli"
 	"github.com/rxedge/agent/settings"
 )
 
@@ -51,5 +53,27 @@ func TestServiceNeedsToken(t *testing.T) {
 				t.Errorf("got %v, want refusal %v", err, tc.refuse)
 			}
 		})
+	}
+}
+
+// TestSettingsTypeErrorHidesThePassword: a list of servers written as one
+// text, with a password in it, is refused by run and by doctor without
+// the password in what either prints.
+func TestSettingsTypeErrorHidesThePassword(t *testing.T) {
+	const secret = "Hunter2-s0042"
+	config := filepath.Join(t.TempDir(), "agent.yaml")
+	body := "store_id: S0042\ndata_dir: " + t.TempDir() + "\ningest:\n  listen: \"off\"\nnats:\n  servers: nats://s0042:" + secret + "@central.example:4222\n"
+	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"run", "--config", config}, {"doctor", "--config", config}} {
+		stdout, stderr, code := runCLI(t, args...)
+		out := stdout + stderr
+		if code == cli.ExitOK || !strings.Contains(out, "nats.servers: want a list of text") {
+			t.Errorf("%s: exit %d, want a refusal naming nats.servers:\n%s", args[0], code, out)
+		}
+		if strings.Contains(out, "Hunter2") {
+			t.Errorf("%s prints the password:\n%s", args[0], out)
+		}
 	}
 }

@@ -54,6 +54,7 @@ type installFlags struct {
 	dryRun     bool
 	msi        bool
 	central    centralFlags
+	store      storeFlags
 }
 
 // centralFlags say how the installed agent reaches central; install writes
@@ -70,6 +71,19 @@ type centralFlags struct {
 
 // given reports whether any central flag was set.
 func (c centralFlags) given() bool { return c != centralFlags{} }
+
+// secrets are the credential files the config will name, whose
+// permissions install sets as the config's (the password and token files
+// are read into the config instead).
+func (c centralFlags) secrets() []string {
+	var out []string
+	for _, p := range []string{c.credsFile, c.nkeySeedFile} {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
 
 // apply writes the central settings into the nats section of a config
 // template: nats.servers (empty without --nats: the agent collects
@@ -184,6 +198,7 @@ config, and changes nothing; it needs no administrator rights.
 	fs.StringVar(&f.central.tokenFile, "token-file", "", "file holding this store's NATS token (written into the config as nats.token, readable only by administrators and the service)")
 	fs.BoolVar(&f.msi, "msi", false, "Windows: the MSI registered the service; prepare the directories, token and config and set the recovery actions without registering it (the MSI runs this)")
 	fs.StringVar(&f.central.caFile, "ca-file", "", "CA certificate that signed central's (nats.ca_file)")
+	f.store.register(fs)
 	return cmd
 }
 
@@ -192,6 +207,9 @@ func (f *installFlags) run(ctx context.Context, s *cli.Streams) error {
 		return cli.UsageError("--store-id %q: use 1-32 letters, digits, '-' or '_', the store's id as central knows it (e.g. S0107)", f.storeID)
 	}
 	if err := f.central.check(); err != nil {
+		return err
+	}
+	if err := f.store.check(); err != nil {
 		return err
 	}
 	exe, err := executable()
@@ -220,7 +238,11 @@ func (f *installFlags) run(ctx context.Context, s *cli.Streams) error {
 	if nc.template, err = f.central.apply(nc.template); err != nil {
 		return err
 	}
+	if nc.template, err = f.store.apply(nc.template); err != nil {
+		return err
+	}
 	spec.ConfigTemplate = nc.template
+	spec.Secrets = f.central.secrets()
 	if p, err = installer.Prepare(spec); err != nil {
 		return &cli.Error{Code: cli.ExitUsage, Msg: err.Error()}
 	}
@@ -310,6 +332,9 @@ func (f *installFlags) newConfig(path string, s *cli.Streams) (newConfig, error)
 	}
 	if f.central.given() {
 		return newConfig{}, cli.UsageError("%s exists and install keeps it, so --nats and the credential flags would be ignored: edit nats in %s, or move it away and install again", path, path)
+	}
+	if f.store.given() {
+		return newConfig{}, cli.UsageError("%s exists and install keeps it, so the intake and operator flags would be ignored: edit intake and remote in %s, or move it away and install again", path, path)
 	}
 	if c, err := installer.ReadConfig(existing); err == nil && !c.HasTokenSource() {
 		return newConfig{}, &cli.Error{Code: cli.ExitError, Msg: errNoIngestToken(path).Error()}

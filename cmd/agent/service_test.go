@@ -457,3 +457,55 @@ func asServiceDataDir(t *testing.T) {
 	isServiceDataDir = func(string) bool { return true }
 	t.Cleanup(func() { isServiceDataDir = saved })
 }
+
+// TestInstallWritesIntakesAndOperators: what an unattended install (the
+// MSI's HL7_LISTEN, HL7_ALLOWED_HOSTS, ASAP_DIR, FORMULARY and
+// OPERATOR_KEYS) gives is written into the new config, which the agent
+// reads and accepts; a bad value is refused before anything is installed.
+func TestInstallWritesIntakesAndOperators(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("plans the Linux install; the Windows plan is tested in installer")
+	}
+	fakeExecutable(t)
+	cfg := absentConfig(t)
+	dir := t.TempDir()
+	formulary := filepath.Join(dir, "formulary.csv")
+	if err := os.WriteFile(formulary, []byte("00406-0552-62,CII\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const key = "UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4"
+	args := []string{"install", "--dry-run", "--store-id", "S0107", "--config", cfg,
+		"--hl7-listen", "0.0.0.0:2575", "--hl7-allowed-hosts", "10.1.0.0/16, 10.2.0.5", "--asap-dir", filepath.Join(dir, "asap"),
+		"--formulary", formulary, "--operator-keys", key}
+	out, errs, code := serviceCLI(t, args...)
+	if code != 0 {
+		t.Fatalf("install --dry-run: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
+	}
+	text := textBetween(t, out, "----- begin "+cfg+" -----\n", "----- end "+cfg+" -----\n")
+	path := filepath.Join(t.TempDir(), "agent.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := settings.LoadFile(path)
+	if err != nil {
+		t.Fatalf("the planned config does not load: %v\n%s", err, text)
+	}
+	in := c.Intake
+	if in.HL7.Listen != "0.0.0.0:2575" || strings.Join(in.HL7.AllowedHosts, ",") != "10.1.0.0/16,10.2.0.5" || in.ASAP.Dir != filepath.Join(dir, "asap") ||
+		in.Formulary != formulary || strings.Join(c.Remote.OperatorKeys, ",") != key {
+		t.Errorf("planned config: intake %+v, operator keys %v", in, c.Remote.OperatorKeys)
+	}
+	for _, bad := range [][]string{
+		{"--hl7-listen", "0.0.0.0:2575"},           // no allowed hosts for a listener off loopback
+		{"--operator-keys", "not-a-key"},           // not an NKey
+		{"--asap-dir", filepath.Join(dir, "asap")}, // no formulary
+		{"--formulary", "formulary.csv"},           // relative
+	} {
+		_, errs, code := serviceCLI(t, append([]string{"install", "--dry-run", "--store-id", "S0107", "--config", cfg}, bad...)...)
+		if code == 0 {
+			t.Errorf("install %v: accepted, want a refusal", bad)
+		} else if !strings.Contains(errs, strings.TrimPrefix(bad[0], "--")[:4]) && !strings.Contains(errs, "intake") && !strings.Contains(errs, "remote") {
+			t.Errorf("install %v: %s", bad, errs)
+		}
+	}
+}

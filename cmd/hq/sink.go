@@ -54,6 +54,9 @@ func (f *sinkFlags) register(cmd *cobra.Command, withNATS bool) {
 		return
 	}
 	f.nats.Register(fs, "")
+	// The sink takes its passwords from files, never from a command line
+	// every local user can read: --password is refused (resolve).
+	_ = fs.MarkHidden("password")
 	fs.StringVar(&f.natsPassword, "nats-password-file", "", "file holding the NATS password (env "+sink.EnvNATSPasswordFile+")")
 	fs.IntVar(&f.partitions, "partitions", 0, "central's partitions: read RX_ARCHIVE and RX_ARCHIVE_<p> without listing the streams (env "+sink.EnvPartitions+"; 0: list them)")
 	fs.StringVar(&f.apiPrefix, "js-api-prefix", "", "JetStream API prefix of this identity's account (rx.audit.api. for the audit user; env "+sink.EnvAPIPrefix+")")
@@ -64,6 +67,9 @@ func (f *sinkFlags) resolve(cmd *cobra.Command) error {
 	getenv := f.getenv
 	if getenv == nil {
 		getenv = os.Getenv
+	}
+	if f.withNATS && cmd.Flags().Changed("password") {
+		return cli.UsageError("--password: the sink takes the NATS password only from a file (--nats-password-file F, env %s) or the variable NATS_PASSWORD, never from the command line, where every local user can read it", sink.EnvNATSPasswordFile)
 	}
 	if f.config != "" {
 		s, err := sink.LoadSettings(f.config)
@@ -244,7 +250,7 @@ func (c *sinkCmd) run(cmd *cobra.Command, s *cli.Streams) error {
 	}
 	c.connectTimeout = bound
 	ctx := cmd.Context()
-	c.log = slog.New(slog.NewTextHandler(s.Err, nil))
+	c.log = newLogger(s.Err)
 	conn, err := c.connectPG(ctx)
 	if err != nil {
 		return err

@@ -5,9 +5,11 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	stdsync "sync"
 	"testing"
 	"time"
 
@@ -172,4 +174,69 @@ func waitArchive(t *testing.T, js jetstream.JetStream, n uint64) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// TestSinkTakesPasswordsOnlyFromFiles: the sink's help offers no
+// --password, as it says, and a --password given anyway is refused (exit
+// 2) with where the password goes, without repeating it.
+func TestSinkTakesPasswordsOnlyFromFiles(t *testing.T) {
+	help, _, code := runCLI(t, "sink", "--help")
+	if code != cli.ExitOK || strings.Contains(help, "--password ") || !strings.Contains(help, "--nats-password-file") {
+		t.Errorf("sink --help (exit %d) offers --password, or not --nats-password-file:\n%s", code, help)
+	}
+	_, stderr, code := runCLI(t, "sink", "--postgres", "postgres://sink@127.0.0.1:1/rx", "--server", "nats://127.0.0.1:1", "--user", "audit", "--password", "Hunter2-sink")
+	if code != cli.ExitUsage || !strings.Contains(stderr, "--nats-password-file") || strings.Contains(stderr, "Hunter2") {
+		t.Errorf("sink --password: exit %d, %q; want exit 2 naming --nats-password-file, without the password", code, stderr)
+	}
+}
+
+// TestSinkLogsJSON: the sink, a long-running command, logs JSON lines as
+// the store's agent does: here its wait for a database that refuses
+// connections, until it is stopped.
+func TestSinkLogsJSON(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stderr := &lineSignal{line: make(chan struct{})}
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"sink", "--postgres", "postgres://sink@127.0.0.1:1/rx", "--server", "nats://127.0.0.1:1"}, strings.NewReader(""), io.Discard, stderr)
+	}()
+	select {
+	case <-stderr.line:
+	case err := <-done:
+		t.Fatalf("the sink ended before it logged: %v\n%s", err, stderr.text())
+	case <-time.After(time.Minute):
+		t.Fatalf("no log line within a minute of waiting for PostgreSQL")
+	}
+	cancel()
+	<-done
+	first := strings.SplitN(stderr.text(), "\n", 2)[0]
+	var rec map[string]any
+	if err := json.Unmarshal([]byte(first), &rec); err != nil || rec["level"] != "WARN" || rec["msg"] == nil {
+		t.Errorf("the sink's log line %q is not a JSON record with a level and a message: %v", first, err)
+	}
+}
+
+// lineSignal is a writer that closes line once a whole line was written.
+type lineSignal struct {
+	mu   stdsync.Mutex
+	b    strings.Builder
+	once stdsync.Once
+	line chan struct{}
+}
+
+func (w *lineSignal) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.b.Write(p)
+	if strings.Contains(w.b.String(), "\n") {
+		w.once.Do(func() { close(w.line) })
+	}
+	return len(p), nil
+}
+
+func (w *lineSignal) text() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }

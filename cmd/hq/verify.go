@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -578,7 +577,7 @@ func newWitnessCmd(s *cli.Streams) *cobra.Command {
 			}
 			defer nc.Close()
 			reg := prometheus.NewRegistry()
-			log := slog.New(slog.NewTextHandler(s.Err, nil))
+			log := newLogger(s.Err)
 			ctx := cmd.Context()
 			w, err := audit.NewWitness(ctx, audit.WitnessOptions{Conn: nc, APIPrefix: conn.apiPrefix, Archives: archives, Roster: r,
 				Signer: signer, StateFile: state, Log: log, Registerer: reg})

@@ -142,10 +142,13 @@ func keyCounts(t *testing.T, js jetstream.JetStream, stream string, into map[str
 }
 
 // waitArchives polls the partitions' archives until together they hold
-// want messages and their sources have nothing left to deliver.
+// want messages and their sources have nothing left to deliver. Its
+// deadline is tied to what it awaits: it fails when the archives stop
+// growing for archiveStall, however long a loaded machine takes over all.
 func waitArchives(t *testing.T, js jetstream.JetStream, want uint64) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	var last uint64
+	deadline := time.Now().Add(archiveStall)
 	for {
 		var got uint64
 		lag := false
@@ -163,12 +166,19 @@ func waitArchives(t *testing.T, js jetstream.JetStream, want uint64) {
 		if got == want && !lag {
 			return
 		}
+		if got > last {
+			last, deadline = got, time.Now().Add(archiveStall)
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the archives hold %d messages (sources lagging: %v) after 30s, want %d", got, lag, want)
+			t.Fatalf("the archives hold %d messages (sources lagging: %v) and took none for %s, want %d", got, lag, archiveStall, want)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// archiveStall is how long the archives may take no message before
+// waitArchives calls their sourcing stuck.
+const archiveStall = time.Minute
 
 // TestMigrateExactlyOnce migrates the movements of 50 stores from a
 // one-partition central into four partitions; agents then resend some

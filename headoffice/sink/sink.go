@@ -617,10 +617,45 @@ func Retryable(err error) bool {
 func Connect(ctx context.Context, cfg *pgxpool.Config) (*pgx.Conn, error) {
 	c, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
 	if err != nil {
-		return nil, fmt.Errorf("postgres %s: %w", cfg.ConnConfig.Host, redact.Error(err, cfg.ConnConfig.Password))
+		return nil, fmt.Errorf("postgres %s: %w", cfg.ConnConfig.Host, redact.Error(connectError(err), cfg.ConnConfig.Password))
 	}
 	return c, nil
 }
+
+// connectError is err told by the attempt that matters. pgx joins the
+// error of every attempt (under sslmode=prefer, TLS and then plaintext;
+// then each host), and the first is rarely it: a server without TLS
+// refuses the first attempt before it refuses the password on the second.
+// The server's own answer (a wrong password, no such database) is told
+// when there is one, else the last attempt's error; errors.Is and
+// errors.As still see every attempt.
+func connectError(err error) error {
+	var ce *pgconn.ConnectError
+	if !errors.As(err, &ce) {
+		return err
+	}
+	var cause error
+	var pe *pgconn.PgError
+	switch joined, ok := errors.Unwrap(ce).(interface{ Unwrap() []error }); {
+	case errors.As(err, &pe):
+		cause = pe
+	case ok && len(joined.Unwrap()) > 1:
+		all := joined.Unwrap()
+		cause = all[len(all)-1]
+	default:
+		return err
+	}
+	return &attemptError{text: fmt.Sprintf("failed to connect to `user=%s database=%s`: %v", ce.Config.User, ce.Config.Database, cause), err: err}
+}
+
+// attemptError is a connection's error told by one of its attempts.
+type attemptError struct {
+	text string
+	err  error
+}
+
+func (e *attemptError) Error() string { return e.text }
+func (e *attemptError) Unwrap() error { return e.err }
 
 // Backoff is the wait before attempt (from 0) at something failing:
 // doubling from 100 ms, capped, with jitter.

@@ -53,30 +53,22 @@ func (h *Handler) Handle(raw []byte) ([]byte, Outcome) {
 	if typ != "RDS" || !dispenseTriggers[hdr.trigger] {
 		return h.refuse(hdr, AR, now, []*Error{{Loc: Location{Segment: "MSH", Seq: 1, Field: 9}, Code: CodeUnsupportedType, Msg: "only RDS^O13 and RDS^O01 are taken"}}, 1)
 	}
+	// Every problem is answered, each in its own ERR: those of mapping
+	// the segments, then those of validating what did map.
 	ds, errs := Dispenses(m, h.Formulary, h.loc())
-	if len(errs) > 0 {
-		return h.refuse(hdr, AE, now, errs, max(len(ds), 1))
-	}
 	items := make([]movement.Prepared, len(ds))
 	for i, d := range ds {
 		if len(errs) >= MaxErrors {
 			break // refused already: the answer lists the first MaxErrors
 		}
-		p, es, unit := h.Formulary.Prepare(d.Movement, h.Sink.StoreID, now)
+		p, es, _ := h.Formulary.Prepare(d.Movement, h.Sink.StoreID, now)
 		for _, e := range es {
-			code := CodeDataType
-			switch {
-			case unit:
-				code = CodeTableValue
-			case d.empty(e.Field):
-				code = CodeRequiredMissing
-			}
-			errs = append(errs, &Error{Loc: d.where(e.Field), Code: code, Msg: e.Field + " " + e.Msg})
+			errs = append(errs, &Error{Loc: d.where(e.Field), Code: fieldCode(e), Msg: e.Field + " " + e.Msg})
 		}
 		items[i] = p
 	}
 	if len(errs) > 0 {
-		return h.refuse(hdr, AE, now, errs[:min(len(errs), MaxErrors)], len(ds))
+		return h.refuse(hdr, AE, now, errs[:min(len(errs), MaxErrors)], max(len(ds), 1))
 	}
 	res, err := h.Sink.Enqueue(items)
 	if err != nil {
@@ -105,6 +97,19 @@ func (h *Handler) Handle(raw []byte) ([]byte, Outcome) {
 	}
 	h.Counter.Add(out.Accepted, out.Duplicates, 0, now)
 	return buildAck(hdr, AA, h.Sink.StoreID, now, nil), out
+}
+
+// fieldCode is the table 0357 code of a movement's field problem, by its
+// kind: a required field missing (101), a value not in the field's table
+// or not the formulary's unit (103), else a data type error (102).
+func fieldCode(e movement.FieldError) string {
+	switch {
+	case errors.Is(e, movement.ErrRequired):
+		return CodeRequiredMissing
+	case errors.Is(e, movement.ErrNotAllowed), errors.Is(e, intake.ErrOtherUnit):
+		return CodeTableValue
+	}
+	return CodeDataType
 }
 
 // refuse answers a message with code and errs, counting n dispenses

@@ -198,3 +198,44 @@ func TestHandleRefusesWhatTheFormularyRefuses(t *testing.T) {
 		t.Fatalf("stored %d: %s", len(ps), ps[0].Payload)
 	}
 }
+
+// TestHandleListsEveryProblem: a message with several problems is
+// answered with one ERR per problem, each with the table 0357 code of its
+// kind, wherever it was found: in mapping a segment, in validating the
+// movement, or against the formulary.
+func TestHandleListsEveryProblem(t *testing.T) {
+	h, _ := newHandler(t)
+	h.Formulary = intake.Formulary{"12345-6789-01": {Unit: "ML"}}
+	second := func(ndc, qty, unit string) string {
+		return "RXD|2|" + ndc + "^Oxycodone 5 mg tab^NDC|202603010930-0500|" + qty + "|" + unit + "||RX300\r"
+	}
+	long := "RXD|2|12345-6789-01^Oxycodone 5 mg tab^NDC|202603010930-0500|3|ML||RX" + strings.Repeat("9", 200) + "\r"
+	for _, c := range []struct {
+		name string
+		msg  string
+		want []string
+	}{
+		{"too large a quantity in a unit other than the formulary's",
+			rds("C1", "RX300", "1", "12345-6789-01", "1234567890123", "EA", ""),
+			[]string{"RXD^1^4^1|102", "RXD^1^5^1^1|103"}},
+		{"a bad NDC in one dispense, a unit other than the formulary's in the next",
+			rds("C2", "RX300", "1", "12345", "3", "ML", "") + second("12345-6789-01", "3", "EA"),
+			[]string{"RXD^1^2^1^1|102", "RXD^2^5^1^1|103"}},
+		{"an unknown unit in one dispense, too long a prescription number in the next",
+			rds("C4", "RX300", "1", "12345-6789-01", "3", "BOX", "") + long,
+			[]string{"RXD^1^5^1^1|103", "RXD^2^7^1|102", "RXD^2^7^1|102"}},
+		{"no quantity in one, no NDC in the next",
+			rds("C3", "RX300", "1", "12345-6789-01", "", "ML", "") + second("", "3", "ML"),
+			[]string{"RXD^1^4^1|101", "RXD^2^2^1^1|101"}},
+	} {
+		ack, out := h.Handle([]byte(c.msg))
+		code, _, errs := ackParts(t, ack)
+		var got []string
+		for _, e := range errs {
+			got = append(got, e[:strings.LastIndex(e, "|")+4])
+		}
+		if code != AE || strings.Join(got, " ") != strings.Join(c.want, " ") || out.Errors != len(c.want) {
+			t.Errorf("%s: %s %v (outcome %d errors), want AE %v", c.name, code, got, out.Errors, c.want)
+		}
+	}
+}

@@ -48,30 +48,6 @@ func (d *Dispense) where(field string) Location {
 // the first MaxErrors, and its later RXD segments are not read.
 const MaxErrors = 100
 
-// empty reports whether the movement field named field was mapped to
-// nothing: a validation error of such a field is a required field
-// missing (table 0357 code 101), of any other a data type error (102).
-// The mapping itself refuses most empty fields; a quantity that is a
-// sign alone reaches validation empty.
-func (d *Dispense) empty(field string) bool {
-	m := d.Movement
-	switch field {
-	case "movement_id":
-		return m.MovementID == ""
-	case "type":
-		return m.Type == ""
-	case "ndc":
-		return m.NDC == ""
-	case "quantity":
-		return m.Quantity == ""
-	case "unit":
-		return m.Unit == ""
-	case "occurred_at":
-		return m.OccurredAt == ""
-	}
-	return false
-}
-
 // Dispenses maps every RXD of an RDS message to a dispense movement (a
 // return when the quantity is negative). Only MSH, RXE and RXD are read:
 // PID, PV1, NK1, IN1 and every other segment are never looked at. Times

@@ -23,6 +23,9 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/rxedge/agent/internal/suggest"
 )
 
 // Exit codes (DESIGN §7).
@@ -86,9 +89,31 @@ func Group(cmd *cobra.Command) *cobra.Command {
 func Root(cmd *cobra.Command) *cobra.Command {
 	cmd.SilenceUsage, cmd.SilenceErrors = true, true
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		if s := flagSuggestion(c, err); s != "" {
+			return UsageError("%v (did you mean --%s?) (see `%s --help`)", err, s, c.CommandPath())
+		}
 		return UsageError("%v (see `%s --help`)", err, c.CommandPath())
 	})
 	return Group(cmd)
+}
+
+// flagSuggestion is the flag of c nearest to the unknown long flag err
+// names, as the settings loader suggests a key (suggest.Closest), or "".
+// Hidden and deprecated flags are not offered.
+func flagSuggestion(c *cobra.Command, err error) string {
+	var ne *pflag.NotExistError
+	if !errors.As(err, &ne) || ne.GetSpecifiedShortnames() != "" || ne.GetSpecifiedName() == "" {
+		return ""
+	}
+	var known []string
+	add := func(f *pflag.Flag) {
+		if !f.Hidden && f.Deprecated == "" {
+			known = append(known, f.Name)
+		}
+	}
+	c.Flags().VisitAll(add)
+	c.InheritedFlags().VisitAll(add)
+	return suggest.Closest(ne.GetSpecifiedName(), known)
 }
 
 // Execute runs the command line args against root with the streams s and

@@ -45,13 +45,17 @@ func testRoot(s *Streams) *cobra.Command {
 		return err
 	}}
 	sub.Flags().IntVar(&n, "n", 0, "a number")
+	sub.Flags().Int("count", 0, "a count")
+	sub.Flags().Int("moved-away", 0, "a hidden flag")
+	_ = sub.Flags().MarkHidden("moved-away")
 	grp.AddCommand(sub)
 	root.AddCommand(Group(grp))
 	return Root(root)
 }
 
 // TestExecuteUsage: an unknown command, flag or argument is a usage error
-// (exit 2) that names the command's help; a known one runs on the
+// (exit 2) that names the command's help, and an unknown flag near a
+// known one (not a hidden one) is offered it; a known one runs on the
 // streams.
 func TestExecuteUsage(t *testing.T) {
 	for _, tc := range []struct {
@@ -65,6 +69,9 @@ func TestExecuteUsage(t *testing.T) {
 		{[]string{"nope"}, ExitUsage, "", "see `prog --help`"},
 		{[]string{"grp", "sub", "--m"}, ExitUsage, "", "unknown flag: --m (see `prog grp sub --help`)"},
 		{[]string{"grp", "sub", "--n", "x"}, ExitUsage, "", "see `prog grp sub --help`"},
+		{[]string{"grp", "sub", "--cuont", "1"}, ExitUsage, "", "unknown flag: --cuont (did you mean --count?) (see `prog grp sub --help`)"},
+		{[]string{"grp", "sub", "--moved-awya=1"}, ExitUsage, "", "unknown flag: --moved-awya (see `prog grp sub --help`)"},
+		{[]string{"grp", "sub", "-c"}, ExitUsage, "", "unknown shorthand flag: 'c' in -c (see `prog grp sub --help`)"},
 		{[]string{"grp", "sub", "extra"}, ExitUsage, "", "see `prog grp sub --help`"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
