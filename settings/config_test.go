@@ -266,7 +266,7 @@ func TestBadServerURLHidesCredentials(t *testing.T) {
 			t.Errorf("error echoes %s:\n%v", secret, err)
 		}
 	}
-	if !strings.Contains(err.Error(), `nats.servers: server 1 of 3 (not shown: it may hold a password) is not a server URL`) {
+	if !strings.Contains(err.Error(), `nats.servers: server 1 of 4 (not shown: it may hold a password) is not a server URL`) {
 		t.Errorf("error does not name the server:\n%v", err)
 	}
 }
