@@ -174,7 +174,13 @@ type sessions struct {
 }
 
 // MaxSessions bounds the sessions held: past it the oldest is dropped.
-const MaxSessions = 10_000
+// MaxSessionsPerUser bounds one user's: past it that user's oldest is
+// dropped, so that no user (one sending requests without the cookie, as a
+// script does) can end another user's session.
+const (
+	MaxSessions        = 10_000
+	MaxSessionsPerUser = 16
+)
 
 // cookieName is the session cookie's name; __Host- when served over
 // TLS, so that no subdomain can set it.
@@ -207,12 +213,21 @@ func (ss *sessions) start(w http.ResponseWriter, u user) *session {
 	now := ss.clock()
 	sess := &session{user: u, csrf: csrf, expires: now.Add(ss.ttl)}
 	ss.mu.Lock()
+	mine, oldestMine := 0, ""
 	for k, v := range ss.byID {
-		if !now.Before(v.expires) {
+		switch {
+		case !now.Before(v.expires):
 			delete(ss.byID, k)
+		case v.user.ID == u.ID:
+			mine++
+			if oldestMine == "" || v.expires.Before(ss.byID[oldestMine].expires) {
+				oldestMine = k
+			}
 		}
 	}
-	if len(ss.byID) >= MaxSessions {
+	if mine >= MaxSessionsPerUser {
+		delete(ss.byID, oldestMine)
+	} else if len(ss.byID) >= MaxSessions {
 		oldest := ""
 		for k, v := range ss.byID {
 			if oldest == "" || v.expires.Before(ss.byID[oldest].expires) {
