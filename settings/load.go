@@ -5,24 +5,29 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"reflect"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/rxedge/agent/internal/disk"
 	"github.com/rxedge/agent/internal/redact"
 	"github.com/rxedge/agent/internal/suggest"
 )
 
-// LoadFile reads a YAML configuration file strictly. It reports every
+// MaxFileBytes bounds a configuration file (the example, every key
+// commented, is about 12 KiB).
+const MaxFileBytes = 1 << 20
+
+// LoadFile reads a YAML configuration file strictly (a regular file of at
+// most MaxFileBytes: a FIFO in its place is refused, not waited on). It reports every
 // unknown key with its line and the known key it is closest to, and every
 // value of the wrong type with its field and line, all at once (a YAML
 // syntax error stops the parser, so it comes alone).
 func LoadFile(path string) (Config, error) {
 	var c Config
-	data, err := os.ReadFile(path)
+	data, err := disk.ReadRegular(path, MaxFileBytes)
 	if err != nil {
 		return c, fmt.Errorf("config: %w", err)
 	}

@@ -5,8 +5,8 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"github.com/rxedge/agent/internal/disk"
 	"net/netip"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -122,7 +122,7 @@ func (s Settings) Options(section string) (Options, error) {
 
 // loadCA reads a PEM file of CA certificates.
 func loadCA(path string) (*x509.CertPool, error) {
-	b, err := os.ReadFile(path)
+	b, err := disk.ReadRegular(path, 1<<20)
 	if err != nil {
 		return nil, err
 	}

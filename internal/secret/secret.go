@@ -9,10 +9,9 @@ package secret
 import (
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strings"
-	"syscall"
+
+	"github.com/rxedge/agent/internal/disk"
 )
 
 // MaxFile is the largest password or token file read (a password is a
@@ -29,26 +28,14 @@ var (
 // ReadFile returns the one line of the file at path, without its line end
 // ("\n" or "\r\n").
 func ReadFile(path string) (string, error) {
-	// O_NONBLOCK: opening a FIFO for reading would otherwise wait for a
-	// writer; it is refused below instead.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return "", fmt.Errorf("read the secret file: %w", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return "", fmt.Errorf("read the secret file %s: %w", path, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("read the secret file %s: not a regular file (%s)", path, fi.Mode().Type())
-	}
-	b, err := io.ReadAll(io.LimitReader(f, MaxFile+1))
-	if err != nil {
-		return "", fmt.Errorf("read the secret file %s: %w", path, err)
-	}
-	if len(b) > MaxFile {
+	b, err := disk.ReadRegular(path, MaxFile)
+	switch {
+	case errors.Is(err, disk.ErrTooLarge):
 		return "", fmt.Errorf("read the secret file %s: larger than %d bytes, which no password is", path, MaxFile)
+	case errors.Is(err, disk.ErrNotRegular):
+		return "", fmt.Errorf("read the secret file %s: not a regular file", path)
+	case err != nil:
+		return "", fmt.Errorf("read the secret file: %w", err)
 	}
 	line, rest, _ := strings.Cut(string(b), "\n")
 	switch line = strings.TrimSuffix(line, "\r"); {
