@@ -346,3 +346,35 @@ func issue(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey, cn, emai
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
+
+// TestRefusalsBeforeTheRoleAreJournalled: a form without its token, a
+// forged proxy header from an address not configured and a cross-site
+// request are each on the journal, and a loop of them adds one entry per
+// cause and window, not one per request.
+func TestRefusalsBeforeTheRoleAreJournalled(t *testing.T) {
+	hub := natstest.StartHub(t)
+	h := startConsole(t, hub, ledgertest.OperatorSigner(t), nil, nil)
+	oc, ocsrf := session(t, h, "olga@chain.example")
+	form := url.Values{"csrf": {""}, "key": {strings.Repeat("a", 32)}, "reason": {"limit raised"}}
+	for range 30 {
+		post(t, h, "olga@chain.example", oc, "/stores/S0001/redrive", form, nil)
+		get(t, h, "alice@chain.example", "127.0.0.2", "/fleet")
+		post(t, h, "olga@chain.example", oc, "/stores/S0001/redrive",
+			url.Values{"csrf": {ocsrf}, "key": {strings.Repeat("a", 32)}, "reason": {"x"}}, map[string]string{"Sec-Fetch-Site": "cross-site"})
+	}
+	entries := map[string]int{}
+	for _, e := range journal(t, h) {
+		if e.Outcome == console.ActionRefused && e.Action == "request" {
+			if m := refusalKind.FindStringSubmatch(e.Detail); m != nil {
+				entries[e.User+" "+m[1]]++
+			}
+		}
+	}
+	for _, want := range []string{"olga@chain.example form_token", "127.0.0.2 identity", "127.0.0.1 cross_origin"} {
+		if entries[want] != 1 {
+			t.Errorf("journal entries of %q: %d, want 1 for 30 refusals (all: %v)", want, entries[want], entries)
+		}
+	}
+}
+
+var refusalKind = regexp.MustCompile(`refused \((\w+):`)

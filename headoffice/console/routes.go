@@ -44,6 +44,10 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /journal", s.route(permRead, s.journalPage))
 	mux.Handle("POST /logout", s.route(permRead, s.logout))
 	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.refused(refusedCrossOrigin, peer(r), "a cross-origin request")
+		http.Error(w, "cross-origin request refused", http.StatusForbidden)
+	}))
 	return securityHeaders(cop.Handler(mux))
 }
 
@@ -71,6 +75,7 @@ func (s *Server) route(p permission, h handler) http.Handler {
 		w.Header().Set("Cache-Control", "no-store")
 		u, code, why := s.identify(r)
 		if code != 0 {
+			s.refused(refusedIdentity, peer(r), http.StatusText(code))
 			s.errorPage(w, r, nil, code, why)
 			return
 		}
@@ -88,6 +93,7 @@ func (s *Server) route(p permission, h handler) http.Handler {
 				return
 			}
 			if !csrfOK(sess, r.PostForm.Get("csrf")) {
+				s.refused(refusedToken, u.ID, "a form without the session's token")
 				s.errorPage(w, r, rq, http.StatusForbidden, "the form's token is missing or stale: reload the page and try again")
 				return
 			}

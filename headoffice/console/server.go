@@ -15,6 +15,7 @@ import (
 
 	"github.com/rxedge/agent/headoffice/fleet"
 	"github.com/rxedge/agent/internal/listen"
+	"github.com/rxedge/agent/internal/tally"
 )
 
 // Defaults of Options.
@@ -85,6 +86,7 @@ type Server struct {
 	sessions *sessions
 	pages    pages
 	handler  http.Handler
+	refusals *tally.Reporter[refusalCause, string]
 }
 
 // New checks o and returns a server; Listen then Serve run it.
@@ -94,6 +96,7 @@ func New(o Options) (*Server, error) {
 	}
 	s := &Server{o: o, pages: parsePages()}
 	s.sessions = &sessions{byID: map[string]*session{}, logins: map[string]time.Time{}, ttl: o.SessionTTL, clock: o.Clock, secure: o.TLS != nil}
+	s.refusals = newRefusalReporter(s)
 	s.handler = s.routes()
 	return s, nil
 }
@@ -225,6 +228,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 	err := srv.Shutdown(sctx)
 	<-done
+	s.refusals.Drain() // the refusals counted and not yet journalled
 	return err
 }
 
