@@ -18,6 +18,7 @@ import (
 	"github.com/rxedge/agent/headoffice/provision"
 	"github.com/rxedge/agent/headoffice/reconcile"
 	"github.com/rxedge/agent/headoffice/sink"
+	"github.com/rxedge/agent/internal/holdpoint"
 )
 
 // Names of the jobs.
@@ -255,6 +256,7 @@ func ReconcileJob(e *Env, interval, grace time.Duration) Job {
 			if err != nil {
 				return err
 			}
+			holdpoint.Reach(holdpoint.ReconcilePass)
 			var ok, attention float64
 			var unx uint64
 			for i := range rep.Stores {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rxedge/agent/headoffice/audit"
 	"github.com/rxedge/agent/headoffice/console"
+	"github.com/rxedge/agent/internal/holdpoint"
 )
 
 // PGState keeps a verification's state in PostgreSQL: the row Name of
@@ -110,6 +111,7 @@ func recordPass(ctx context.Context, pool *pgxpool.Pool, name string, state []by
 			return fmt.Errorf("close the findings no longer found: %w", err)
 		}
 		closed = tag.RowsAffected()
+		holdpoint.Reach(holdpoint.VerifyRecord)
 		if _, err := tx.Exec(ctx, saveStateSQL, name, state); err != nil {
 			return fmt.Errorf("save the verification state %q: %w", name, err)
 		}

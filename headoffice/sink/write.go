@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/rxedge/agent/internal/holdpoint"
 	"github.com/rxedge/agent/movement"
 )
 
@@ -117,6 +118,7 @@ func writeBatch(ctx context.Context, conn *pgx.Conn, stream string, from uint64,
 				return err
 			}
 		}
+		holdpoint.Reach(holdpoint.SinkBatch)
 		if err := movePosition(ctx, tx, stream, from, to, c); err != nil {
 			return err
 		}
