@@ -201,7 +201,7 @@ func VerifyJob(e *Env, interval time.Duration, recheck int64) Job {
 			// The pass is done: its record is committed even when the
 			// service is asked to stop meanwhile.
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), inFlightBound)
-			opened, closed, err := recordPass(cctx, e.Pool, VerifyStateName, st.saved, rep, time.Now().UTC())
+			opened, closed, err := recordPass(cctx, e.Pool, p.Fence, VerifyStateName, st.saved, rep, time.Now().UTC())
 			if err == nil {
 				err = openFindings(cctx, e.Pool, m.open)
 			}
