@@ -798,6 +798,11 @@ func (r Result) WriteText(w io.Writer) error {
 			st.Name, st.Position, st.Rows, st.Repeats, st.Conflicts, st.Rejects); err != nil {
 			return err
 		}
+		if st.Recreated != "" {
+			if _, err := fmt.Fprintf(w, "%s: created again since the sink read it: read from its start, its rows recorded as %s\n", st.Name, st.Recreated); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
