@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -63,44 +64,56 @@ func (r *hqRig) countersignedTwice(t *testing.T) (total int, twice []string) {
 	return int(n), twice
 }
 
+// submitArchived submits movements n0..n1-1 of store and waits until
+// central archived them and the checkpoint of them.
+func (r *hqRig) submitArchived(t *testing.T, store string, n0, n1 int) {
+	t.Helper()
+	before := r.archived(t)
+	r.submit(t, store, n0, n1)
+	eventually(t, fmt.Sprintf("%s's %d new movements and a checkpoint of them archived", store, n1-n0), func() bool {
+		return r.archived(t) >= before+uint64(n1-n0)+1
+	})
+}
+
 // TestServiceKilledDuringEachJob kills the built hq run with SIGKILL
-// inside each job (holdpoint: the witness between a countersignature's
-// publish and its state's save, the sink inside a batch's transaction,
-// reconciliation after its read, verification inside the transaction
-// recording a pass) and restarts it: nothing is written twice to
-// PostgreSQL (the rows, counted against the archive), no checkpoint is
-// countersigned twice (the witness stream, per store and log size), and
-// verification resumes from its stored position (its pass after the
-// restart reads only what was archived since).
+// inside each job (holdpoint: the sink inside a batch's transaction,
+// reconciliation after its read, the witness between a
+// countersignature's publish and its state's save, verification inside
+// the transaction recording a pass), each time with work for that job
+// to do, and restarts it: nothing is written twice to PostgreSQL (the
+// rows, counted against the archive), no checkpoint is countersigned
+// twice (the witness stream, per store and log size), and verification
+// resumes from its stored position (its passes after the restart read
+// only what was archived since).
 func TestServiceKilledDuringEachJob(t *testing.T) {
 	r := newHQRig(t)
-	r.holdAndKill(t, holdpoint.WitnessPublish)
-	r.holdAndKill(t, holdpoint.SinkBatch)
+	r.holdAndKill(t, holdpoint.SinkBatch) // a fresh database: the first batch holds
 	if n := r.count(t, `SELECT count(*) FROM movements`); n > 0 {
 		t.Fatalf("%d movements committed by a batch killed before its commit", n)
 	}
-	r.holdAndKill(t, holdpoint.ReconcilePass)
+	r.holdAndKill(t, holdpoint.ReconcilePass) // every start reconciles first
+	// A checkpoint no witness has seen: the next one countersigns it.
+	r.submitArchived(t, "S0002", 5, 9)
+	r.holdAndKill(t, holdpoint.WitnessPublish)
 
 	p := r.start(t)
-	eventually(t, "the sink writes the 15 movements, the witness countersigns, verification records a pass", func() bool {
-		return r.count(t, `SELECT count(*) FROM movements`) == 15 && r.witnessed(t) >= 3 && passes(scrape(r.metrics), "verify") >= 1
+	eventually(t, "the sink writes the 19 movements, the witness countersigns, verification records a pass", func() bool {
+		return r.count(t, `SELECT count(*) FROM movements`) == 19 && r.witnessed(t) >= 4 && passes(scrape(r.metrics), "verify") >= 1
 	})
 	p.kill(t)
 	saved := r.count(t, `SELECT passes FROM verify_state`)
 	before := r.archived(t)
-	r.submit(t, "S0001", 5, 9)
-	eventually(t, "the 4 new movements and a checkpoint of them archived", func() bool { return r.archived(t) >= before+5 })
-
-	r.holdAndKill(t, holdpoint.VerifyRecord)
+	r.submitArchived(t, "S0001", 5, 9)
+	r.holdAndKill(t, holdpoint.VerifyRecord) // every start verifies first
 	if n := r.count(t, `SELECT passes FROM verify_state`); n != saved {
 		t.Fatalf("verify_state counts %d passes after a pass killed before its commit, want %d", n, saved)
 	}
 
 	r.start(t)
 	var m map[string]float64
-	eventually(t, "the sink writes the 19 movements, verification and reconciliation complete a pass", func() bool {
+	eventually(t, "the sink writes the 23 movements, verification and reconciliation complete a pass", func() bool {
 		m = scrape(r.metrics)
-		return r.count(t, `SELECT count(*) FROM movements`) == 19 && passes(m, "verify") >= 1 && passes(m, "reconcile") >= 1
+		return r.count(t, `SELECT count(*) FROM movements`) == 23 && passes(m, "verify") >= 1 && passes(m, "reconcile") >= 1
 	})
 	total := r.archived(t)
 	if m[`rxedge_hq_verify_last_pass_incremental`] != 1 {
@@ -123,13 +136,13 @@ func TestServiceKilledDuringEachJob(t *testing.T) {
 	if written != int64(total) {
 		t.Errorf("PostgreSQL holds %d rows and checkpoints for the archive's %d messages", written, total)
 	}
-	if n := r.count(t, `SELECT rows FROM sink_positions`); n != 19 {
-		t.Errorf("sink_positions counts %d rows for the 19 movements", n)
+	if n := r.count(t, `SELECT rows FROM sink_positions`); n != 23 {
+		t.Errorf("sink_positions counts %d rows for the 23 movements", n)
 	}
 	if n := r.count(t, `SELECT count(*) FROM movement_repeats`); n != 0 {
 		t.Errorf("%d repeats: a movement was written again", n)
 	}
-	eventually(t, "the witness countersigns the new checkpoint", func() bool { return r.witnessed(t) >= 4 })
+	eventually(t, "the witness countersigns the new checkpoint", func() bool { return r.witnessed(t) >= 5 })
 	n, twice := r.countersignedTwice(t)
 	if len(twice) > 0 {
 		t.Errorf("of %d countersignatures, published more than once: %v", n, twice)
