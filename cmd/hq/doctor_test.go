@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
 
+	"github.com/rxedge/agent/central"
 	"github.com/rxedge/agent/headoffice/audit"
 	"github.com/rxedge/agent/headoffice/provision"
 	"github.com/rxedge/agent/headoffice/service"
@@ -47,6 +49,24 @@ func newDoctorRig(t *testing.T) *doctorRig {
 	const users = "  RX {\n    jetstream: enabled\n    users: [\n"
 	text := strings.Replace(conf.String(), users, users+"      { user: insider, password: \"insider-pw\" }\n", 1)
 	r.url = natstest.StartHub(t, natstest.WithConfigFile(writeFile(t, filepath.Join(r.dir, "central.conf"), text), adminConnect...)).URL()
+	// One message in the archive, for the doctor to read: the insider
+	// publishes it on a store's subject, and central archives it.
+	js := natstest.JetStream(t, natstest.Connect(t, r.url, nats.UserInfo("insider", "insider-pw")))
+	pctx, pcancel := context.WithTimeout(context.Background(), time.Minute)
+	defer pcancel()
+	if _, err := js.Publish(pctx, central.Subject("S0001", strings.Repeat("a", 32)), []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		st, err := js.Stream(pctx, central.ArchiveStreamName)
+		if err == nil && st.CachedInfo().State.Msgs == 1 {
+			break
+		}
+		if pctx.Err() != nil {
+			t.Fatalf("the insider's message not archived within a minute: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond) // polled: central's sourcing into the archive
+	}
 	r.pg = pgtest.Start(t)
 	for _, role := range []string{"rxedge_owner LOGIN PASSWORD 'owner-pw'", "rxedge_sink LOGIN PASSWORD 'sink-pw'", "rxedge_report LOGIN PASSWORD 'report-pw'"} {
 		r.pg.Exec(t, "postgres", `CREATE ROLE `+role)
@@ -132,6 +152,9 @@ func TestDoctor(t *testing.T) {
 	for _, c := range rep.Checks {
 		if !c.OK {
 			t.Errorf("check %q not OK: %s", c.Name, c.Detail)
+		}
+		if c.Name == "nats.audit reads the archives" && !strings.Contains(c.Detail, "RX_ARCHIVE (1 messages)") {
+			t.Errorf("the archives read: %s; want RX_ARCHIVE's one message", c.Detail)
 		}
 	}
 
