@@ -78,8 +78,9 @@ func (r *hqRig) submitArchived(t *testing.T, store string, n0, n1 int) {
 // TestServiceKilledDuringEachJob kills the built hq run with SIGKILL
 // inside each job (holdpoint: the sink inside a batch's transaction,
 // reconciliation after its read, the witness between a
-// countersignature's publish and its state's save, verification inside
-// the transaction recording a pass), each time with work for that job
+// countersignature's publish and its state's save, verification once it
+// read archive records and inside the transaction recording a pass),
+// each time with work for that job
 // to do, and restarts it: nothing is written twice to PostgreSQL (the
 // rows, counted against the archive), no checkpoint is countersigned
 // twice (the witness stream, per store and log size), and verification
@@ -104,9 +105,12 @@ func TestServiceKilledDuringEachJob(t *testing.T) {
 	saved := r.count(t, `SELECT passes FROM verify_state`)
 	before := r.archived(t)
 	r.submitArchived(t, "S0001", 5, 9)
-	r.holdAndKill(t, holdpoint.VerifyRecord) // every start verifies first
-	if n := r.count(t, `SELECT passes FROM verify_state`); n != saved {
-		t.Fatalf("verify_state counts %d passes after a pass killed before its commit, want %d", n, saved)
+	// Every start verifies first, and reads what was archived since.
+	for _, point := range []string{holdpoint.VerifyRead, holdpoint.VerifyRecord} {
+		r.holdAndKill(t, point)
+		if n := r.count(t, `SELECT passes FROM verify_state`); n != saved {
+			t.Fatalf("verify_state counts %d passes after a pass killed at %s, want %d", n, point, saved)
+		}
 	}
 
 	r.start(t)

@@ -190,7 +190,7 @@ func VerifyJob(e *Env, interval time.Duration, recheck int64) Job {
 		for {
 			st := &heldState{PGState: PGState{Pool: e.Pool, Name: VerifyStateName}}
 			o := audit.Options{Conn: e.Audit, APIPrefix: e.AuditPrefix, Archives: e.Archives, Roster: e.Roster,
-				Witness: e.WitnessKey, State: st, RecheckBudget: recheck}
+				Witness: e.WitnessKey, State: st, RecheckBudget: recheck, Progress: verifyProgress}
 			if e.Asker != nil {
 				o.Asker = e.Asker
 			}
@@ -228,6 +228,14 @@ func VerifyJob(e *Env, interval time.Duration, recheck int64) Job {
 			}
 		}
 	}}
+}
+
+// verifyProgress is told of a pass's reads: the crash test's point
+// inside one, once it read archive records.
+func verifyProgress(read string, done, _ uint64) {
+	if read == audit.ReadArchive && done > 0 {
+		holdpoint.Reach(holdpoint.VerifyRead)
+	}
 }
 
 func b2f(b bool) float64 {

@@ -30,6 +30,7 @@ const Bound = 5 * time.Minute
 const (
 	SinkBatch      = "sink.batch"        // inside a batch's transaction, its rows written, not committed
 	WitnessPublish = "witness.published" // a countersignature published, the witness's state not saved
+	VerifyRead     = "verify.read"       // a pass has read archive records (its progress), not concluded
 	VerifyRecord   = "verify.record"     // inside the transaction recording a pass, its findings written, not its state
 	ReconcilePass  = "reconcile.pass"    // a reconciliation read, its result not reported
 )
