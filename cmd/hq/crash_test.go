@@ -80,12 +80,11 @@ func (r *hqRig) submitArchived(t *testing.T, store string, n0, n1 int) {
 // reconciliation after its read, the witness between a
 // countersignature's publish and its state's save, verification once it
 // read archive records and inside the transaction recording a pass),
-// each time with work for that job
-// to do, and restarts it: nothing is written twice to PostgreSQL (the
-// rows, counted against the archive), no checkpoint is countersigned
-// twice (the witness stream, per store and log size), and verification
-// resumes from its stored position (its passes after the restart read
-// only what was archived since).
+// each time with work for that job to do, and restarts it: nothing is
+// written twice to PostgreSQL (the rows, counted against the archive),
+// no checkpoint is countersigned twice (the witness stream, per store
+// and log size), and verification resumes from its stored position (its
+// passes after the restart read only what was archived since).
 func TestServiceKilledDuringEachJob(t *testing.T) {
 	r := newHQRig(t)
 	r.holdAndKill(t, holdpoint.SinkBatch) // a fresh database: the first batch holds
