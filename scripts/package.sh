@@ -7,7 +7,7 @@
 #     restarts a running service;
 #   rxedge-hq_<version>_<arch>.deb and rxedge-hq-<version>.<arch>.rpm
 #     (nfpm, packaging/nfpm-hq.yaml): head office's /usr/bin/rxedge-hq,
-#     the sink's unit (packaging/rxedge-sink.service, not enabled), its
+#     hq run's unit (packaging/rxedge-hq.service, not enabled), its
 #     example settings and PostgreSQL grants; Linux only (no MSI);
 #   rxedge-agent_<version>_windows_amd64.zip: rxedge-agent.exe with
 #     install.ps1 and uninstall.ps1 for hand installs;

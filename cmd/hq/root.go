@@ -30,6 +30,7 @@ func newRoot(s *cli.Streams) *cobra.Command {
 		newDurabilityCmd(s),
 		newMigrateCmd(s),
 		newRunCmd(s),
+		newDoctorCmd(s),
 		newSinkCmd(s),
 		newReportCmd(s),
 		newReconcileCmd(s),

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 
@@ -40,16 +41,17 @@ first pass. SIGTERM ends each job after what it has in flight (the sink's
 transaction, verification's record of a pass), within stop_timeout.
 
 --dev runs a development hub (or uses --server) without PostgreSQL: the
-fleet watch and the console, in its development mode on loopback, whose
-one-time login link is printed.
+fleet watch and the console, in its development mode on loopback
+(--console-listen, default 127.0.0.1:7480), whose one-time login link is
+printed.
 
 Exit status: 0 stopped; 1 error; 2 usage (a settings problem).`
 
 func newRunCmd(s *cli.Streams) *cobra.Command {
-	var config, server, operatorKey, storeDir string
+	var config, server, operatorKey, storeDir, consoleListen string
 	var dev bool
 	cmd := &cobra.Command{
-		Use:   "run --config hq.yaml | run --dev [--server URL] [--operator-key FILE]",
+		Use:   "run --config hq.yaml | run --dev [--server URL] [--operator-key FILE] [--console-listen ADDR]",
 		Short: "Run head office's service: sink, witness, verification, reconciliation, fleet watch and console",
 		Long:  runLong,
 		Args:  cli.UsageArgs(cobra.NoArgs),
@@ -62,7 +64,7 @@ func newRunCmd(s *cli.Streams) *cobra.Command {
 			case dev:
 				var stop func()
 				var err error
-				if set, stop, err = devSettings(server, operatorKey, storeDir); err != nil {
+				if set, stop, err = devSettings(server, operatorKey, storeDir, consoleListen); err != nil {
 					return err
 				}
 				defer stop()
@@ -96,14 +98,19 @@ func newRunCmd(s *cli.Streams) *cobra.Command {
 	fs.StringVar(&server, "server", "", "with --dev: use this NATS server instead of a local hub")
 	fs.StringVar(&operatorKey, "operator-key", "", "with --dev: the operator key file the console signs commands with (hq keys operator)")
 	fs.StringVar(&storeDir, "store-dir", "", "with --dev: the local hub's JetStream directory (default a temporary one)")
+	fs.StringVar(&consoleListen, "console-listen", console.DefaultListen, "with --dev: the console's address, on loopback (port 0: any free one)")
 	return cmd
 }
 
 // devSettings are the settings of hq run --dev: the fleet watch and the
-// console on loopback, against server or a local hub it starts.
-func devSettings(server, operatorKey, storeDir string) (service.Settings, func(), error) {
+// console on loopback (consoleListen), against server or a local hub it
+// starts.
+func devSettings(server, operatorKey, storeDir, consoleListen string) (service.Settings, func(), error) {
 	var set service.Settings
 	stop := func() {}
+	if host, _, err := net.SplitHostPort(consoleListen); err != nil || !net.ParseIP(host).IsLoopback() {
+		return set, stop, cli.UsageError("--console-listen %q: the development console listens on loopback only (127.0.0.1:PORT)", consoleListen)
+	}
 	if server == "" {
 		if storeDir == "" {
 			d, err := os.MkdirTemp("", "rxedge-hq-dev-")
@@ -127,7 +134,7 @@ func devSettings(server, operatorKey, storeDir string) (service.Settings, func()
 	set.NATS.OperatorKey.File = operatorKey
 	set.Sink.Enabled, set.Witness.Enabled, set.Verify.Enabled, set.Reconcile.Enabled = &off, &off, &off, &off
 	set.Listen = "127.0.0.1:0"
-	set.Console = &console.Settings{Listen: console.DefaultListen, Auth: console.AuthDev}
+	set.Console = &console.Settings{Listen: consoleListen, Auth: console.AuthDev}
 	if err := set.Check("--dev", func(string) string { return "" }); err != nil {
 		stop()
 		return set, func() {}, err

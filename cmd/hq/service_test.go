@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -155,10 +156,17 @@ type hqProc struct {
 }
 
 // start runs hq run --config as a child process, killed when the test
-// ends.
-func (r *hqRig) start(t *testing.T) *hqProc {
+// ends; env is added to its environment.
+func (r *hqRig) start(t *testing.T, env ...string) *hqProc {
 	t.Helper()
-	p := &hqProc{cmd: exec.Command(r.hq, "run", "--config", r.config), done: make(chan struct{})}
+	return r.startWith(t, r.config, env...)
+}
+
+// startWith runs hq run with the settings file config.
+func (r *hqRig) startWith(t *testing.T, config string, env ...string) *hqProc {
+	t.Helper()
+	p := &hqProc{cmd: exec.Command(r.hq, "run", "--config", config), done: make(chan struct{})}
+	p.cmd.Env = append(os.Environ(), env...)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -188,6 +196,22 @@ func (r *hqRig) start(t *testing.T) *hqProc {
 		}
 	})
 	return p
+}
+
+// kill kills the process with SIGKILL and waits for it to end.
+func (p *hqProc) kill(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatalf("kill -9 hq run: %v", err)
+	}
+	<-p.done
+}
+
+// logged says whether hq run's log holds s.
+func (p *hqProc) logged(s string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.Contains(p.logs.String(), s)
 }
 
 // scrape reads hq run's /metrics: each series (name and labels as the
@@ -308,20 +332,23 @@ func TestServiceFindsAnInsiderRewrite(t *testing.T) {
 		return out
 	})
 	at := passes(scrape(r.metrics), "verify")
+	// The pass commits its findings, then sets its gauges: /metrics is
+	// read once the table holds the finding.
 	var found map[string]float64
-	eventually(t, "a finding of the rewrite", func() bool {
+	eventually(t, "a finding of the rewrite in verify_findings, then a rxedge_hq_verify_findings_open series on /metrics", func() bool {
+		if r.count(t, `SELECT count(*) FROM verify_findings WHERE closed_at IS NULL`) <= 0 {
+			return false
+		}
 		found = scrape(r.metrics)
-		return r.count(t, `SELECT count(*) FROM verify_findings WHERE closed_at IS NULL`) > 0
+		for k, v := range found {
+			if strings.HasPrefix(k, "rxedge_hq_verify_findings_open{") && v > 0 {
+				return true
+			}
+		}
+		return false
 	})
 	if n := passes(found, "verify") - at; n > 2 {
 		t.Errorf("the rewrite was found %v verification passes after it, want at most 2", n)
-	}
-	var onMetrics bool
-	for k, v := range found {
-		onMetrics = onMetrics || strings.HasPrefix(k, "rxedge_hq_verify_findings_open{") && v > 0
-	}
-	if !onMetrics {
-		t.Errorf("no rxedge_hq_verify_findings_open series on /metrics after the finding")
 	}
 	rows, wit := r.count(t, `SELECT count(*) FROM movements`), r.witnessed(t)
 	r.submit(t, "S0001", 5, 9)

@@ -22,6 +22,7 @@ import (
 	"github.com/rxedge/agent/central/ledger"
 	"github.com/rxedge/agent/central/streams"
 	"github.com/rxedge/agent/headoffice/provision"
+	"github.com/rxedge/agent/internal/holdpoint"
 )
 
 // DefaultWitnessKeyName is the note key name of head office's witness key.
@@ -321,6 +322,7 @@ func (w *Witness) checkpoint(ctx context.Context, r record, run *WitnessRun) err
 	if err != nil {
 		return fmt.Errorf("audit: publish a countersigned checkpoint of store %s: %w", c.Store, err)
 	}
+	holdpoint.Reach(holdpoint.WitnessPublish)
 	w.state.Witness = max(w.state.Witness, ack.Sequence)
 	w.state.Logs[key] = witnessedSize{First: c.First, Size: c.Size, Root: c.Root}
 	w.state.Streams[r.stream] = r.streamSeq

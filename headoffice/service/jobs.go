@@ -18,6 +18,7 @@ import (
 	"github.com/rxedge/agent/headoffice/provision"
 	"github.com/rxedge/agent/headoffice/reconcile"
 	"github.com/rxedge/agent/headoffice/sink"
+	"github.com/rxedge/agent/internal/holdpoint"
 )
 
 // Names of the jobs.
@@ -189,7 +190,7 @@ func VerifyJob(e *Env, interval time.Duration, recheck int64) Job {
 		for {
 			st := &heldState{PGState: PGState{Pool: e.Pool, Name: VerifyStateName}}
 			o := audit.Options{Conn: e.Audit, APIPrefix: e.AuditPrefix, Archives: e.Archives, Roster: e.Roster,
-				Witness: e.WitnessKey, State: st, RecheckBudget: recheck}
+				Witness: e.WitnessKey, State: st, RecheckBudget: recheck, Progress: verifyProgress}
 			if e.Asker != nil {
 				o.Asker = e.Asker
 			}
@@ -200,7 +201,7 @@ func VerifyJob(e *Env, interval time.Duration, recheck int64) Job {
 			// The pass is done: its record is committed even when the
 			// service is asked to stop meanwhile.
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), inFlightBound)
-			opened, closed, err := recordPass(cctx, e.Pool, VerifyStateName, st.saved, rep, time.Now().UTC())
+			opened, closed, err := recordPass(cctx, e.Pool, p.Fence, VerifyStateName, st.saved, rep, time.Now().UTC())
 			if err == nil {
 				err = openFindings(cctx, e.Pool, m.open)
 			}
@@ -229,6 +230,14 @@ func VerifyJob(e *Env, interval time.Duration, recheck int64) Job {
 	}}
 }
 
+// verifyProgress is told of a pass's reads: the crash test's point
+// inside one, once it read archive records.
+func verifyProgress(read string, done, _ uint64) {
+	if read == audit.ReadArchive && done > 0 {
+		holdpoint.Reach(holdpoint.VerifyRead)
+	}
+}
+
 func b2f(b bool) float64 {
 	if b {
 		return 1
@@ -255,6 +264,7 @@ func ReconcileJob(e *Env, interval, grace time.Duration) Job {
 			if err != nil {
 				return err
 			}
+			holdpoint.Reach(holdpoint.ReconcilePass)
 			var ok, attention float64
 			var unx uint64
 			for i := range rep.Stores {

@@ -50,6 +50,7 @@ type Leaser struct {
 type Lease struct {
 	conn   *pgx.Conn
 	key    int32
+	pid    uint32 // the backend of conn, which holds the lock
 	ctx    context.Context
 	cancel context.CancelFunc
 	lost   atomic.Bool
@@ -110,7 +111,7 @@ func (l *Leaser) Acquire(ctx context.Context, job string, waiting func()) (*Leas
 		case <-t.C:
 		}
 	}
-	ls := &Lease{conn: conn, key: key, done: make(chan struct{})}
+	ls := &Lease{conn: conn, key: key, pid: conn.PgConn().PID(), done: make(chan struct{})}
 	ls.ctx, ls.cancel = context.WithCancel(ctx)
 	go ls.watch(check)
 	return ls, nil
@@ -137,6 +138,30 @@ func (ls *Lease) watch(check time.Duration) {
 			return
 		}
 	}
+}
+
+// Fence checks, inside tx, that the lease is still held: its lock
+// granted to the backend of the lease's connection. A write that calls
+// it first commits only while this service holds the lease, or is
+// refused with ErrLeaseLost: a service that lost its lease (its lease's
+// connection ended, the lock went to a standby) and has not noticed yet
+// cannot overwrite what the new holder writes. The caller locks the rows
+// it writes before the check, so that a new holder's write of them waits
+// for its commit.
+func (ls *Lease) Fence(ctx context.Context, tx pgx.Tx) error {
+	var held bool
+	err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory'
+		AND classid::bigint = $1 AND objid::bigint = $2 AND objsubid = 2 AND pid = $3 AND granted)`,
+		int64(uint32(leaseClass)), int64(uint32(ls.key)), int64(ls.pid)).Scan(&held)
+	if err != nil {
+		return fmt.Errorf("service: check the lease: %w", err)
+	}
+	if !held {
+		ls.lost.Store(true)
+		ls.cancel()
+		return fmt.Errorf("service: the lease is no longer held by this service: %w", ErrLeaseLost)
+	}
+	return nil
 }
 
 // Context ends when the lease is released or lost, or the context it was

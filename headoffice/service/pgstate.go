@@ -12,6 +12,7 @@ import (
 
 	"github.com/rxedge/agent/headoffice/audit"
 	"github.com/rxedge/agent/headoffice/console"
+	"github.com/rxedge/agent/internal/holdpoint"
 )
 
 // PGState keeps a verification's state in PostgreSQL: the row Name of
@@ -74,13 +75,31 @@ func (h *heldState) Save(_ context.Context, b []byte) error {
 // from its anchor, and did not find it, closes it.
 var standingKinds = []string{audit.KindCheckpointMissing}
 
+// fence checks inside a transaction that its writer still holds its
+// lease (Pass.Fence); nil checks nothing.
+type fence func(ctx context.Context, tx pgx.Tx) error
+
 // recordPass writes a pass's findings and its state in one transaction:
 // each finding opened or found again (last_seen), the open ones no
 // longer found closed (by the rule of standingKinds), and the state.
 // KindUncovered is not a finding of the table: movements not signed yet
-// are the normal tail of every log.
-func recordPass(ctx context.Context, pool *pgxpool.Pool, name string, state []byte, rep *audit.Report, now time.Time) (opened, closed int64, err error) {
+// are the normal tail of every log. The transaction locks the state's
+// row and then checks the lease (fenced): a service that lost its lease
+// writes nothing, and its error matches ErrLeaseLost.
+func recordPass(ctx context.Context, pool *pgxpool.Pool, fenced fence, name string, state []byte, rep *audit.Report, now time.Time) (opened, closed int64, err error) {
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO verify_state (name, state, passes, saved_at) VALUES ($1, ''::bytea, 0, now())
+			ON CONFLICT (name) DO NOTHING`, name); err != nil {
+			return fmt.Errorf("lock the verification state %q: %w", name, err)
+		}
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM verify_state WHERE name = $1 FOR UPDATE`, name); err != nil {
+			return fmt.Errorf("lock the verification state %q: %w", name, err)
+		}
+		if fenced != nil {
+			if err := fenced(ctx, tx); err != nil {
+				return err
+			}
+		}
 		for _, f := range rep.Findings {
 			if f.Kind == audit.KindUncovered {
 				continue
@@ -110,6 +129,7 @@ func recordPass(ctx context.Context, pool *pgxpool.Pool, name string, state []by
 			return fmt.Errorf("close the findings no longer found: %w", err)
 		}
 		closed = tag.RowsAffected()
+		holdpoint.Reach(holdpoint.VerifyRecord)
 		if _, err := tx.Exec(ctx, saveStateSQL, name, state); err != nil {
 			return fmt.Errorf("save the verification state %q: %w", name, err)
 		}

@@ -254,7 +254,7 @@ func TestRecordPass(t *testing.T) {
 		{audit.Report{Incremental: true, Counts: map[string]int{audit.KindArchiveRewritten: 1},
 			Findings: []audit.Finding{{Store: "S0001", Stream: "RX_ARCHIVE", Kind: audit.KindArchiveRewritten, Detail: "recreated"}}}, 1, 1, 1},
 	} {
-		opened, closed, err := recordPass(ctx, pool, "service", []byte{byte(i)}, &tc.rep, t0.Add(time.Duration(i)*time.Minute))
+		opened, closed, err := recordPass(ctx, pool, nil, "service", []byte{byte(i)}, &tc.rep, t0.Add(time.Duration(i)*time.Minute))
 		var open int64
 		if err == nil {
 			err = pool.QueryRow(ctx, `SELECT count(*) FROM verify_findings WHERE closed_at IS NULL`).Scan(&open)
@@ -265,5 +265,70 @@ func TestRecordPass(t *testing.T) {
 		if b, err := (PGState{Pool: pool, Name: "service"}).Load(ctx); err != nil || len(b) != 1 || b[0] != byte(i) {
 			t.Errorf("pass %d: state %v, %v; want the pass's", i, b, err)
 		}
+	}
+}
+
+// TestVerifyStateFencedAgainstAStaleHolder records verification passes
+// as a service whose lease's connection ended (its backend terminated)
+// and has not noticed yet, while a standby took the lease over: the
+// stale holder's pass is refused (ErrLeaseLost) and writes nothing; the
+// new holder's is recorded.
+func TestVerifyStateFencedAgainstAStaleHolder(t *testing.T) {
+	pg := pgtest.Start(t)
+	pg.CreateDB(t, "fence")
+	ctx := context.Background()
+	cfg := pgConfig(t, pg, "fence")
+	conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := sink.Migrate(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	// The lease's own check of its connection is slower than the test,
+	// as a stale holder's can be: it has not noticed the loss.
+	leaser := &Leaser{Config: cfg.ConnConfig, Poll: 20 * time.Millisecond, Check: time.Hour}
+	stale, err := leaser.Acquire(ctx, JobVerify, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stale.Release()
+	rep := &audit.Report{Incremental: true, Counts: map[string]int{}}
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	if _, _, err := recordPass(ctx, pool, stale.Fence, VerifyStateName, []byte("first"), rep, now); err != nil {
+		t.Fatalf("the holder's pass: %v", err)
+	}
+	if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend($1)`, int64(stale.pid)); err != nil {
+		t.Fatal(err)
+	}
+	actx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	fresh, err := leaser.Acquire(actx, JobVerify, nil)
+	if err != nil {
+		t.Fatalf("the standby's lease once the holder's connection ended: %v", err)
+	}
+	defer fresh.Release()
+	if _, _, err := recordPass(ctx, pool, fresh.Fence, VerifyStateName, []byte("fresh"), rep, now.Add(time.Minute)); err != nil {
+		t.Fatalf("the new holder's pass: %v", err)
+	}
+	_, _, err = recordPass(ctx, pool, stale.Fence, VerifyStateName, []byte("stale"), rep, now.Add(2*time.Minute))
+	if !errors.Is(err, ErrLeaseLost) {
+		t.Errorf("the stale holder's pass: %v, want ErrLeaseLost", err)
+	}
+	if b, err := (PGState{Pool: pool, Name: VerifyStateName}).Load(ctx); err != nil || string(b) != "fresh" {
+		t.Errorf("state %q, %v; want the new holder's", b, err)
+	}
+	var passes int64
+	if err := pool.QueryRow(ctx, `SELECT passes FROM verify_state WHERE name = $1`, VerifyStateName).Scan(&passes); err != nil || passes != 2 {
+		t.Errorf("verify_state counts %d passes (%v), want 2", passes, err)
+	}
+	if stale.Context().Err() == nil {
+		t.Errorf("the stale lease's context did not end once its loss was found")
 	}
 }

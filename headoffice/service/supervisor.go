@@ -12,6 +12,7 @@ import (
 	stdsync "sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -51,8 +52,18 @@ type Job struct {
 
 // Pass is how a job reports the passes it completes.
 type Pass struct {
-	s  *Supervisor
-	st *jobState
+	s     *Supervisor
+	st    *jobState
+	lease *Lease
+}
+
+// Fence checks inside tx that the job still holds its lease
+// (Lease.Fence); it passes when the job runs without one.
+func (p *Pass) Fence(ctx context.Context, tx pgx.Tx) error {
+	if p == nil || p.lease == nil {
+		return nil
+	}
+	return p.lease.Fence(ctx, tx)
 }
 
 // Done records a completed pass: result is ResultOK or ResultAttention.
@@ -257,7 +268,7 @@ func (s *Supervisor) once(ctx context.Context, st *jobState) error {
 		defer s.m.lease.WithLabelValues(name).Set(0)
 		s.setState(st, resume)
 		s.o.Logger.Info("HQ_JOB_LEASED", "job", name)
-		err = st.job.Run(l.Context(), &Pass{s: s, st: st})
+		err = st.job.Run(l.Context(), &Pass{s: s, st: st, lease: l})
 		if ctx.Err() == nil && l.Lost() {
 			return fmt.Errorf("its lease was lost (the connection holding it failed): %w", errors.Join(err, ErrLeaseLost))
 		}

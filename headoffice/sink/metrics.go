@@ -22,6 +22,7 @@ type Metrics struct {
 	commits   *prometheus.CounterVec
 	failures  *prometheus.CounterVec
 	rewinds   *prometheus.CounterVec
+	recreates *prometheus.CounterVec
 	staged    *prometheus.CounterVec
 	commitAt  *prometheus.GaugeVec
 	commitDur prometheus.Histogram
@@ -66,6 +67,8 @@ func NewMetrics() *Metrics {
 			Help: "Batches whose transaction failed and was retried."}, []string{"archive"}),
 		rewinds: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rxedge_sink_rewinds_total",
 			Help: "Times the stored position was found behind the last commit (a failover to a standby that had not received it): the archive is read again from the stored position."}, []string{"archive"}),
+		recreates: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rxedge_sink_archive_recreated_total",
+			Help: "Times the archive stream was found created again (deleted and recreated by central's administrator): its earlier rows are kept under another name, and it is read from its start."}, []string{"archive"}),
 		staged: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rxedge_sink_staged_batches_total",
 			Help: "Batches written through the staging table (INSERT ... ON CONFLICT) instead of a COPY straight into movements: the batch held a key already written (a repeat or a conflict), or the batch before it did."}, []string{"archive"}),
 		commitAt: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "rxedge_sink_last_commit_timestamp_seconds",
@@ -77,7 +80,7 @@ func NewMetrics() *Metrics {
 	}
 	m.rate = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rxedge_sink_rows_per_second",
 		Help: "Archive messages committed per second over the last 10 seconds."}, m.RowsPerSecond)
-	m.reg.MustRegister(m.pos, m.last, m.lag, m.messages, m.rejects, m.commits, m.failures, m.rewinds, m.staged, m.commitAt, m.commitDur, m.rate)
+	m.reg.MustRegister(m.pos, m.last, m.lag, m.messages, m.rejects, m.commits, m.failures, m.rewinds, m.recreates, m.staged, m.commitAt, m.commitDur, m.rate)
 	return m
 }
 
@@ -166,6 +169,11 @@ func (m *Metrics) failed(stream string) {
 func (m *Metrics) rewound(stream string, pos uint64) {
 	m.rewinds.WithLabelValues(stream).Inc()
 	m.position(stream, pos)
+}
+
+func (m *Metrics) recreated(stream string) {
+	m.recreates.WithLabelValues(stream).Inc()
+	m.position(stream, 0)
 }
 
 func (m *Metrics) dbState(up bool) { m.dbDown.Store(!up) }

@@ -142,6 +142,9 @@ type Result struct {
 type StreamResult struct {
 	Name     string `json:"name"`
 	Position uint64 `json:"position"`
+	// Recreated, when set, says the stream was found created again: its
+	// rows are now recorded under this name (archive_stream).
+	Recreated string `json:"recreated,omitempty"`
 	Counts
 }
 
@@ -243,7 +246,15 @@ type follower struct {
 	// stage says the next batch goes through the staging table without
 	// trying a direct COPY first.
 	stage bool
+	// created is when the stream the position is of was created; rec
+	// is the position row its rows are recorded under (startAgain).
+	created time.Time
+	rec     string
 }
+
+// errRecreated says the stream was created again while it was followed:
+// the session starts again, and checkCreated finds it.
+var errRecreated = errors.New("sink: the archive stream was created again")
 
 // errRewind says the database holds an earlier position than the
 // follower had written (a failover to a standby that had not received
@@ -253,6 +264,9 @@ var errRewind = errors.New("sink: the stored position went back")
 func (f *follower) run(ctx context.Context) error {
 	for {
 		err := f.session(ctx)
+		if errors.Is(err, errRecreated) {
+			continue
+		}
 		if !errors.Is(err, errRewind) {
 			return err
 		}
@@ -268,8 +282,8 @@ func (f *follower) session(ctx context.Context) error {
 		return err
 	}
 
-	cctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	msgs := make(chan Row, f.o.Batch)
 	readErr := make(chan error, 1)
 	var wg sync.WaitGroup
@@ -280,11 +294,15 @@ func (f *follower) session(ctx context.Context) error {
 	}()
 	go func() {
 		defer wg.Done()
-		f.watchLag(cctx)
+		f.watchLag(cctx, cancel)
 	}()
 	defer wg.Wait()
-	defer cancel()
-	return f.follow(ctx, log, target, msgs, readErr)
+	defer cancel(nil)
+	err = f.follow(ctx, log, target, msgs, readErr)
+	if c := context.Cause(cctx); ctx.Err() == nil && errors.Is(c, errRecreated) {
+		return c
+	}
+	return err
 }
 
 // start reads the stored position and the archive's last sequence, the
@@ -292,8 +310,8 @@ func (f *follower) session(ctx context.Context) error {
 func (f *follower) start(ctx context.Context, log *slog.Logger) (target uint64, done bool, err error) {
 	if err := retryDB(ctx, f.o, "read the position of "+f.name, func(ctx context.Context) error {
 		return f.pool.AcquireFunc(ctx, func(c *pgxpool.Conn) error {
-			p, err := ensurePosition(ctx, c.Conn(), f.name)
-			f.pos = p
+			p, rec, err := ensurePosition(ctx, c.Conn(), f.name)
+			f.pos, f.rec = p, rec
 			return err
 		})
 	}); err != nil {
@@ -302,10 +320,14 @@ func (f *follower) start(ctx context.Context, log *slog.Logger) (target uint64, 
 	f.out.Position = f.pos
 	m := f.o.Metrics
 	m.position(f.name, f.pos)
-	st, err := f.streamInfo(ctx)
+	info, err := f.streamInfo(ctx)
 	if err != nil {
 		return 0, false, err
 	}
+	if err := f.checkCreated(ctx, log, info); err != nil {
+		return 0, false, err
+	}
+	st := info.State
 	target = st.LastSeq
 	m.archiveLast(f.name, st.LastSeq)
 	if f.o.UntilCaughtUp && f.pos >= target {
@@ -360,31 +382,77 @@ func (f *follower) follow(ctx context.Context, log *slog.Logger, target uint64, 
 	}
 }
 
-func (f *follower) streamInfo(ctx context.Context) (jetstream.StreamState, error) {
+func (f *follower) streamInfo(ctx context.Context) (*jetstream.StreamInfo, error) {
 	r := retrying{o: &f.o, what: "read the state of " + f.name}
 	for {
 		actx, cancel := r.bounded(ctx)
 		s, err := f.js.Stream(actx, f.name)
 		cancel()
 		if err == nil {
-			return s.CachedInfo().State, nil
+			return s.CachedInfo(), nil
 		}
 		if ctx.Err() != nil {
-			return jetstream.StreamState{}, ctx.Err()
+			return nil, ctx.Err()
 		}
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			return jetstream.StreamState{}, fmt.Errorf("sink: stream %s: %w", f.name, err)
+			return nil, fmt.Errorf("sink: stream %s: %w", f.name, err)
 		}
 		f.o.Logger.Warn("archive info failed; retrying", "archive", f.name, "error", err)
 		if err := r.again(ctx, err); err != nil {
-			return jetstream.StreamState{}, err
+			return nil, err
 		}
 	}
 }
 
+// checkCreated compares the stream's creation time with the one stored
+// with the position. A stream created again (deleted and recreated by
+// central's administrator) starts its sequences again at 1: following it
+// from the old position would skip every new message up to it. The sink
+// then records the new stream's rows under a position row of their own
+// (startAgain), reads it from its start, and says so once: a
+// warning, rxedge_sink_archive_recreated_total, the run's result, and
+// hq sink --verify. A movement of the new stream already written is a
+// repeat: each key is still written once.
+func (f *follower) checkCreated(ctx context.Context, log *slog.Logger, info *jetstream.StreamInfo) error {
+	created := info.Created.UTC().Truncate(time.Microsecond) // PostgreSQL keeps microseconds
+	var stored *time.Time
+	if err := retryDB(ctx, f.o, "read the creation time of "+f.name, func(ctx context.Context) error {
+		return f.pool.QueryRow(ctx, `SELECT archive_created FROM sink_positions WHERE archive_stream = $1`, f.rec).Scan(&stored)
+	}); err != nil {
+		return err
+	}
+	switch {
+	case stored != nil && stored.Equal(created):
+		f.created = created
+		return nil
+	case stored == nil && f.pos <= info.State.LastSeq:
+		// A position stored before the creation time was: it is of
+		// this stream, unless it was recreated as long or longer since
+		// (which nothing stored can tell).
+		f.created = created
+		return retryDB(ctx, f.o, "store the creation time of "+f.name, func(ctx context.Context) error {
+			_, err := f.pool.Exec(ctx, `UPDATE sink_positions SET archive_created = $2 WHERE archive_stream = $1 AND archive_created IS NULL`, f.rec, created)
+			return err
+		})
+	}
+	rec := f.name + "@" + created.Format(time.RFC3339Nano)
+	log.Warn("SINK_ARCHIVE_RECREATED: the archive stream was created again since the sink read it; it is read from its start",
+		"position", f.pos, "archive_last", info.State.LastSeq, "created", created, "earlier_rows_as", f.rec, "rows_as", rec)
+	if err := retryDB(ctx, f.o, "start the position of the recreated "+f.name, func(ctx context.Context) error {
+		return f.pool.AcquireFunc(ctx, func(c *pgxpool.Conn) error { return startAgain(ctx, c.Conn(), f.name, rec, created) })
+	}); err != nil {
+		return err
+	}
+	f.pos, f.created, f.rec = 0, created, rec
+	f.out.Position, f.out.Recreated = 0, rec
+	f.o.Metrics.recreated(f.name)
+	return nil
+}
+
 // watchLag refreshes the archive's last sequence for the lag metric, and
-// pings the database for readiness.
-func (f *follower) watchLag(ctx context.Context) {
+// pings the database for readiness. A stream created again since the
+// session started ends it (errRecreated).
+func (f *follower) watchLag(ctx context.Context, end context.CancelCauseFunc) {
 	t := time.NewTicker(5 * time.Second)
 	defer t.Stop()
 	for {
@@ -396,6 +464,10 @@ func (f *follower) watchLag(ctx context.Context) {
 		s, err := f.js.Stream(ctx, f.name)
 		if err == nil {
 			f.o.Metrics.archiveLast(f.name, s.CachedInfo().State.LastSeq)
+			if !s.CachedInfo().Created.UTC().Truncate(time.Microsecond).Equal(f.created) {
+				end(errRecreated)
+				return
+			}
 		}
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err = f.pool.Ping(pctx)
@@ -457,7 +529,7 @@ func (f *follower) read(ctx context.Context, out chan<- Row) error {
 		if err != nil {
 			return err
 		}
-		r := parseRow(f.name, meta.Sequence.Stream, meta.Timestamp, m.Subject(), m.Headers(), m.Data())
+		r := parseRow(f.rec, meta.Sequence.Stream, meta.Timestamp, m.Subject(), m.Headers(), m.Data())
 		select {
 		case out <- r:
 		case <-ctx.Done():
@@ -488,7 +560,7 @@ func (f *follower) write(ctx context.Context, batch []Row) error {
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), InFlightBound)
 		err := f.pool.AcquireFunc(wctx, func(conn *pgxpool.Conn) error {
 			var err error
-			c, staged, err = writeBatch(wctx, conn.Conn(), f.name, f.pos, rows, !f.stage)
+			c, staged, err = writeBatch(wctx, conn.Conn(), f.rec, f.pos, rows, !f.stage)
 			return err
 		})
 		cancel()
@@ -523,14 +595,18 @@ func (f *follower) write(ctx context.Context, batch []Row) error {
 		// The commit may have happened (its answer lost) or another sink
 		// may have moved on: the database says where to go on from.
 		var p uint64
+		var rec string
 		err = f.pool.AcquireFunc(ctx, func(conn *pgxpool.Conn) error {
 			var err error
-			p, err = ensurePosition(ctx, conn.Conn(), f.name)
+			p, rec, err = ensurePosition(ctx, conn.Conn(), f.name)
 			return err
 		})
 		switch {
 		case err != nil:
 			log.Warn("read the position failed", "error", f.o.safeErr(err))
+		case rec != f.rec:
+			// Another sink found the stream created again.
+			return errRecreated
 		case p < f.pos:
 			log.Warn("the stored position is behind the last commit (a failover to a standby that missed commits)",
 				"committed", f.pos, "stored", p)
@@ -725,6 +801,11 @@ func (r Result) WriteText(w io.Writer) error {
 		if _, err := fmt.Fprintf(w, "%s: position %d; wrote %d row(s), %d repeat(s), %d conflict(s), %d reject(s)\n",
 			st.Name, st.Position, st.Rows, st.Repeats, st.Conflicts, st.Rejects); err != nil {
 			return err
+		}
+		if st.Recreated != "" {
+			if _, err := fmt.Fprintf(w, "%s: created again since the sink read it: read from its start, its rows recorded as %s\n", st.Name, st.Recreated); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -62,6 +62,13 @@ type StreamCheck struct {
 	// Aged are rows older than the archive's first sequence: kept by the
 	// database after the archive's retention dropped them.
 	Aged uint64 `json:"aged"`
+	// RecordedAs is the name the stream's rows are recorded under
+	// (archive_stream): its own, or, once it was created again (deleted
+	// and recreated by central's administrator) since the sink first read
+	// it, "<name>@<its creation time>". Earlier name the rows of the
+	// earlier streams of the name, which are not compared.
+	RecordedAs string   `json:"recorded_as"`
+	Earlier    []string `json:"earlier,omitempty"`
 }
 
 // StoreCheck is one store's totals on both sides, for the messages up to
@@ -190,7 +197,7 @@ func verifyStream(ctx context.Context, conn *pgx.Conn, js jetstream.JetStream, n
 
 	// The database's rows of the stream, in archive order, walked beside
 	// the archive's messages.
-	rows, err := conn.Query(ctx, verifyRows, name)
+	rows, err := conn.Query(ctx, verifyRows, sc.RecordedAs)
 	if err != nil {
 		return sc, fmt.Errorf("sink: verify %s: %w", name, err)
 	}
@@ -221,11 +228,23 @@ func verifyStream(ctx context.Context, conn *pgx.Conn, js jetstream.JetStream, n
 func (sc *StreamCheck) readPosition(ctx context.Context, conn *pgx.Conn, state jetstream.StreamState) error {
 	sc.FirstSeq, sc.LastSeq = state.FirstSeq, state.LastSeq
 	var pos int64
-	err := conn.QueryRow(ctx, `SELECT last_seq FROM sink_positions WHERE archive_stream = $1`, sc.Name).Scan(&pos)
+	sc.RecordedAs = sc.Name
+	err := conn.QueryRow(ctx, `SELECT r.archive_stream, r.last_seq FROM sink_positions s
+		JOIN sink_positions r ON r.archive_stream = coalesce(s.current_as, s.archive_stream)
+		WHERE s.archive_stream = $1`, sc.Name).Scan(&sc.RecordedAs, &pos)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("sink: verify: position of %s: %w", sc.Name, err)
 	}
 	sc.Position = uint64(pos)
+	rows, err := conn.Query(ctx, `SELECT archive_stream FROM sink_positions
+		WHERE (archive_stream = $1 OR left(archive_stream, length($1) + 1) = $1 || '@') AND archive_stream <> $2
+		ORDER BY archive_stream`, sc.Name, sc.RecordedAs)
+	if err != nil {
+		return fmt.Errorf("sink: verify: earlier streams of %s: %w", sc.Name, err)
+	}
+	if sc.Earlier, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		return fmt.Errorf("sink: verify: earlier streams of %s: %w", sc.Name, err)
+	}
 	if sc.LastSeq > sc.Position {
 		sc.Lag = sc.LastSeq - max(sc.Position, sc.FirstSeq-1)
 		if state.Msgs == 0 {
@@ -348,6 +367,11 @@ func (v *Verification) WriteText(w io.Writer) error {
 	for _, st := range v.Streams {
 		fmt.Fprintf(w, "%s: archive %d..%d, position %d, checked %d, lag %d, missing %d, different %d, extra %d, older than the archive %d\n",
 			st.Name, st.FirstSeq, st.LastSeq, st.Position, st.Checked, st.Lag, st.Missing, st.Different, st.Extra, st.Aged)
+		if len(st.Earlier) > 0 {
+			fmt.Fprintf(w, "%s: created again %d time(s) since the sink first read it (deleted and recreated by central's administrator): "+
+				"the sink read it from its start, its rows recorded as %s; the earlier streams' rows are kept as %s\n",
+				st.Name, len(st.Earlier), st.RecordedAs, strings.Join(st.Earlier, ", "))
+		}
 	}
 	bad := 0
 	for _, st := range v.Stores {

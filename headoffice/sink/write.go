@@ -5,11 +5,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/rxedge/agent/internal/holdpoint"
 	"github.com/rxedge/agent/movement"
 )
 
@@ -117,6 +119,7 @@ func writeBatch(ctx context.Context, conn *pgx.Conn, stream string, from uint64,
 				return err
 			}
 		}
+		holdpoint.Reach(holdpoint.SinkBatch)
 		if err := movePosition(ctx, tx, stream, from, to, c); err != nil {
 			return err
 		}
@@ -354,14 +357,37 @@ func sameMovement(r *Row, d string) bool {
 	return p.Equivalent(kept)
 }
 
-// ensurePosition makes the stream's position row and returns its value.
-func ensurePosition(ctx context.Context, conn *pgx.Conn, stream string) (uint64, error) {
+// startAgain records the rows of stream, found created again at
+// created, under the position row rec, and makes it the stream's current
+// one: in one transaction, so that a crash leaves the one or the other.
+// The rows of the earlier stream stay as they are (the sink only ever
+// inserts them).
+func startAgain(ctx context.Context, conn *pgx.Conn, stream, rec string, created time.Time) error {
+	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO sink_positions (archive_stream, archive_created) VALUES ($1, $2)
+			ON CONFLICT DO NOTHING`, rec, created); err != nil {
+			return fmt.Errorf("sink: start the position of the recreated %s: %w", stream, err)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE sink_positions SET current_as = $2, recreated = recreated + 1, updated_at = now()
+			WHERE archive_stream = $1`, stream, rec); err != nil {
+			return fmt.Errorf("sink: start the position of the recreated %s: %w", stream, err)
+		}
+		return nil
+	})
+}
+
+// ensurePosition makes the stream's position row and returns the
+// position of the row its rows are recorded under (rec: the stream's own,
+// or the one of the stream created again, startAgain).
+func ensurePosition(ctx context.Context, conn *pgx.Conn, stream string) (pos uint64, rec string, err error) {
 	if _, err := conn.Exec(ctx, `INSERT INTO sink_positions (archive_stream) VALUES ($1) ON CONFLICT DO NOTHING`, stream); err != nil {
-		return 0, fmt.Errorf("sink: position of %s: %w", stream, err)
+		return 0, "", fmt.Errorf("sink: position of %s: %w", stream, err)
 	}
 	var v int64
-	if err := conn.QueryRow(ctx, `SELECT last_seq FROM sink_positions WHERE archive_stream = $1`, stream).Scan(&v); err != nil {
-		return 0, fmt.Errorf("sink: position of %s: %w", stream, err)
+	if err := conn.QueryRow(ctx, `SELECT r.archive_stream, r.last_seq FROM sink_positions s
+		JOIN sink_positions r ON r.archive_stream = coalesce(s.current_as, s.archive_stream)
+		WHERE s.archive_stream = $1`, stream).Scan(&rec, &v); err != nil {
+		return 0, "", fmt.Errorf("sink: position of %s: %w", stream, err)
 	}
-	return uint64(v), nil
+	return uint64(v), rec, nil
 }
