@@ -2,11 +2,13 @@ package service
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -265,7 +267,15 @@ func (svc *Service) Run(ctx context.Context, ready func(addr string)) error {
 	if err != nil {
 		return fmt.Errorf("listen %s (/metrics, /readyz): %w", svc.Settings.Listen, err)
 	}
-	srv := &http.Server{Handler: svc.Sup.Handler(svc.gatherers...), ReadHeaderTimeout: 5 * time.Second}
+	h := svc.Sup.Handler(svc.gatherers...)
+	if svc.Settings.ListenToken != (Secret{}) {
+		tok, err := svc.Settings.ListenToken.Read(os.Getenv)
+		if err != nil {
+			return fmt.Errorf("listen_token: %w", err)
+		}
+		h = bearerOnly(tok, h)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	defer srv.Close()
 	if ready != nil {
@@ -280,4 +290,18 @@ func (svc *Service) Close() {
 		svc.closers[i]()
 	}
 	svc.closers = nil
+}
+
+// bearerOnly asks every request but /healthz for the token (Authorization:
+// Bearer), compared in constant time.
+func bearerOnly(token string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if r.URL.Path != "/healthz" && subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="rxedge-hq"`)
+			http.Error(w, "missing or wrong token: send Authorization: Bearer <the listen_token>", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }

@@ -3,6 +3,8 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -172,6 +174,7 @@ func TestSettingsCheckReportsEveryProblem(t *testing.T) {
 	s.Verify.Interval = -time.Second
 	s.Fleet.Stale, s.Fleet.Silent = 10*time.Minute, time.Minute
 	s.StopTimeout = -time.Second
+	s.Listen = "0.0.0.0:9467"
 	s.Console = &console.Settings{}
 	off := false
 	s.Fleet.Enabled = &off
@@ -181,7 +184,7 @@ func TestSettingsCheckReportsEveryProblem(t *testing.T) {
 	}
 	text := err.Error()
 	for _, field := range []string{"postgres.url", "postgres.password", "nats.servers", "nats.partitions", "nats.audit.password.credential",
-		"nats.witness.password.credential", "roster", "witness.signing_key", "sink.batch", "verify.interval", "fleet.silent", "stop_timeout", "console"} {
+		"nats.witness.password.credential", "roster", "witness.signing_key", "sink.batch", "verify.interval", "fleet.silent", "stop_timeout", "console", "listen"} {
 		if !strings.Contains(text, "hq.yaml: "+field+":") {
 			t.Errorf("no problem of %s in:\n%s", field, text)
 		}
@@ -193,5 +196,36 @@ func TestSettingsCheckReportsEveryProblem(t *testing.T) {
 	}
 	if strings.Contains(text, "hunter2") {
 		t.Errorf("the problems repeat the URL's password:\n%s", text)
+	}
+}
+
+// TestListenOffLoopbackNeedsAToken: hq's /metrics and /readyz name every
+// store with an open finding or problem, so the listener leaves loopback
+// only with a token, which they then ask for; /healthz answers anyone.
+func TestListenOffLoopbackNeedsAToken(t *testing.T) {
+	s := Settings{Listen: "0.0.0.0:9467"}
+	if err := s.Check("hq.yaml", func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "hq.yaml: listen: 0.0.0.0:9467 is not a loopback address") {
+		t.Errorf("off loopback without a token: %v", err)
+	}
+	s = Settings{Listen: "0.0.0.0:9467", ListenToken: Secret{File: "/etc/rxedge/hq-metrics.token"}}
+	if err := s.Check("hq.yaml", func(string) string { return "" }); err != nil && strings.Contains(err.Error(), "hq.yaml: listen:") {
+		t.Errorf("off loopback with a token: %v", err)
+	}
+	h := bearerOnly("s3cret-token-0123456789", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }))
+	for _, c := range []struct {
+		path, auth string
+		want       int
+	}{
+		{"/metrics", "", 401}, {"/readyz", "Bearer wrong", 401}, {"/metrics", "Bearer s3cret-token-0123456789", 200}, {"/healthz", "", 200},
+	} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", c.path, nil)
+		if c.auth != "" {
+			req.Header.Set("Authorization", c.auth)
+		}
+		h.ServeHTTP(rec, req)
+		if rec.Code != c.want {
+			t.Errorf("GET %s with %q: %d, want %d", c.path, c.auth, rec.Code, c.want)
+		}
 	}
 }

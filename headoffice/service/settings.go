@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -14,6 +13,8 @@ import (
 
 	"github.com/rxedge/agent/headoffice/console"
 	"github.com/rxedge/agent/headoffice/sink"
+	"github.com/rxedge/agent/internal/disk"
+	"github.com/rxedge/agent/internal/listen"
 	"github.com/rxedge/agent/internal/secret"
 )
 
@@ -49,8 +50,11 @@ type Identity struct {
 // job, each validated by Check with every problem at once, naming the
 // file and the field.
 type Settings struct {
-	// Listen serves /metrics, /readyz and /healthz.
-	Listen string `yaml:"listen"`
+	// Listen serves /metrics, /readyz and /healthz: on loopback, or
+	// elsewhere only with ListenToken, which /metrics and /readyz then
+	// ask for (a bearer token; /healthz answers anyone).
+	Listen      string `yaml:"listen"`
+	ListenToken Secret `yaml:"listen_token"`
 	// ConnectTimeout bounds a batch run's wait for PostgreSQL or central
 	// (hq sink --until-caught-up …); the service retries.
 	ConnectTimeout time.Duration `yaml:"connect_timeout"`
@@ -109,11 +113,15 @@ type Settings struct {
 	Console *console.Settings `yaml:"console"`
 }
 
-// LoadSettings reads a settings file; an unknown key is an error that
-// names the file.
+// MaxSettingsBytes bounds hq run's settings file.
+const MaxSettingsBytes = 1 << 20
+
+// LoadSettings reads a settings file (a regular file of at most
+// MaxSettingsBytes: a FIFO in its place is refused, not waited on); an
+// unknown key is an error that names the file.
 func LoadSettings(path string) (Settings, error) {
 	var s Settings
-	b, err := os.ReadFile(path)
+	b, err := disk.ReadRegular(path, MaxSettingsBytes)
 	if err != nil {
 		return s, fmt.Errorf("hq settings: %w", err)
 	}
@@ -171,6 +179,12 @@ func (s *Settings) Check(file string, getenv func(string) string) error {
 		if d < 0 {
 			p.Add(field, "must not be negative")
 		}
+	}
+	checkSecret(p, "listen_token", s.ListenToken, getenv)
+	guarded := s.ListenToken.File != "" || s.ListenToken.Credential != ""
+	if err := (listen.Rule{Field: "listen", Example: DefaultListen,
+		Guard: "also set listen_token, which /metrics and /readyz then ask for"}).Check(s.Listen, guarded); err != nil {
+		p.Add("listen", "%s", strings.TrimPrefix(err.Error(), "listen: "))
 	}
 	positive("connect_timeout", s.ConnectTimeout)
 	positive("stop_timeout", s.StopTimeout)
