@@ -1,7 +1,7 @@
 #!/bin/sh
 # After rxedge-hq's files are in place (install and upgrade, deb and rpm):
 # systemd learns hq run's unit, which stays disabled until head office
-# enables it (README, "The head-office service: hq run"); an upgrade
+# enables it (docs/headoffice.md, "The head-office service: hq run"); an upgrade
 # restarts a running service on the new binary, and a stopped one stays
 # stopped. /etc/rxedge, where the settings go, is made when missing; an
 # existing one (the store's package makes it 0750) is left as it is;
@@ -25,6 +25,6 @@ if [ -d "${RXEDGE_SYSTEMD_RUN:-/run/systemd/system}" ]; then
 	if systemctl is-active --quiet rxedge-sink.service 2>/dev/null; then
 		echo "rxedge-hq: rxedge-sink.service is no longer shipped; the sink it runs goes on until stopped." >&2
 		echo "rxedge-hq: move to hq run: write /etc/rxedge/hq.yaml (/usr/share/rxedge/hq.yaml.example; the sink's settings are its postgres and nats sections)," >&2
-		echo "rxedge-hq: then: systemctl disable --now rxedge-sink.service; systemctl enable --now rxedge-hq.service (README, \"Moving from rxedge-sink\")" >&2
+		echo "rxedge-hq: then: systemctl disable --now rxedge-sink.service; systemctl enable --now rxedge-hq.service (docs/headoffice.md, \"Moving from rxedge-sink\")" >&2
 	fi
 fi

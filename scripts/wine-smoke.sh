@@ -20,7 +20,7 @@
 #      wrote (`hq hub`) and `hq reconcile` checks that central holds exactly
 #      the movements acknowledged, sequences 1..N, none missing.
 #
-# Wine's gaps are worked around here, never in the product (README,
+# Wine's gaps are worked around here, never in the product (docs/internals.md,
 # "Windows under Wine"): Wine 8 has no bcryptprimitives.dll, which Go 1.22+
 # needs for random bytes, so a stand-in built with mingw-w64 from
 # scripts/wine/bcryptprimitives.c goes into the Wine prefix's system32; and

@@ -378,24 +378,29 @@ func TestIntakeSection(t *testing.T) {
 	}
 }
 
-// TestConfigsPointAtREADMESections: every README section the example
-// configurations name (README, "Section") is a heading of the README.
+// TestConfigsPointAtREADMESections: every section of the docs the example
+// configurations name (docs/store.md, "Section", or README, "Section") is
+// a heading of that page.
 func TestConfigsPointAtREADMESections(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	headings := map[string]bool{}
-	for _, l := range strings.Split(string(readme), "\n") {
-		if strings.HasPrefix(l, "#") {
-			headings[strings.TrimSpace(strings.TrimLeft(l, "#"))] = true
+	headings := func(page string) map[string]bool {
+		b, err := os.ReadFile(filepath.Join("..", filepath.FromSlash(page)))
+		if err != nil {
+			t.Fatalf("%s: %v", page, err)
 		}
+		out := map[string]bool{}
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "#") {
+				out[strings.TrimSpace(strings.TrimLeft(l, "#"))] = true
+			}
+		}
+		return out
 	}
 	files, _ := filepath.Glob(filepath.Join("..", "configs", "*.yaml"))
 	if len(files) == 0 {
 		t.Fatal("no configs/*.yaml")
 	}
-	ref := regexp.MustCompile(`README,? "([^"]+)"`)
+	ref := regexp.MustCompile(`(README|docs/[a-z]+\.md),? "([^"]+)"`)
+	var n int
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
 		if err != nil {
@@ -404,9 +409,17 @@ func TestConfigsPointAtREADMESections(t *testing.T) {
 		// A reference may run over comment lines: join them.
 		text := regexp.MustCompile(`\n\s*#\s*`).ReplaceAllString(string(raw), " ")
 		for _, m := range ref.FindAllStringSubmatch(text, -1) {
-			if !headings[m[1]] {
-				t.Errorf("%s names the README section %q, which the README does not have", filepath.Base(f), m[1])
+			page := m[1]
+			if page == "README" {
+				page = "README.md"
+			}
+			n++
+			if !headings(page)[m[2]] {
+				t.Errorf("%s names the section %q of %s, which has none of that name", filepath.Base(f), m[2], page)
 			}
 		}
+	}
+	if n == 0 {
+		t.Error("no configs/*.yaml names a section of the docs: the check found nothing to check")
 	}
 }

@@ -14,7 +14,7 @@ const (
 )
 
 // LineageCheck is what the running agent's check of its data file against
-// central's record of the store found at this start (see README, Data
+// central's record of the store found at this start (see docs/store.md, Data
 // file lineage).
 type LineageCheck struct {
 	State string     `json:"state"`
@@ -112,7 +112,7 @@ func judgeLineage(s *Status, add func(critical bool, code, format string, args .
 		if c.From == "none" {
 			decided = "it found nothing it could take as the store's own and started as a new file would"
 		}
-		add(false, CodeLineageSkipped, "at start the agent passed over %d record(s) on central that the store did not write (%s): someone else wrote on the store's subjects; %s, and delivers as usual (README, Data file lineage)", c.Skipped, c.skippedText(), decided)
+		add(false, CodeLineageSkipped, "at start the agent passed over %d record(s) on central that the store did not write (%s): someone else wrote on the store's subjects; %s, and delivers as usual (docs/store.md, Data file lineage)", c.Skipped, c.skippedText(), decided)
 	}
 	if c.UnverifiedFile != "" {
 		add(false, CodeFileUnverified, "central's last movement names data file %s, which this data file (%s) does not know, and neither the store's fleet summary nor a checkpoint it signed confirms it: delivery goes on; if another PC runs as this store, switch it off: two data files would give the same sequences", c.UnverifiedFile, l.FileID)

@@ -238,7 +238,7 @@ func (st *settler) resolve(ctx context.Context, f *flight, block bool) ([]outcom
 // A duplicate acknowledgement is checked the same way: the stream's
 // Nats-Msg-Id window spans every store, so another store that published
 // this key as its message id first gets this publish answered "duplicate"
-// with nothing stored (README, Security).
+// with nothing stored (docs/security.md).
 func (st *settler) judge(ctx context.Context, r *queue.Record, ack *jetstream.PubAck, err error) outcome {
 	if err == nil && !ack.Duplicate {
 		return outcome{rec: r, v: verdict{outcome: retry.Stored, kind: "stored"}, streamSeq: ack.Sequence}

@@ -26,21 +26,21 @@ import (
 )
 
 // readmeBlock returns the shell block that follows the marker line
-// <!-- name --> in the README.
+// <!-- name --> in docs/inspector.md.
 func readmeBlock(t *testing.T, name string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "inspector.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := regexp.MustCompile("(?s)<!-- " + regexp.QuoteMeta(name) + " -->\n```sh\n(.*?)\n```").FindSubmatch(b)
 	if m == nil {
-		t.Fatalf("README.md has no shell block after <!-- %s -->", name)
+		t.Fatalf("docs/inspector.md has no shell block after <!-- %s -->", name)
 	}
 	return string(m[1])
 }
 
-// shell runs a README block with bash -e in dir, the binaries as the
+// shell runs a block of docs/inspector.md with bash -e in dir, the binaries as the
 // packages install them (rxedge-hq, rxedge-agent) first on PATH, and env
 // added to the test's environment.
 func shell(t *testing.T, bin, dir, block string, env ...string) string {
@@ -53,7 +53,7 @@ func shell(t *testing.T, bin, dir, block string, env ...string) string {
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("the README's block failed: %v\n--- block\n%s\n--- stdout\n%s--- stderr\n%s", err, block, out.String(), errb.String())
+		t.Fatalf("the inspector page's block failed: %v\n--- block\n%s\n--- stdout\n%s--- stderr\n%s", err, block, out.String(), errb.String())
 	}
 	return out.String()
 }
@@ -136,16 +136,16 @@ func runStoreAs(t *testing.T, agent, url, store, pub string) (string, string) {
 	return "", ""
 }
 
-// TestInspectorProcedureFromTheREADME runs the README's inspector
+// TestInspectorProcedureFromTheDocs runs the inspector's
 // procedure as written, with the binaries as the packages install them,
 // against a real nats-server run with the production configuration: head
-// office makes its operator key with the README's setup block; the store
+// office makes its operator key with the page's setup block; the store
 // (S0001) trusts it, acknowledges movements and publishes a signed
 // checkpoint; then the procedure block checks one movement's proof
 // offline and has verify, as the audit user, ask the store for its newest
 // checkpoint with that key. Every command must succeed (bash -e), and
 // verify's report must hold and have asked the store.
-func TestInspectorProcedureFromTheREADME(t *testing.T) {
+func TestInspectorProcedureFromTheDocs(t *testing.T) {
 	bin := installed(t)
 	h := natstest.StartHub(t, natstest.WithConfigFile(productionTemplate, adminConnect...))
 	work := t.TempDir()

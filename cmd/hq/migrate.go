@@ -33,7 +33,7 @@ is republished with its own Nats-Msg-Id and Rx-* headers and "no message
 yet" expected on its subject, so a partition refuses a key it holds; the
 copy there is then read back: the same digest counts as already migrated,
 another is a conflict, reported and never overwritten. Running it again
-migrates nothing twice. Use central's administrator identity. README,
+migrates nothing twice. Use central's administrator identity. docs/headoffice.md,
 "Moving to a partitioned central", gives the whole procedure.
 
 Exit status 0 when every movement is in its partition, 3 when a conflict

@@ -371,7 +371,7 @@ func btoi(b bool) int {
 }
 
 // reportLong is the command's help.
-const reportLong = `Print one of the views the sink's schema ships (see README, "Head office's
+const reportLong = `Print one of the views the sink's schema ships (see docs/headoffice.md, "Head office's
 records in PostgreSQL"):
 
   balances        each controlled NDC's balance per store now (perpetual

@@ -499,7 +499,7 @@ accounts {
 {{- if .Migrate}}
 
       # Moves a one-partition central's movements into the partitions
-      # (` + "`hq migrate`" + `, README "Moving to a partitioned central"):
+      # (` + "`hq migrate`" + `, docs/headoffice.md "Moving to a partitioned central"):
       # reads RX_MOVEMENTS, publishes into the partitions. Remove this
       # user once the move is done and reconciled.
       {
