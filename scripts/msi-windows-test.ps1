@@ -56,9 +56,21 @@ function Status() {
 Step "central: hq hub on 127.0.0.1:4222"
 $hub = Start-Process (Resolve-Path $Hub) -ArgumentList @("hub", "--store-dir", (Join-Path $work "central"), "--listen", "127.0.0.1:4222") -PassThru -NoNewWindow
 
-Step "install $Old with STORE_ID and NATS_URL"
-Msi @("/i", (Resolve-Path $Old), "STORE_ID=S0107", "NATS_URL=nats://127.0.0.1:4222") "install.log"
+Step "install $Old with STORE_ID, NATS_URL and the intakes (HL7_LISTEN, ASAP_DIR, FORMULARY)"
+$asap = Join-Path $work "asap"
+New-Item -ItemType Directory -Force $asap | Out-Null
+$formulary = Join-Path $work "formulary.csv"
+Set-Content -Path $formulary -Value "ndc,schedule,unit`n12345-6789-01,,EA" -Encoding ascii
+Msi @("/i", (Resolve-Path $Old), "STORE_ID=S0107", "NATS_URL=nats://127.0.0.1:4222",
+    "HL7_LISTEN=127.0.0.1:2575", "ASAP_DIR=$asap", "FORMULARY=$formulary") "install.log"
 WaitService "Running"
+$cfg = Get-Content (Join-Path $base "agent.yaml") -Raw
+foreach ($want in @("127.0.0.1:2575", $asap, $formulary)) {
+    if (-not $cfg.Contains($want)) { Fail "agent.yaml lacks $want from the MSI's properties" }
+}
+$tcp = New-Object System.Net.Sockets.TcpClient
+try { $tcp.Connect("127.0.0.1", 2575) } catch { Fail "the HL7 listener of HL7_LISTEN does not answer: $($_.Exception.Message)" } finally { $tcp.Close() }
+Step "the intakes from the MSI's properties are in agent.yaml, and HL7 listens"
 if (-not (Test-Path $exe)) { Fail "$exe missing" }
 $svc = Get-CimInstance Win32_Service -Filter "Name='rxedge-agent'"
 if ($svc.StartName -ne "NT SERVICE\rxedge-agent") { Fail "service account $($svc.StartName)" }
