@@ -10,17 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rxedge/agent/central/command"
 	"github.com/rxedge/agent/headoffice/audit"
 	"github.com/rxedge/agent/headoffice/console"
 	"github.com/rxedge/agent/headoffice/fleet"
-	"github.com/rxedge/agent/headoffice/sink"
 	"github.com/rxedge/agent/status"
-	"github.com/rxedge/agent/testkit/pgtest"
 )
 
 // summary is a store's fleet-view entry as its agent writes it, changed
@@ -124,23 +120,8 @@ func TestFleetWatchLook(t *testing.T) {
 // a store's newest first, every store's, a closed one said to be no
 // longer found, and the open ones counted by store.
 func TestFindingsTable(t *testing.T) {
-	pg := pgtest.Start(t)
-	pg.CreateDB(t, "findings")
 	ctx := context.Background()
-	cfg := pgConfig(t, pg, "findings")
-	conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := sink.Migrate(ctx, conn); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	_, pool := migratedDB(t, "findings")
 	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	altered := audit.Finding{Store: "S0001", Log: "L1", Kind: audit.KindAltered, From: 4, To: 4, Sizes: []int64{5}, Detail: "leaf 4 differs"}
 	missing := audit.Finding{Store: "S0001", Log: "L1", Kind: audit.KindCheckpointMissing, Sizes: []int64{9}, Detail: "newest checkpoint not archived"}

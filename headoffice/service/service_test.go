@@ -224,23 +224,8 @@ func TestPGState(t *testing.T) {
 // find it, one of the archive's only at a pass that verified every log
 // again; the state is saved with them.
 func TestRecordPass(t *testing.T) {
-	pg := pgtest.Start(t)
-	pg.CreateDB(t, "findings")
 	ctx := context.Background()
-	cfg := pgConfig(t, pg, "findings")
-	conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := sink.Migrate(ctx, conn); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	_, pool := migratedDB(t, "findings")
 	altered := audit.Finding{Store: "S0001", Log: "L1", Kind: audit.KindAltered, From: 4, To: 4, Sizes: []int64{5}, Detail: "leaf 4 differs"}
 	missingCP := audit.Finding{Store: "S0002", Log: "L2", Kind: audit.KindCheckpointMissing, Sizes: []int64{9}, Detail: "newest checkpoint not archived"}
 	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
@@ -274,23 +259,8 @@ func TestRecordPass(t *testing.T) {
 // stale holder's pass is refused (ErrLeaseLost) and writes nothing; the
 // new holder's is recorded.
 func TestVerifyStateFencedAgainstAStaleHolder(t *testing.T) {
-	pg := pgtest.Start(t)
-	pg.CreateDB(t, "fence")
 	ctx := context.Background()
-	cfg := pgConfig(t, pg, "fence")
-	conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := sink.Migrate(ctx, conn); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	cfg, pool := migratedDB(t, "fence")
 	// The lease's own check of its connection is slower than the test,
 	// as a stale holder's can be: it has not noticed the loss.
 	leaser := &Leaser{Config: cfg.ConnConfig, Poll: 20 * time.Millisecond, Check: time.Hour}
@@ -304,7 +274,7 @@ func TestVerifyStateFencedAgainstAStaleHolder(t *testing.T) {
 	if _, _, err := recordPass(ctx, pool, stale.Fence, VerifyStateName, []byte("first"), rep, now); err != nil {
 		t.Fatalf("the holder's pass: %v", err)
 	}
-	if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend($1)`, int64(stale.pid)); err != nil {
+	if _, err := pool.Exec(ctx, `SELECT pg_terminate_backend($1)`, int64(stale.pid)); err != nil {
 		t.Fatal(err)
 	}
 	actx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -331,4 +301,29 @@ func TestVerifyStateFencedAgainstAStaleHolder(t *testing.T) {
 	if stale.Context().Err() == nil {
 		t.Errorf("the stale lease's context did not end once its loss was found")
 	}
+}
+
+// migratedDB starts a real PostgreSQL with a database of the sink's
+// schema, and returns its configuration and a pool on it (closed with the
+// test).
+func migratedDB(t *testing.T, name string) (*pgxpool.Config, *pgxpool.Pool) {
+	t.Helper()
+	pg := pgtest.Start(t)
+	pg.CreateDB(t, name)
+	ctx := context.Background()
+	cfg := pgConfig(t, pg, name)
+	conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := sink.Migrate(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return cfg, pool
 }
